@@ -1,0 +1,39 @@
+# Two set-up commands that work on a fresh machine: `make figures` and `make test`.
+# Both create (or reuse) .venv and install tdyn with pinned versions (constraints.txt).
+PY       ?= python3
+VENV     := .venv
+BIN      := $(VENV)/bin
+STAMP    := $(VENV)/.installed
+export MPLBACKEND := Agg
+export JAX_PLATFORMS := cpu
+export PYTHONHASHSEED := 0
+
+.PHONY: install test test-slow bench figures figures-full clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# torch first, alone and pinned: it takes the local CPU wheel (DEVELOPERS.md)
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+bench: $(STAMP)
+	$(BIN)/python -m pytest -q -m benchmark --benchmark-enable --benchmark-only
+
+figures: $(STAMP)
+	$(BIN)/tdyn reproduce --quick
+
+figures-full: $(STAMP)
+	$(BIN)/tdyn reproduce
+
+clean:
+	rm -rf $(VENV) figures/out .pytest_cache

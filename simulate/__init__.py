@@ -1,0 +1,24 @@
+"""tdyn.simulate — integrate reduced systems as ODEs (diffrax, scipy) and SDE ensembles.
+
+Nothing here is paper-specific: every function takes a ReducedSystem (or an SDE model) built in
+``theory``. Results are Trajectories (xarray Datasets) saved/loaded as NetCDF atomically.
+"""
+
+from .ode import BACKENDS, first_crossing, solve
+from .sde import ReducedSDE, solve_sde
+from .sweep import sweep
+from .trajectory import atomic_write, load, make_trajectory, parameters_of, save
+
+__all__ = [
+    "solve",
+    "solve_sde",
+    "sweep",
+    "ReducedSDE",
+    "first_crossing",
+    "BACKENDS",
+    "make_trajectory",
+    "parameters_of",
+    "save",
+    "load",
+    "atomic_write",
+]

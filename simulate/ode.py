@@ -1,0 +1,186 @@
+"""``solve``: integrate a ReducedSystem as an ODE with diffrax or scipy (the oracle).
+
+One obvious entry point, as ``scipy.integrate.solve_ivp``: ``solve(system, params, y0, t)``
+returns a Trajectory (xarray Dataset) whose ``status``/``message`` attributes report the solver's
+outcome. A failed or non-finite solve raises :class:`SolverError` carrying the partial
+trajectory up to the last good time.
+
+Defaults are stiff solvers (scipy Radau; diffrax Kvaerno5 with a PID controller), because reduced
+flows such as SCB's have a fast "mean" block next to a slow escape (papers/scb.md §3.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from theory.core import ReducedSystem
+from theory.errors import ConfigError, SolverError
+
+from .trajectory import make_trajectory
+
+__all__ = ["solve", "BACKENDS", "first_crossing"]
+
+BACKENDS = ("diffrax", "scipy")
+_SCIPY_METHODS = ("Radau", "BDF", "LSODA", "RK45", "DOP853", "RK23")
+_DIFFRAX_METHODS = ("Kvaerno5", "Kvaerno3", "Tsit5", "Dopri8", "Dopri5")
+
+
+def _enable_x64():
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+
+
+@lru_cache(maxsize=64)
+def _diffrax_solver(system: ReducedSystem, method: str, rtol: float, atol: float, max_steps: int):
+    """One compiled solve per (system, method, tolerances); parameters travel in ``args`` so new
+    parameter values never recompile."""
+    _enable_x64()
+    import diffrax
+    import jax
+
+    f = system.to_jax()
+    term = diffrax.ODETerm(lambda t, y, p: f(t, y, p))
+    solver = getattr(diffrax, method)()
+
+    @jax.jit
+    def run(y0, p, ts):
+        return diffrax.diffeqsolve(
+            term, solver, t0=ts[0], t1=ts[-1], dt0=None, y0=y0, args=p,
+            saveat=diffrax.SaveAt(ts=ts),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            max_steps=max_steps, throw=False,
+        )
+
+    return run
+
+
+def _validate_time(t) -> np.ndarray:
+    t = np.asarray(t, dtype=np.float64)
+    if t.ndim != 1 or t.size < 2:
+        raise ConfigError("t", "need a 1-D grid of at least two output times")
+    if not np.all(np.isfinite(t)):
+        raise ConfigError("t", "output times must be finite")
+    if not np.all(np.diff(t) > 0):
+        raise ConfigError("t", "output times must be strictly increasing")
+    return t
+
+
+def solve(
+    system: ReducedSystem,
+    params: Mapping[str, float],
+    y0: Mapping[str, float] | Sequence[float] | np.ndarray,
+    t: Sequence[float] | np.ndarray,
+    *,
+    backend: str = "diffrax",
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    method: str | None = None,
+    max_steps: int = 1_000_000,
+    observables: bool = True,
+):
+    """Integrate ``system`` from ``y0`` at ``t[0]`` and report the state at every ``t``.
+
+    Parameters
+    ----------
+    params: values of ``system.parameter_names`` (extra keys are ignored).
+    y0:     initial state, by name or in ``system.state_names`` order.
+    t:      strictly increasing output times (units: the system's time, e.g. optimiser steps).
+    backend: ``"diffrax"`` (jit-compiled, float64) or ``"scipy"`` (``solve_ivp``).
+    method: scipy method name (default Radau) or diffrax solver class (default Kvaerno5).
+
+    Returns a Trajectory with one variable per state and per observable.
+    Raises :class:`SolverError` (with ``.partial``) when the solver fails or leaves finite values.
+    """
+    if backend not in BACKENDS:
+        raise ConfigError("backend", f"must be one of {BACKENDS}, got {backend!r}")
+    if not (rtol > 0 and atol > 0):
+        raise ConfigError("rtol", "tolerances must be > 0")
+    ts = _validate_time(t)
+    p = system.parameter_vector(params)
+    if not np.all(np.isfinite(p)):
+        bad = system.parameter_names[int(np.argmin(np.isfinite(p)))]
+        raise ConfigError(bad, "parameter value is not finite")
+    y = system.state_vector(y0)
+    if not np.all(np.isfinite(y)):
+        raise ConfigError("y0", "initial state is not finite")
+
+    if backend == "scipy":
+        from scipy.integrate import solve_ivp
+
+        method = method or "Radau"
+        if method not in _SCIPY_METHODS:
+            raise ConfigError("method", f"scipy method must be one of {_SCIPY_METHODS}")
+        f = system.to_numpy()
+        jac_f = None
+        if method in ("Radau", "BDF", "LSODA"):
+            import sympy as sp
+
+            jac = sp.lambdify((sp.Symbol("t", real=True), system.state, system.parameters),
+                              system.jacobian(), modules="numpy", cse=True)
+            jac_f = lambda tt, yy: np.asarray(jac(tt, yy, p), dtype=float)  # noqa: E731
+        with np.errstate(all="ignore"):
+            sol = solve_ivp(lambda tt, yy: f(tt, yy, p), (ts[0], ts[-1]), y, method=method, t_eval=ts,
+                            rtol=rtol, atol=atol, jac=jac_f)
+        Y = np.full((ts.size, y.size), np.nan)
+        Y[: sol.y.shape[1]] = sol.y.T
+        status, message = int(sol.status), str(sol.message)
+        nfev = int(sol.nfev)
+    else:
+        method = method or "Kvaerno5"
+        if method not in _DIFFRAX_METHODS:
+            raise ConfigError("method", f"diffrax solver must be one of {_DIFFRAX_METHODS}")
+        import diffrax
+        import jax.numpy as jnp
+
+        run = _diffrax_solver(system, method, float(rtol), float(atol), int(max_steps))
+        sol = run(jnp.asarray(y), jnp.asarray(p), jnp.asarray(ts))
+        Y = np.asarray(sol.ys, dtype=np.float64)
+        ok = bool(sol.result == diffrax.RESULTS.successful)
+        status, message = (0, "The solver successfully reached the end of the integration interval.") if ok else (
+            -1, str(diffrax.RESULTS[sol.result]) if hasattr(diffrax.RESULTS, "__getitem__") else "diffrax solver failed")
+        nfev = int(sol.stats.get("num_steps", -1))
+
+    finite = np.all(np.isfinite(Y), axis=1)
+    good = int(np.argmin(finite)) if not finite.all() else ts.size
+    if good < ts.size and status == 0:
+        status, message = -1, f"non-finite state at t={ts[good]:.6g}"
+    variables = {n: Y[:good, i] for i, n in enumerate(system.state_names)}
+    if observables and good > 0:
+        with np.errstate(all="ignore"):
+            variables.update(system.observables_numpy()(Y[:good], p))
+    traj = make_trajectory(
+        ts[:good], variables, paper=system.paper, system=system.name, source="ode", backend=backend,
+        parameters={**{n: float(v) for n, v in zip(system.parameter_names, p)},
+                    "rtol": rtol, "atol": atol, "method": method},
+        status=status, message=message, extra_attrs={"n_steps": nfev},
+    )
+    if status != 0:
+        t_reached = float(ts[good - 1]) if good > 0 else float(ts[0])
+        raise SolverError(system.paper, system.name, t_reached, message, partial=traj)
+    return traj
+
+
+def first_crossing(ds, variable: str, level: float, dim: str = "time") -> np.ndarray | float:
+    """First time at which ``variable`` reaches ``level`` (linear interpolation between samples);
+    NaN where it never does. Vectorised over any other dims (e.g. ``path``, ``run``)."""
+    da = ds[variable].transpose(..., dim)
+    t = np.asarray(ds[dim].values, dtype=float)
+    Y = np.asarray(da.values, dtype=float)
+    flat = Y.reshape(-1, Y.shape[-1])
+    out = np.full(flat.shape[0], np.nan)
+    for i, row in enumerate(flat):
+        above = np.nonzero(row >= level)[0]
+        if above.size == 0:
+            continue
+        j = above[0]
+        if j == 0:
+            out[i] = t[0]
+        else:
+            y0, y1 = row[j - 1], row[j]
+            out[i] = t[j - 1] + (level - y0) / (y1 - y0) * (t[j] - t[j - 1])
+    out = out.reshape(Y.shape[:-1])
+    return float(out) if out.ndim == 0 else out

@@ -1,0 +1,49 @@
+"""User-facing error types shared by every stage.
+
+They live in the bottom layer (theory) so that simulate, empirical and figures can raise and catch
+the same classes. The CLI maps each of them to one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TdynError(Exception):
+    """Base class of every error that is the user's to fix (bad config, diverged run, ...)."""
+
+    def one_line(self) -> str:
+        return " ".join(str(self).split())
+
+
+class ConfigError(TdynError, ValueError):
+    """An invalid configuration value: names the field and says what is wrong with it."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+class SolverError(TdynError, RuntimeError):
+    """An ODE/SDE solver failed. Carries the time reached and, when available, the partial result."""
+
+    def __init__(self, paper: str, system: str, t_reached: float, message: str, partial: Any = None):
+        self.paper = paper
+        self.system = system
+        self.t_reached = float(t_reached)
+        self.message = message
+        self.partial = partial
+        super().__init__(
+            f"solver failed for {paper}/{system} at t={self.t_reached:.6g}: {message}"
+        )
+
+
+class DivergenceError(TdynError, FloatingPointError):
+    """Training produced NaN/Inf. Carries the step and the partial trajectory logged so far."""
+
+    def __init__(self, step: int, message: str, partial: Any = None):
+        self.step = int(step)
+        self.message = message
+        self.partial = partial
+        super().__init__(f"training diverged at step {self.step}: {message}")
