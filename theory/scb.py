@@ -784,3 +784,31 @@ class MinibatchSDE:
         V = Y[..., : N * N].reshape(*lead, N, N)
         A = Y[..., N * N:].reshape(*lead, T_, N)
         return observables_from_parameters(V, A, self.task)
+
+
+# ------------------------------------------------------------------------------------------------
+# CLI conventions (figures/cli.py)
+# ------------------------------------------------------------------------------------------------
+Config = SCBConfig
+
+
+def default_run(config: SCBConfig) -> dict[str, Any]:
+    """The ODE that `tdyn simulate scb` integrates: the symmetric system over ``config.steps``."""
+    task = make_task(config)
+    if not task.symmetric:
+        raise ConfigError("attention", "the 4-D system needs uniform q (symmetric rho_k); use general_system")
+    n = config.steps // config.log_every + 1
+    return {
+        "system": symmetric_system(),
+        "params": system_parameters(config, task),
+        "y0": initial_state(config, task),
+        "t": np.linspace(0.0, float(config.steps), n),
+    }
+
+
+def minibatch_sde(config: SCBConfig, mc_samples: int = 64):
+    """``(sde, t)`` for `tdyn simulate scb --sde`: minibatch SGD on the full (V, A)."""
+    task = make_task(config)
+    sde = MinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples)
+    n = config.steps // config.log_every + 1
+    return sde, np.linspace(0.0, float(config.steps), n)

@@ -1,0 +1,153 @@
+"""The Trainer: device, seeds, progress, observable logging, checkpoints, divergence detection.
+
+A paper's experiment is an object with this interface (see ``empirical/scb.py``):
+
+* ``paper``, ``name``: strings for the trajectory's attributes;
+* ``setup(device, generator)``: build model/optimiser state on ``device``; draw randomness only
+  from ``generator`` (a seeded ``torch.Generator`` on that device) so same seed -> same numbers;
+* ``step(step) -> dict[str, float]``: one optimisation step (``step`` counts from 0); returns
+  scalars such as the minibatch loss;
+* ``observables() -> dict[str, float]``: the theory's observables, under the theory's names;
+* ``time_of_step(step) -> float``: the ODE time of ``step`` (one function used by both sides);
+* ``state_dict()`` / ``load_state_dict(d)``: for checkpoints;
+* ``parameters_info() -> dict`` (optional): metadata stored in the trajectory's attributes.
+
+``Trainer.run`` logs observables every ``log_every`` steps (and at step 0 and the last step) into
+a Trajectory with the same layout as ODE solves. NaN/Inf in the step's scalars or observables
+raises :class:`DivergenceError` carrying the partial trajectory.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from simulate.trajectory import atomic_write, make_trajectory
+from theory.errors import ConfigError, DivergenceError
+
+__all__ = ["Trainer", "Experiment", "resolve_device", "stack_runs"]
+
+
+class Experiment(Protocol):
+    paper: str
+    name: str
+
+    def setup(self, device: torch.device, generator: torch.Generator) -> None: ...
+    def step(self, step: int) -> dict[str, float]: ...
+    def observables(self) -> dict[str, float]: ...
+    def time_of_step(self, step: int) -> float: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """``auto`` -> cuda when available, else cpu. Asking for cuda without a GPU is a ConfigError."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError("device", "cuda requested but no GPU is available (use --device cpu or auto)")
+    if device not in ("cpu",) and not device.startswith("cuda"):
+        raise ConfigError("device", f"must be auto, cpu or cuda[:i], got {device!r}")
+    return torch.device(device)
+
+
+@dataclass
+class Trainer:
+    """Runs an Experiment. ``checkpoint`` (a path) is written every ``checkpoint_every`` steps,
+    atomically; with ``resume=True`` a run restarts from it and produces the same numbers as an
+    uninterrupted run."""
+
+    device: str = "auto"
+    seed: int = 0
+    progress: bool = False
+    checkpoint: str | os.PathLike | None = None
+    checkpoint_every: int = 0
+    resume: bool = False
+
+    def run(self, experiment: Experiment, steps: int, log_every: int = 1, *, stop_when=None):
+        """Train for ``steps`` steps. ``stop_when(obs) -> bool`` (optional) ends the run early at
+        a logging point (e.g. once a correlation threshold is reached)."""
+        if steps < 1:
+            raise ConfigError("steps", f"must be >= 1, got {steps}")
+        if log_every < 1:
+            raise ConfigError("log_every", f"must be >= 1, got {log_every}")
+        dev = resolve_device(self.device)
+        torch.manual_seed(self.seed)
+        gen = torch.Generator(device=dev)
+        gen.manual_seed(self.seed)
+        experiment.setup(dev, gen)
+
+        rows: list[dict[str, float]] = []
+        times: list[float] = []
+        steps_logged: list[int] = []
+        start = 0
+        ckpt = Path(self.checkpoint) if self.checkpoint else None
+        if self.resume and ckpt and ckpt.exists():
+            state = torch.load(ckpt, map_location=dev, weights_only=False)
+            experiment.load_state_dict(state["experiment"])
+            gen.set_state(state["generator"].to("cpu") if dev.type == "cpu" else state["generator"])
+            rows, times, steps_logged, start = state["rows"], state["times"], state["steps"], state["step"]
+
+        def log(step: int, extra: dict[str, float]):
+            obs = {**experiment.observables(), **extra}
+            bad = [k for k, v in obs.items() if not math.isfinite(float(v))]
+            rows.append({k: float(v) for k, v in obs.items()})
+            times.append(float(experiment.time_of_step(step)))
+            steps_logged.append(step)
+            if bad:
+                raise DivergenceError(step, f"non-finite {bad[0]}", partial=self._trajectory(experiment, rows[:-1], times[:-1], steps_logged[:-1], status=-1, message=f"diverged at step {step}"))
+            return obs
+
+        if start == 0:
+            log(0, {})
+        bar = None
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=steps, initial=start, desc=f"{experiment.paper}/{experiment.name}", leave=False)
+        last: dict[str, float] = {}
+        for s in range(start, steps):
+            last = experiment.step(s)
+            for k, v in last.items():
+                if not math.isfinite(float(v)):
+                    raise DivergenceError(s + 1, f"non-finite {k}", partial=self._trajectory(
+                        experiment, rows, times, steps_logged, status=-1, message=f"diverged at step {s + 1}"))
+            done = s + 1
+            if done % log_every == 0 or done == steps:
+                obs = log(done, {f"minibatch_{k}": v for k, v in last.items()})
+                if stop_when is not None and stop_when(obs):
+                    break
+            if bar is not None:
+                bar.update(1)
+            if ckpt and self.checkpoint_every and done % self.checkpoint_every == 0:
+                state = {"experiment": experiment.state_dict(), "generator": gen.get_state(),
+                         "rows": rows, "times": times, "steps": steps_logged, "step": done}
+                atomic_write(ckpt, lambda tmp: torch.save(state, tmp))
+        if bar is not None:
+            bar.close()
+        return self._trajectory(experiment, rows, times, steps_logged)
+
+    def _trajectory(self, experiment, rows, times, steps_logged, status=0, message="ok"):
+        names = sorted({k for r in rows for k in r})
+        variables = {n: np.array([r.get(n, np.nan) for r in rows]) for n in names}
+        variables["step"] = np.asarray(steps_logged, dtype=np.float64)
+        info = experiment.parameters_info() if hasattr(experiment, "parameters_info") else {}
+        return make_trajectory(
+            np.asarray(times), variables, paper=experiment.paper, system=experiment.name, source="train",
+            backend=f"torch-{resolve_device(self.device).type}", parameters=info, seed=self.seed,
+            status=status, message=message,
+        )
+
+
+def stack_runs(trajs) -> "Any":
+    """Concatenate trajectories of repeated runs (same time grid) along a new ``run`` dim."""
+    import xarray as xr
+
+    n = min(t.sizes["time"] for t in trajs)
+    return xr.concat([t.isel(time=slice(0, n)) for t in trajs], dim="run", combine_attrs="drop_conflicts")

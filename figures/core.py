@@ -1,0 +1,121 @@
+"""Overlays of theory and practice, and the agreement numbers.
+
+* :func:`agreement` — relative L2 error per observable between a theory trajectory (ODE) and a
+  practice trajectory (training run), over the practice's logged times, after interpolating the
+  theory onto them: ``|x_practice - x_theory|_2 / |x_theory|_2``.
+* :func:`band` / :func:`band_coverage` — quantile bands of an SDE ensemble and the fraction of
+  training-run points inside them.
+* :func:`overlay` — one panel per observable: theory line, optional SDE band, practice runs.
+
+Figures are written with :func:`save_figure` (atomic; PNG). Each paper's figure functions return
+the data they plot, so tests check data, not pixels.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import xarray as xr  # noqa: E402
+
+from simulate.trajectory import atomic_write  # noqa: E402
+
+__all__ = ["agreement", "rel_l2", "band", "band_coverage", "overlay", "save_figure", "OUT_DIR"]
+
+OUT_DIR = Path(__file__).resolve().parent / "out"
+
+
+def rel_l2(practice: np.ndarray, theory: np.ndarray) -> float:
+    theory = np.asarray(theory, float)
+    practice = np.asarray(practice, float)
+    denom = np.linalg.norm(theory)
+    return float(np.linalg.norm(practice - theory) / denom) if denom > 0 else float(np.linalg.norm(practice))
+
+
+def _interp(theory: xr.Dataset, name: str, times: np.ndarray) -> np.ndarray:
+    return np.interp(times, theory["time"].values, theory[name].values, left=np.nan, right=np.nan)
+
+
+def agreement(theory: xr.Dataset, practice: xr.Dataset, observables: Sequence[str] | None = None,
+              t_max: float | None = None) -> dict[str, float]:
+    """Relative L2 error per observable over the practice's logged times (``<= t_max``)."""
+    names = observables or [n for n in practice.data_vars if n in theory.data_vars]
+    times = practice["time"].values
+    keep = np.ones_like(times, dtype=bool) if t_max is None else times <= t_max
+    keep &= (times >= theory["time"].values[0]) & (times <= theory["time"].values[-1])
+    out = {}
+    for n in names:
+        th = _interp(theory, n, times[keep])
+        pr = practice[n].values
+        pr = pr[..., keep] if pr.ndim == 1 else pr.reshape(-1, pr.shape[-1])[:, keep].mean(0)
+        out[n] = rel_l2(pr, th)
+    return out
+
+
+def band(sde: xr.Dataset, name: str, lo: float = 0.1, hi: float = 0.9) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(time, lower, upper)`` quantiles over the ``path`` dim of an SDE ensemble."""
+    da = sde[name].transpose("path", "time").values
+    return sde["time"].values, np.quantile(da, lo, axis=0), np.quantile(da, hi, axis=0)
+
+
+def band_coverage(sde: xr.Dataset, runs: xr.Dataset, name: str, lo: float = 0.1, hi: float = 0.9,
+                  t_min: float | None = None) -> float:
+    """Fraction of (run, time) points of ``runs[name]`` (dims run, time) inside the SDE's
+    ``[lo, hi]`` quantile band, interpolated onto the runs' times (``>= t_min``: skip the exact
+    common start)."""
+    t, lower, upper = band(sde, name, lo, hi)
+    times = runs["time"].values
+    keep = (times <= t[-1]) & (times >= (t_min if t_min is not None else -np.inf))
+    L = np.interp(times[keep], t, lower)
+    U = np.interp(times[keep], t, upper)
+    Y = runs[name].transpose("run", "time").values[:, keep]
+    return float(np.mean((Y >= L) & (Y <= U)))
+
+
+def overlay(theory: xr.Dataset | None, practice: xr.Dataset | Sequence[xr.Dataset] | None,
+            observables: Sequence[str], *, sde: xr.Dataset | None = None, labels=None, title: str = "",
+            xlabel: str = "time", quantiles=(0.1, 0.9)):
+    """One panel per observable: theory (black line), SDE band (shaded), practice runs (colour)."""
+    practice_list = [] if practice is None else ([practice] if isinstance(practice, xr.Dataset) else list(practice))
+    n = len(observables)
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), squeeze=False)
+    for ax, name in zip(axes[0], observables):
+        if sde is not None and name in sde:
+            t, lo, hi = band(sde, name, *quantiles)
+            ax.fill_between(t, lo, hi, color="tab:blue", alpha=0.25,
+                            label=f"SDE {int(quantiles[0]*100)}-{int(quantiles[1]*100)}%")
+        for i, pr in enumerate(practice_list):
+            if name not in pr:
+                continue
+            da = pr[name]
+            if "run" in da.dims:
+                for j in range(da.sizes["run"]):
+                    ax.plot(pr["time"], da.isel(run=j), color="tab:orange", lw=0.8, alpha=0.7,
+                            label="SGD runs" if j == 0 else None)
+            else:
+                ax.plot(pr["time"], da, lw=1.2, label=(labels[i] if labels else "trained"))
+        if theory is not None and name in theory:
+            ax.plot(theory["time"], theory[name], color="k", lw=1.5, ls="--", label="ODE")
+        ax.set_title(name.replace("_", " "), fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
+    """Save a matplotlib figure atomically and close it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png"))
+    plt.close(fig)
+    return path
