@@ -60,8 +60,14 @@ def agreement(theory: xr.Dataset, practice: xr.Dataset, observables: Sequence[st
 
 def band(sde: xr.Dataset, name: str, lo: float = 0.1, hi: float = 0.9) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(time, lower, upper)`` quantiles over the ``path`` dim of an SDE ensemble."""
-    da = sde[name].transpose("path", "time").values
-    return sde["time"].values, np.quantile(da, lo, axis=0), np.quantile(da, hi, axis=0)
+    da = np.sort(sde[name].transpose("path", "time").values, axis=0)
+    n = da.shape[0]
+    # distribution-free prediction interval: order statistics X_(i), X_(j) with
+    # i = floor((n+1) lo), j = ceil((n+1) hi), so a new draw from the same law falls inside with
+    # probability (j - i)/(n + 1) >= hi - lo (plain sample quantiles give slightly less).
+    i = max(int(np.floor((n + 1) * lo)), 1)
+    j = min(int(np.ceil((n + 1) * hi)), n)
+    return sde["time"].values, da[i - 1], da[j - 1]
 
 
 def band_coverage(sde: xr.Dataset, runs: xr.Dataset, name: str, lo: float = 0.1, hi: float = 0.9,

@@ -94,7 +94,7 @@ def _jax_rhs(system):
 def _lambdified_diffusion(system):
     import sympy as sp
 
-    return sp.lambdify((sp.Symbol("t", real=True), system.state, system.parameters), system.diffusion,
+    return sp.lambdify((sp.Symbol("t", real=True), system.state, system.parameters), system.diffusion.tolist(),
                        modules=jax_modules(), cse=True)
 
 
