@@ -27,7 +27,7 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
 bench: $(STAMP)
-	$(BIN)/python -m pytest -q -m benchmark --benchmark-enable --benchmark-only
+	$(BIN)/python -m pytest -q -s -o addopts="" -m benchmark --benchmark-only
 
 figures: $(STAMP)
 	$(BIN)/tdyn reproduce --quick

@@ -95,7 +95,8 @@ class Trainer:
             rows, times, steps_logged, start = state["rows"], state["times"], state["steps"], state["step"]
 
         def log(step: int, extra: dict[str, float]):
-            obs = {**experiment.observables(), **extra}
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # NaN/Inf reported below
+                obs = {**experiment.observables(), **extra}
             bad = [k for k, v in obs.items() if not math.isfinite(float(v))]
             rows.append({k: float(v) for k, v in obs.items()})
             times.append(float(experiment.time_of_step(step)))

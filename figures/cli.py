@@ -113,7 +113,7 @@ def derive(paper, fmt, assignments):
                 click.echo(s.to_python())
             else:
                 click.echo(f"\n# ---- {s.name} ----")
-                click.echo(s.to_python(function_name=f"rhs_{s.name}"))
+                click.echo(s.to_python(suffix=f"_{s.name}"))
 
 
 @main.command()

@@ -143,23 +143,23 @@ class ReducedSystem:
     def latex_dict(self) -> dict[str, str]:
         return {str(s): sp.latex(f) for s, f in zip(self.state, self.rhs)}
 
-    def to_python(self, function_name: str | None = None) -> str:
+    def to_python(self, suffix: str = "") -> str:
         """Self-contained numpy source defining ``rhs(t, y, p)`` and ``observables(y, p)``.
 
         The source imports only numpy (and scipy.special when needed) so it can be pasted into a
-        notebook; argument order follows ``state_names`` / ``parameter_names``.
+        notebook; argument order follows ``STATE`` / ``PARAMETERS``. ``suffix`` is appended to every
+        top-level name (``rhs_general``, ``STATE_general``) so several systems share one module.
         """
         from sympy.printing.numpy import NumPyPrinter
 
         printer = NumPyPrinter({"fully_qualified_modules": True, "allow_unknown_functions": False})
-        fname = function_name or "rhs"
         head = [
             f'"""Reduced system {self.paper}/{self.name} exported by tdyn ({self.spec})."""',
             "import numpy",
             "import scipy.special",
             "",
-            f"STATE = {list(self.state_names)!r}",
-            f"PARAMETERS = {list(self.parameter_names)!r}",
+            f"STATE{suffix} = {list(self.state_names)!r}",
+            f"PARAMETERS{suffix} = {list(self.parameter_names)!r}",
             "",
         ]
 
@@ -171,7 +171,7 @@ class ReducedSystem:
                 out.append(f"{indent}{printer.doprint(s)} = p[{i}]")
             return out
 
-        body = [f"def {fname}(t, y, p):", "    \"\"\"dy/dt; y in STATE order, p in PARAMETERS order.\"\"\""]
+        body = [f"def rhs{suffix}(t, y, p):", f"    \"\"\"dy/dt; y in STATE{suffix} order, p in PARAMETERS{suffix} order.\"\"\""]
         body += unpack("    ")
         subs, reduced = sp.cse(list(self.rhs), optimizations="basic")
         for sym, expr in subs:
@@ -182,7 +182,7 @@ class ReducedSystem:
         body.append("    ], dtype=float)")
         body.append("")
         if self.observables:
-            body.append("def observables(y, p):")
+            body.append(f"def observables{suffix}(y, p):")
             body.append("    \"\"\"Named observables as a dict of floats.\"\"\"")
             body += unpack("    ")
             body.append("    return {")

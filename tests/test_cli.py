@@ -1,0 +1,142 @@
+"""The tdyn command: derive formats, bad input -> one line + exit 2, files written atomically."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from figures.cli import main
+from theory import scb
+
+
+@pytest.fixture()
+def runner():
+    return CliRunner()
+
+
+def _one_error_line(result):
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_derive_json_holds_the_4d_system(runner):
+    res = runner.invoke(main, ["derive", "scb", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["paper"] == "scb"
+    sym = next(s for s in doc["systems"] if s["name"] == "symmetric")
+    assert sym["state"] == ["zeta", "omega", "xi", "eta"]
+    assert set(sym["rhs"]) == set(sym["state"]) == set(sym["latex"])
+    import sympy as sp
+
+    # the strings parse back to the derived expressions
+    S = scb.symmetric_system()
+    local = {str(s): s for s in S.state + S.parameters}
+    for s, f in zip(S.state, S.rhs):
+        assert sp.simplify(sp.sympify(sym["rhs"][str(s)], locals=local) - f) == 0
+
+
+def test_derive_latex_renders_as_math(runner):
+    import io
+
+    from matplotlib import mathtext
+
+    res = runner.invoke(main, ["derive", "scb", "--format", "latex"])
+    assert res.exit_code == 0
+    blocks = res.stdout.split("\\begin{aligned}")[1:]
+    assert len(blocks) == 3
+    for block in blocks:
+        body = block.split("\\end{aligned}")[0]
+        for line in body.strip().split("\\\\"):
+            lhs, rhs = line.split("&=")
+            buf = io.BytesIO()
+            mathtext.math_to_image(f"${lhs.strip()} = {rhs.strip()}$", buf, format="png")  # raises if not valid math
+            assert buf.getbuffer().nbytes > 100
+
+
+def test_derive_python_source_reproduces_numpy_population_gradient(runner):
+    res = runner.invoke(main, ["derive", "scb", "--format", "python"])
+    assert res.exit_code == 0
+    ns: dict = {}
+    exec(compile(res.stdout, "<tdyn derive scb --format python>", "exec"), ns)
+    task = scb.make_task(scb.SCBConfig(N=3, T=10, Q=2))
+    y = np.array([0.3, 1.2, 0.01, 0.8])
+    p = [task.T, task.rho[0], task.K, task.m2, 0.4, 0.6]
+    assert ns["STATE"] == ["zeta", "omega", "xi", "eta"] and ns["PARAMETERS"] == ["T", "rho", "K", "m2", "eta_V", "eta_A"]
+    dy = ns["rhs"](0.0, y, p)
+    V = y[0] * task.P_tilde + y[1] * np.outer(task.mu, np.ones(3))
+    A = y[2] + task.Qm * y[3]
+    dV, dA = scb.preconditioned_flow(V, A, task, 0.4, 0.6)
+    assert np.allclose(dV, dy[0] * task.P_tilde + dy[1] * np.outer(task.mu, np.ones(3)), atol=1e-12)
+    assert np.allclose(dA, dy[2] + task.Qm * dy[3], atol=1e-12)
+    obs = ns["observables"](y, p)
+    assert np.isclose(obs["population_loss"], scb.population_loss(V, A, task))
+
+
+@pytest.mark.parametrize("args, field", [
+    (["simulate", "scb", "--set", "Q=0"], "Q"),
+    (["simulate", "scb", "--set", "Q=17"], "Q"),
+    (["simulate", "scb", "--set", "P=[[0.5,0.5,0.5],[0.5,0.5,0.5],[0,0,0.1]]"], "P"),
+    (["simulate", "scb", "--set", "eta_V=-0.1"], "eta_V"),
+    (["train", "scb", "--set", "batch=0"], "batch"),
+    (["simulate", "scb", "--set", "colour=red"], "colour"),
+    (["simulate", "scb", "--set", "T=ten"], "T"),
+    (["derive", "nonsense"], "paper"),
+    (["train", "scb", "--variant", "adam", "--set", "steps=1"], "variant"),
+    (["train", "scb", "--device", "cuda", "--set", "steps=1"], "device"),
+])
+def test_bad_input_one_line_exit_2(runner, tmp_path, args, field):
+    out = tmp_path / "x.nc"
+    res = runner.invoke(main, args + (["--out", str(out)] if args[0] in ("simulate", "train") else []))
+    assert res.exit_code == 2, res.output
+    line = _one_error_line(res)
+    assert line.startswith(f"error: {field}:"), line
+    assert os.listdir(tmp_path) == []  # nothing written
+
+
+def test_diverging_run_exit_2_keeps_partial(runner, tmp_path):
+    out = tmp_path / "run.nc"
+    res = runner.invoke(main, ["train", "scb", "--device", "cpu", "--no-progress", "--set", "eta_A=5", "--set", "steps=3000",
+                               "--set", "batch=64", "--set", "log_every=1", "--out", str(out)])
+    assert res.exit_code == 2
+    line = _one_error_line(res)
+    assert "diverged at step" in line
+    assert not out.exists()
+    partial = tmp_path / "run.partial.nc"
+    assert partial.exists()
+    import simulate
+
+    ds = simulate.load(partial)
+    assert ds.attrs["status"] == -1 and ds.sizes["time"] >= 1
+    assert [p.name for p in tmp_path.iterdir()] == ["run.partial.nc"]
+
+
+def test_simulate_and_train_write_netcdf(runner, tmp_path):
+    import simulate
+
+    ode = tmp_path / "ode.nc"
+    res = runner.invoke(main, ["simulate", "scb", "--backend", "scipy", "--set", "T=8", "--set", "steps=100", "--out", str(ode)])
+    assert res.exit_code == 0, res.output
+    ds = simulate.load(ode)
+    assert ds.attrs["source"] == "ode" and "value_transition_correlation" in ds
+    sde = tmp_path / "sde.nc"
+    res = runner.invoke(main, ["simulate", "scb", "--sde", "--paths", "4", "--set", "T=8", "--set", "steps=20", "--out", str(sde)])
+    assert res.exit_code == 0, res.output
+    assert simulate.load(sde).sizes["path"] == 4
+    tr = tmp_path / "train.nc"
+    res = runner.invoke(main, ["train", "scb", "--device", "cpu", "--no-progress", "--set", "T=8", "--set", "steps=20",
+                               "--set", "batch=32", "--out", str(tr)])
+    assert res.exit_code == 0, res.output
+    got = simulate.load(tr)
+    assert got.attrs["source"] == "train" and got.sizes["time"] == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ode.nc", "sde.nc", "train.nc"]
+
+
+def test_reproduce_lists_existing_papers():
+    from figures.cli import available_papers
+
+    assert "scb" in available_papers()
