@@ -150,11 +150,12 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
         ode = simulate.solve(S, p, dict(zeta=0.0, omega=1.0, xi=1 / Tv, eta=0.0), np.linspace(0, 120, 4001))
         rows.append({"source": "ode", "T": Tv, "escape_time": simulate.first_crossing(ode, "eta", scb.ESCAPE_LEVEL),
                      "formula": escape_formula_value(p)})
-    sgd_T = [8, 16, 32] if quick else [8, 16, 32, 64, 128]
+    sgd_T = [8, 16] if quick else [8, 16, 32, 64, 128]
+    batch = 512 if quick else 2048
     seeds = 2 if quick else 5
     for Tv in sgd_T:
         lr = 0.8 / Tv  # a fixed fraction of the stability bound ~ 2N/T
-        base = scb.SCBConfig(N=3, T=Tv, Q=2, eta_V=lr, eta_A=lr, batch=2048, steps=1, log_every=1)
+        base = scb.SCBConfig(N=3, T=Tv, Q=2, eta_V=lr, eta_A=lr, batch=batch, steps=1, log_every=1)
         task = scb.make_task(base)
         p = scb.system_parameters(base, task)
         t_form = escape_formula_value(p)
@@ -179,7 +180,7 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
         for (Tv, gg) in g.groupby("T"):
             lr = gg["lr"].iloc[0]
             axes[1].plot([Tv] * len(gg), gg["escape_time"] * lr, "o", color="tab:orange",
-                         label="SGD (batch 2048)" if Tv == sgd_T[0] else None)
+                         label=f"SGD (batch {batch})" if Tv == sgd_T[0] else None)
             axes[1].plot(Tv, gg["ode_same_task"].iloc[0] * lr, "ks", label="ODE" if Tv == sgd_T[0] else None)
             axes[1].plot(Tv, gg["formula"].iloc[0] * lr, "r_", ms=14, label="formula" if Tv == sgd_T[0] else None)
         axes[1].set_xscale("log")
@@ -198,7 +199,7 @@ def fig_proximal_vs_sgd(outdir: Path | None = None, quick: bool = True, *, devic
     """Distance to ground truth (after normalisation) vs samples: preconditioned proximal l1 vs
     plain SGD at small batch (spec §6 item 1). lambda = eps K/(Q^2 N^3) scaled (Decision 5)."""
     T_ = 32 if quick else 128
-    steps = 4000 if quick else 30000
+    steps = 2500 if quick else 30000
     base = scb.SCBConfig(N=3, T=T_, Q=2, batch=64, steps=steps, log_every=max(1, steps // 200),
                          eta_V=0.5 / T_ * 3, eta_A=0.5 / T_ * 3)
     task = scb.make_task(base)
@@ -236,7 +237,7 @@ def fig_transfer(outdir: Path | None = None, quick: bool = True, *, device: str 
     """Samples to escape (eta >= 1/2) from scratch vs from a model pretrained on a correlated task
     (Decision 10: downstream P = mix*P_pre + (1-mix)*P_indep, same q), small batch."""
     rows = []
-    Ts = Ts or ([16, 32] if quick else [16, 32, 64, 128])
+    Ts = Ts or ([8, 16] if quick else [8, 16, 32, 64, 128])
     for Tv in Ts:
         lr = 0.8 / Tv
         pre = scb.SCBConfig(N=3, T=Tv, Q=2, eta_V=lr, eta_A=lr, batch=256, steps=1, task_seed=1)
@@ -281,8 +282,9 @@ def fig_softmax_vs_linear(outdir: Path | None = None, quick: bool = True, *, dev
     """Learned attention patterns (normalised columns) and loss curves, linear vs softmax
     attention (spec §6 item 2, §6.1 decision: softmax lr scaled by T^2)."""
     T_ = 16
-    steps = 1500 if quick else 6000
-    cfg = scb.SCBConfig(N=3, T=T_, Q=2, eta_V=0.05, eta_A=0.05, batch=512, steps=steps, log_every=max(1, steps // 150))
+    steps = 1200 if quick else 6000
+    cfg = scb.SCBConfig(N=3, T=T_, Q=2, eta_V=0.05, eta_A=0.05, batch=256 if quick else 1024, steps=steps,
+                        log_every=max(1, steps // 150))
     task = scb.make_task(cfg)
     out = {}
     for variant in ("preconditioned", "softmax"):
