@@ -45,8 +45,8 @@ __all__ = [
     "nonlinear_exp_system", "nonlinear_softmax_system", "convergence_time",
     "fixed_point_entropy", "entropy", "stable_rank", "cooccurrence_formula",
     "cooccurrence_probability", "make_data", "block_parameters", "block_initial_state",
-    "block_rhs_numpy", "state_names", "systems", "default_run", "ode_time", "FIG4_MU",
-    "normalised_correlation", "hblt_leaf_lca_heights",
+    "state_names", "systems", "default_run", "ode_time", "FIG4_MU",
+    "normalised_correlation", "slope_sign_changes", "drops_then_bounces", "hblt_leaf_lca_heights",
 ]
 
 KINDS = ("linear", "exp", "softmax")
@@ -336,6 +336,22 @@ def stable_rank(W) -> float:
     return float((s**2).sum() / s[0] ** 2) if s[0] > 0 else 0.0
 
 
+def slope_sign_changes(H, tol: float = 1e-7) -> np.ndarray:
+    """Indices where the slope of ``H`` changes sign, ignoring steps with ``|dH| <= tol`` (flat
+    plateaus, integrator noise). Drop-then-bounce = exactly one change, from down to up."""
+    d = np.diff(np.asarray(H, float))
+    sig = np.sign(d)[np.abs(d) > tol]
+    idx = np.nonzero(np.abs(d) > tol)[0]
+    return idx[1:][np.diff(sig) != 0]
+
+
+def drops_then_bounces(H, tol: float = 1e-7) -> bool:
+    """True when ``H`` first decreases, then increases, with a single turning point."""
+    d = np.diff(np.asarray(H, float))
+    sig = np.sign(d)[np.abs(d) > tol]
+    return bool(sig.size > 1 and sig[0] < 0 and sig[-1] > 0 and len(slope_sign_changes(H, tol)) == 1)
+
+
 def normalised_correlation(a, b, axis: int = -1) -> np.ndarray:
     """NC = Pearson correlation (centred, normalised dot product) along ``axis`` (spec §5 Fig. 2)."""
     a = np.asarray(a, float)
@@ -518,27 +534,6 @@ def block_initial_state(config: JomaConfig) -> dict[str, float]:
     y.update({f"v_{k + 1}_{l + 1}": float(W0[l, k]) for k in range(config.K) for l in range(config.Mc)})
     y.update({f"s_{k + 1}": float(W0[config.Mc, k]) for k in range(config.K)})
     return y
-
-
-def block_rhs_numpy(kind: str, activation: str, X, G, V, s, z, temperature: float = 1.0):
-    """Independent numpy implementation of spec §2.1 (the spec's listing): ``(Vdot, sdot, zdot)``."""
-    X, G, V, s, z = (np.asarray(a, float) for a in (X, G, V, s, z))
-    N = X.shape[0]
-    E = X * np.exp(z / temperature)
-    B = {"linear": X * z, "exp": E, "softmax": E / E.sum(1, keepdims=True)}[kind]
-    pre = B @ V.T + s
-    dphi = {"linear": np.ones_like(pre), "tanh": 1 - np.tanh(pre) ** 2, "relu": (pre > 0).astype(float)}[activation]
-    C = G * dphi / N
-    Vdot = C.T @ B
-    sdot = C.sum(0)
-    Uv = C @ V
-    if kind == "linear":
-        zdot = (X * Uv).sum(0)
-    elif kind == "exp":
-        zdot = (B * Uv).sum(0) / temperature
-    else:
-        zdot = ((B * Uv).sum(0) - (B * (B * Uv).sum(1, keepdims=True)).sum(0)) / temperature
-    return Vdot, sdot, zdot
 
 
 def systems(config: JomaConfig | None = None) -> list[ReducedSystem]:
