@@ -429,9 +429,9 @@ class JomaConfig(ParamsBase):
     temperature: float = 1.0
     data: str = "gaussian"  # "gaussian" or "random" X (spec §5 Fig. 2)
     gradient: str = "centred"
-    lr: float = 0.05
-    steps: int = 400
-    log_every: int = 5
+    lr: float = 0.005
+    steps: int = 2600
+    log_every: int = 40
     init_scale: float = 0.0  # std of W(0), z(0); 0 = zero init (c = 0)
     data_seed: int = 0
     seed: int = 0
