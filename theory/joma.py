@@ -44,7 +44,7 @@ __all__ = [
     "softmax_invariant_residual", "theorem2_system", "theorem2_closed_form", "blow_up_times",
     "nonlinear_exp_system", "nonlinear_softmax_system", "convergence_time",
     "fixed_point_entropy", "entropy", "stable_rank", "cooccurrence_formula",
-    "cooccurrence_probability", "make_data", "block_parameters", "block_initial_state",
+    "cooccurrence_probability", "make_data", "block_parameters", "block_initial_state", "BlockMinibatchSDE", "minibatch_sde",
     "state_names", "systems", "default_run", "ode_time", "FIG4_MU",
     "normalised_correlation", "slope_sign_changes", "drops_then_bounces", "hblt_leaf_lca_heights",
 ]
@@ -433,6 +433,7 @@ class JomaConfig(ParamsBase):
     steps: int = 2600
     log_every: int = 40
     init_scale: float = 0.0  # std of W(0), z(0); 0 = zero init (c = 0)
+    batch: int = 1  # minibatch size of the SDE (samples drawn with replacement from the N rows)
     data_seed: int = 0
     seed: int = 0
     depth: int = 3
@@ -460,7 +461,7 @@ class JomaConfig(ParamsBase):
             raise ConfigError("N", f"the centred gradient G = I - 11^T/K needs N == K, got N={self.N}, K={self.K}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ConfigError("lr", f"learning rate must be a finite number > 0, got {self.lr}")
-        for name in ("steps", "log_every"):
+        for name in ("steps", "log_every", "batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be >= 1, got {getattr(self, name)}")
         if not (math.isfinite(self.init_scale) and self.init_scale >= 0):
@@ -534,6 +535,98 @@ def block_initial_state(config: JomaConfig) -> dict[str, float]:
     y.update({f"v_{k + 1}_{l + 1}": float(W0[l, k]) for k in range(config.K) for l in range(config.Mc)})
     y.update({f"s_{k + 1}": float(W0[config.Mc, k]) for k in range(config.K)})
     return y
+
+
+# ------------------------------------------------------------------------------------------------
+# SDE with minibatch noise (spec §2.7 — this project's extension, not in the paper)
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class BlockMinibatchSDE:
+    """``d theta = f(theta) dt + sqrt(lr/B) Sigma(theta)^{1/2} dW`` in ODE time ``t = lr * step``.
+
+    ``f`` is the block flow (mean over the ``N`` rows of the derived per-sample flow); ``Sigma`` is
+    the covariance of the per-sample flows over the rows (minibatches of ``B`` rows drawn with
+    replacement). ``Sigma^{1/2} dW`` is realised as ``(F_n - mean F)^T / sqrt(N)`` driven by an
+    ``N``-dimensional Brownian motion, so no matrix square root is formed. Float64."""
+
+    config: JomaConfig
+    paper: str = PAPER
+    name: str = "block_minibatch_sgd"
+
+    def _structure(self):
+        c = self.config
+        return (c.kind, c.activation, c.Mc, c.K, c.N)
+
+    # Equal (and hashed) by structure: data, learning rate and batch travel in ``args``, so the
+    # compiled ensemble solver is reused across them (simulate caches it per SDE object).
+    def __eq__(self, other):
+        return isinstance(other, BlockMinibatchSDE) and self._structure() == other._structure()
+
+    def __hash__(self):
+        return hash(("BlockMinibatchSDE", self._structure()))
+
+    @property
+    def noise_dim(self) -> int:
+        return self.config.N
+
+    @property
+    def system(self) -> ReducedSystem:
+        c = self.config
+        return block_system(c.kind, c.activation, c.Mc, c.K, c.N)
+
+    def _per_sample(self):
+        return _per_sample_jax(self.config.kind, self.config.activation, self.config.Mc, self.config.K)
+
+    def args(self):
+        import jax.numpy as jnp
+
+        X, G = make_data(self.config)
+        return {"X": jnp.asarray(X), "G": jnp.asarray(G), "tau": jnp.asarray(float(self.config.temperature)),
+                "scale": jnp.asarray(math.sqrt(self.config.lr / self.config.batch))}
+
+    def initial_state(self) -> np.ndarray:
+        return self.system.state_vector(block_initial_state(self.config))
+
+    def _flows(self, y, args):
+        import jax
+
+        f = self._per_sample()
+        return jax.vmap(lambda x, g: f(y, x, g, args["tau"]))(args["X"], args["G"])  # (N, dim)
+
+    def drift(self, t, y, args):
+        return self._flows(y, args).mean(0)
+
+    def diffusion(self, t, y, args, key):
+        import jax.numpy as jnp
+
+        F = self._flows(y, args)
+        return args["scale"] * (F - F.mean(0)).T / jnp.sqrt(F.shape[0])
+
+    def observables(self, Y):
+        sysm = self.system
+        p = sysm.parameter_vector(block_parameters(self.config))
+        out = {n: np.asarray(Y[..., i]) for i, n in enumerate(sysm.state_names)}
+        out.update(sysm.observables_numpy()(Y, p))
+        return out
+
+
+@lru_cache(maxsize=None)
+def _per_sample_jax(kind, activation, Mc, K):
+    """The derived per-sample flow as a jax function ``f(state, x, g, tau) -> (dim,)``."""
+    import jax.numpy as jnp
+
+    from .core import jax_modules
+
+    flow, x, g, state = per_sample_flow(kind, activation, Mc, K)
+    f = sp.lambdify((state, x, g, tau), list(flow), modules=jax_modules(), cse=True)
+    return lambda y, xv, gv, t_: jnp.stack([jnp.asarray(o, dtype=y.dtype) * jnp.ones((), y.dtype)
+                                            for o in f(y, xv, gv, t_)])
+
+
+def minibatch_sde(config: JomaConfig):
+    """``(sde, t)`` for `tdyn simulate joma --sde` (spec §2.7, labelled as this project's extension)."""
+    n = config.steps // config.log_every + 1
+    return BlockMinibatchSDE(config), np.linspace(0.0, ode_time(config.steps, config.lr), n)
 
 
 def systems(config: JomaConfig | None = None) -> list[ReducedSystem]:
