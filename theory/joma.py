@@ -41,7 +41,7 @@ SPEC = "papers/joma.md"
 __all__ = [
     "PAPER", "KINDS", "ACTIVATIONS", "JomaConfig", "Config",
     "per_sample_objective", "per_sample_flow", "block_system", "invariant_expressions",
-    "softmax_invariant_residual", "theorem2_system", "theorem2_closed_form", "blow_up_times",
+    "softmax_invariant_residual", "integrated_system", "theorem2_system", "theorem2_closed_form", "blow_up_times",
     "nonlinear_exp_system", "nonlinear_softmax_system", "convergence_time",
     "fixed_point_entropy", "entropy", "stable_rank", "cooccurrence_formula",
     "cooccurrence_probability", "make_data", "block_parameters", "block_initial_state", "BlockMinibatchSDE", "minibatch_sde",
@@ -202,6 +202,34 @@ def softmax_invariant_residual(Mc: int = 3, K: int = 2, N: int = 2, activation: 
 # ------------------------------------------------------------------------------------------------
 # Integrated-out MLP dynamics and Theorem 2 (spec §2.3-2.4)
 # ------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def integrated_system(kind: str = "exp", activation: str = "linear", Mc: int = 3, K: int = 2, N: int = 2) -> ReducedSystem:
+    """MLP-only dynamics with attention integrated out (spec §2.3): the ``v``/``s`` rows of
+    :func:`block_system` with ``z`` replaced by the Theorem-1 invariant solved for ``z`` (constant
+    ``c_l`` as parameters; ``c = 0`` for zero init). Exact for exp attention; for softmax it uses
+    the approximate invariant with constant ``bbar`` (conditions (i)-(ii)). Observables: the
+    attention logits ``z_l`` implied by the invariant."""
+    if kind not in ("exp", "softmax"):
+        raise ConfigError("kind", "attention can be integrated out for exp or softmax (linear keeps a sign choice)")
+    blk = block_system(kind, activation, Mc, K, N)
+    z, V = _z(Mc), _v(Mc, K)
+    c = tuple(sp.Symbol(f"c_{l}", real=True) for l in range(1, Mc + 1))
+    zsol = {}
+    for l, expr in enumerate(blk.invariants.values()):
+        (sol,) = sp.solve(sp.Eq(expr, c[l]), z[l])  # the invariants are linear in z_l
+        zsol[z[l]] = sol
+    keep = [i for i, st in enumerate(blk.state) if st not in set(z)]
+    state = tuple(blk.state[i] for i in keep)
+    rhs = tuple(blk.rhs[i].xreplace(zsol) for i in keep)
+    params = tuple(blk.parameters) + c
+    return ReducedSystem(
+        name=f"integrated_{kind}_{activation}", paper=PAPER, state=state, parameters=params, rhs=rhs,
+        observables={str(zl): zsol[zl] for zl in z},
+        spec=f"{SPEC} §2.3 (attention integrated out, {kind}, {activation} MLP, Mc={Mc}, K={K}, N={N})",
+        description="v_dot_k = E[g_k h'_k x o exp(z/tau)]/A with z = (1/2 tau) sum_s v_s^2 (+ bbar term for softmax) + c.",
+    )
+
+
 @lru_cache(maxsize=None)
 def theorem2_system(Mc: int = 3, N: int = 2) -> ReducedSystem:
     """``v_dot_l = Delta_l exp(v_l^2/2)`` (spec §2.4): the exp block flow with ``K = 1``, linear
