@@ -107,4 +107,4 @@ def test_integrated_softmax_is_an_approximation_with_measurable_error():
     v_blk = np.stack([blk[n].values for n in y0])
     v_red = np.stack([red[n].values for n in y0])
     err = np.linalg.norm(v_red - v_blk) / np.linalg.norm(v_blk)
-    assert np.isfinite(err) and err < 0.5  # close, not exact: conditions (i)-(ii) hold only roughly
+    assert np.isfinite(err) and 1e-4 < err < 0.15  # measured 0.071: close, not exact ((i)-(ii) hold roughly)
