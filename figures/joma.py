@@ -85,17 +85,19 @@ def compare(quick: bool = True, device: str = "cpu") -> dict[str, Any]:
 # Figures
 # ------------------------------------------------------------------------------------------------
 def fig2_invariant(outdir: Path | None = None, steps: int = 2000):
-    """Fig. 2: NC(zhat, z) and its two terms over training, Gaussian and random X (softmax toy)."""
+    """Fig. 2: NC(zhat, z) and its two terms over training, Gaussian and random X (softmax toy,
+    linear MLP), plus the nonlinear-MLP (ReLU) variant on Gaussian X as a third row."""
     data = {}
-    fig, axes = plt.subplots(2, 2, figsize=(9, 6.5))
-    for row, kind in enumerate(("gaussian", "random")):
-        cfg = E.toy_config(kind, steps=steps)
+    rows = (("gaussian", "linear"), ("random", "linear"), ("gaussian", "relu"))
+    fig, axes = plt.subplots(len(rows), 2, figsize=(9, 3.2 * len(rows)))
+    for row, (kind, act) in enumerate(rows):
+        cfg = E.toy_config(kind, activation=act, steps=steps)
         traj, _ = E.train_block(cfg, "ce")
         X, _ = J.make_data(cfg)
         axes[row, 0].imshow(X.T, aspect="auto", cmap="viridis")
         axes[row, 0].set_xlabel("Class label y")
         axes[row, 0].set_ylabel("Contextual token index l")
-        axes[row, 0].set_title(f"X ({kind})", fontsize=9)
+        axes[row, 0].set_title(f"X ({kind}), {act} MLP", fontsize=9)
         it = traj["step"].values
         for name, style, lab in (("nc_zhat_z", "r-", "NC(zhat, z)"), ("nc_term1_z", "g--", "first term"),
                                  ("nc_term2_z", "b--", "bbar term"), ("nc_change", "k:", "NC of changes")):
@@ -105,7 +107,7 @@ def fig2_invariant(outdir: Path | None = None, steps: int = 2000):
         axes[row, 1].set_ylim(-1.05, 1.05)
         axes[row, 1].legend(fontsize=7)
         axes[row, 1].grid(alpha=0.3)
-        data[kind] = traj
+        data[kind if act == "linear" else f"{kind}_{act}"] = traj
     fig.tight_layout()
     if outdir is not None:
         save_figure(fig, Path(outdir) / "fig2_invariant_nc.png")
