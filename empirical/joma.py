@@ -234,6 +234,9 @@ class BlockExperiment:
         z, V, s = self.model.reduced()
         self._C = z - self._zhat_terms(V)[0]
         self._z0 = z
+        self._bbar_integral = np.zeros(c.Mc)
+        if c.kind == "softmax":
+            self._C_alt = {k: z - v for k, v in self._zhat_alternatives(V).items()}
 
     def loss(self) -> torch.Tensor:
         h = self.model(self.Xt)
@@ -242,10 +245,23 @@ class BlockExperiment:
         return nn.functional.cross_entropy(h, self.labels)
 
     def step(self, step: int) -> dict[str, float]:
+        track = self.config.kind == "softmax"
+        if track:
+            eb0, n0 = self._mean_b_and_norm()
         loss = self.loss()
         loss.backward()
         _sgd_(self.model.parameters(), self.config.lr)  # equal learning rates on W and z
+        if track:  # int E[b](t) d(sum_k |v_k|^2)/(2T), trapezoid per step (Decision 4, time-varying E[b])
+            eb1, n1 = self._mean_b_and_norm()
+            self._bbar_integral += 0.5 * (eb0 + eb1) * (n1 - n0) / (2 * self.config.temperature)
         return {"loss": float(loss.detach())}
+
+    def _mean_b_and_norm(self):
+        with torch.no_grad():
+            b = self.model.attention(self.Xt).mean(0).cpu().double().numpy()
+            Mc = self.config.Mc
+            V = self.model.W[:Mc].detach().cpu().double().numpy()  # U_C = identity block
+            return b, float((V**2).sum())
 
     def _zhat_terms(self, V):
         T = self.config.temperature
@@ -257,6 +273,18 @@ class BlockExperiment:
         t1 = sq / (2 * T)
         t2 = -self.xbar * (V**2).sum() / (2 * T)
         return (t1 + t2, t1, t2)
+
+    def _zhat_alternatives(self, V):
+        """Decision 4's other estimators: the official code's ``|W|_F^2`` (all of W, including the
+        u_q and null-space parts), and a time-varying ``E[b]`` entering as the integral
+        ``int E[b] d(sum_k |v_k|^2)/(2T)`` accumulated during training (a product ``E[b](t) |v|^2``
+        would not be an invariant)."""
+        T = self.config.temperature
+        sq = (V**2).sum(0)
+        with torch.no_grad():
+            W = self.model.W.detach().cpu().double().numpy()
+        return {"code": sq / (2 * T) - self.xbar * (W**2).sum() / (2 * T),
+                "Eb": sq / (2 * T) - self._bbar_integral}
 
     def observables(self) -> dict[str, float]:
         c = self.config
@@ -279,6 +307,9 @@ class BlockExperiment:
         out["nc_term2_z"] = float(normalised_correlation(t2, z)) if np.ptp(t2) > 0 else float("nan")
         if np.ptp(z - self._z0) > 0:  # stricter (spec §5 Fig. 2): changes since init
             out["nc_change"] = float(normalised_correlation(zh - self._z0, z - self._z0))
+        if c.kind == "softmax":
+            for k, zh_alt in self._zhat_alternatives(V).items():
+                out[f"nc_zhat_{k}_z"] = float(normalised_correlation(zh_alt + self._C_alt[k], z))
         with torch.no_grad():
             b = self.model.attention(self.Xt).cpu().double().numpy()
         bn = b / b.sum(1, keepdims=True)
@@ -289,10 +320,11 @@ class BlockExperiment:
         return ode_time(step, self.config.lr)
 
     def state_dict(self):
-        return {"model": self.model.state_dict()}
+        return {"model": self.model.state_dict(), "bbar_integral": self._bbar_integral.copy()}
 
     def load_state_dict(self, state):
         self.model.load_state_dict(state["model"])
+        self._bbar_integral = state["bbar_integral"]
 
     def parameters_info(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "top": self.top}
