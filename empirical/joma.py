@@ -233,6 +233,7 @@ class BlockExperiment:
         self.xbar = self.X.mean(0)  # Decision 4: bbar ~ E[x]
         z, V, s = self.model.reduced()
         self._C = z - self._zhat_terms(V)[0]
+        self._c_linear = z**2 - (V**2).sum(0)
         self._z0 = z
         self._bbar_integral = np.zeros(c.Mc)
         if c.kind == "softmax":
@@ -294,14 +295,14 @@ class BlockExperiment:
         out.update({f"v_{k + 1}_{l + 1}": V[k, l] for k in ks for l in range(c.Mc)})
         out.update({f"s_{k + 1}": s[k] for k in range(c.K)})
         zhat, t1, t2 = self._zhat_terms(V)
-        if c.kind == "linear":
+        if c.kind == "linear":  # z^2 - sum_k v_k^2 = c; zhat = sign(z(0)) sqrt(...), wrong once z_l crosses 0
             inv = z**2 - (V**2).sum(0)
+            zh = np.sign(self._z0) * np.sqrt(np.maximum(zhat + self._c_linear, 0.0))
         else:
             inv = z - zhat
+            zh = zhat + self._C
         out.update({f"invariant_{l + 1}": inv[l] for l in range(c.Mc)})
-        zh = zhat + self._C
-        out["invariant_max_abs_drift"] = float(np.abs(zh - z).max()) if c.kind != "linear" else float(
-            np.abs(inv - (self._z0**2)).max())
+        out["invariant_max_abs_drift"] = float(np.abs(zh - z).max())
         out["nc_zhat_z"] = float(normalised_correlation(zh, z))
         out["nc_term1_z"] = float(normalised_correlation(t1, z))
         out["nc_term2_z"] = float(normalised_correlation(t2, z)) if np.ptp(t2) > 0 else float("nan")
