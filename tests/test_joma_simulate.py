@@ -1,0 +1,110 @@
+"""JoMA ODEs on both backends: Theorem 1 invariants to 1e-8 relative, Theorem 2 closed form to 1e-6
+up to 0.95 of the blow-up time, nonlinear entropy drop-then-bounce (papers/joma.md §2, §4)."""
+
+import numpy as np
+import pytest
+from scipy.special import erfinv
+
+import simulate as sim
+from theory import joma as J
+
+BACKENDS = [("scipy", "DOP853"), ("diffrax", "Dopri8")]
+
+
+def _invariant_relative_error(tr, kind, Mc, K):
+    z = np.stack([tr[f"z_{l + 1}"].values for l in range(Mc)])
+    sq = np.stack([sum(tr[f"v_{k + 1}_{l + 1}"].values ** 2 for k in range(K)) for l in range(Mc)])
+    inv = np.stack([tr[f"invariant_{l + 1}"].values for l in range(Mc)])
+    scale = (z**2 + sq) if kind == "linear" else (np.abs(z) + sq / 2)
+    return float(np.abs(inv - inv[:, :1]).max() / scale.max())
+
+
+@pytest.mark.parametrize("backend,method", BACKENDS)
+@pytest.mark.parametrize("kind,activation,init", [("exp", "tanh", 0.0), ("linear", "linear", 0.3)])
+def test_exact_invariants_along_the_ode(backend, method, kind, activation, init):
+    cfg = J.JomaConfig(kind=kind, activation=activation, Mc=3, K=2, N=2, d=6, init_scale=init,
+                       gradient="random", lr=0.05, steps=600, log_every=10)
+    run = J.default_run(cfg)
+    tr = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend=backend, method=method,
+                   rtol=1e-12, atol=1e-14)
+    assert np.ptp(tr["v_1_1"].values) > 0.1  # the state actually moved
+    err = _invariant_relative_error(tr, kind, 3, 2)
+    assert err < 1e-8, err
+
+
+@pytest.mark.parametrize("backend,method", BACKENDS)
+def test_theorem2_ode_matches_erfinv_closed_form(backend, method):
+    Delta = {"Delta_1": 0.3, "Delta_2": -0.2, "Delta_3": 0.1}
+    D = np.array(list(Delta.values()))
+    tstar = J.blow_up_times(D).min()
+    t = np.linspace(0.0, 0.95 * tstar, 96)
+    tr = sim.solve(J.theorem2_system(3, 1), Delta, [0.0, 0.0, 0.0], t, backend=backend, method=method,
+                   rtol=1e-13, atol=1e-15)
+    for l, d in enumerate(D):
+        closed = np.sqrt(2) * erfinv(np.sqrt(2 / np.pi) * d * t)
+        rel = np.abs(tr[f"v_{l + 1}"].values - closed).max() / np.abs(closed).max()
+        assert rel < 1e-6, (l, rel)
+    v_end = np.abs([tr[f"v_{l + 1}"].values[-1] for l in range(3)])
+    assert int(np.argmax(v_end)) == 0  # the most salient component leads
+    # Linear activation: the attention entropy decreases monotonically (spec §4 item 2)
+    assert np.all(np.diff(tr["attention_entropy"].values) < 0)
+
+
+@pytest.mark.parametrize("backend,method", [BACKENDS[0], pytest.param(*BACKENDS[1], marks=pytest.mark.slow)])
+def test_nonlinear_entropy_drops_then_bounces_to_fixed_point(backend, method):
+    mu = np.array(J.FIG4_MU)
+    params = {f"mu_{j + 1}": m for j, m in enumerate(mu)}
+    t = np.linspace(0.0, 8.0, 401)
+    tr = sim.solve(J.nonlinear_exp_system(10), params, np.zeros(10), t, backend=backend, method=method,
+                   rtol=1e-9, atol=1e-11)
+    H = tr["attention_entropy"].values
+    assert J.drops_then_bounces(H, tol=1e-7)  # one turning point: down, then up
+    assert len(J.slope_sign_changes(H, tol=1e-7)) == 1
+    assert 0.4 < t[np.argmin(H)] < 0.55
+    assert H[-1] == pytest.approx(J.fixed_point_entropy(mu), abs=1e-3)
+    assert H.min() < H[-1] < H[0]
+
+
+def test_minibatch_sde_noise_scales_as_one_over_sqrt_batch_and_mean_follows_ode():
+    """Spec §2.7 (project extension): path spread ~ sqrt(lr/B); the ensemble mean follows the ODE."""
+    stds, means = {}, {}
+    for B in (1, 4):
+        cfg = J.JomaConfig(Mc=3, K=2, N=2, d=5, gradient="random", batch=B, lr=0.01, steps=200, log_every=50)
+        sde, t = J.minibatch_sde(cfg)
+        tr = sim.solve_sde(sde, t, paths=128, seed=1, dt=cfg.lr)
+        stds[B] = float(tr["v_1_1"].std("path").values[-1])
+        means[B] = float(tr["v_1_1"].mean("path").values[-1])
+    run = J.default_run(cfg)
+    ode = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend="scipy", method="DOP853")
+    assert 1.6 < stds[1] / stds[4] < 2.5
+    for B in (1, 4):
+        assert abs(means[B] - float(ode["v_1_1"].values[-1])) < 4 * stds[B] / np.sqrt(128) + 1e-3
+
+
+def test_integrated_out_dynamics_reproduce_the_block_flow_exactly_for_exp():
+    """Spec §2.3: substituting the invariant into v_dot gives MLP-only dynamics whose (v, s) equal
+    the full block's (exact for exp attention), and whose implied z equals the block's z."""
+    cfg = J.JomaConfig(Mc=3, K=2, N=2, d=5, activation="tanh", gradient="random", lr=0.05, steps=600, log_every=20)
+    run = J.default_run(cfg)
+    blk = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend="scipy", method="DOP853",
+                    rtol=1e-12, atol=1e-14)
+    integ = J.integrated_system("exp", "tanh", 3, 2, 2)
+    y0 = {n: v for n, v in run["y0"].items() if not n.startswith("z_")}
+    params = {**run["params"], **{f"c_{l + 1}": 0.0 for l in range(3)}}
+    red = sim.solve(integ, params, y0, run["t"], backend="scipy", method="DOP853", rtol=1e-12, atol=1e-14)
+    for n in [*y0, "z_1", "z_2", "z_3"]:
+        np.testing.assert_allclose(red[n].values, blk[n].values, rtol=1e-7, atol=1e-9)
+
+
+def test_integrated_softmax_is_an_approximation_with_measurable_error():
+    cfg = J.JomaConfig(kind="softmax", Mc=3, K=3, N=3, d=5, lr=0.05, steps=600, log_every=20)
+    run = J.default_run(cfg)
+    blk = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend="scipy", method="DOP853")
+    integ = J.integrated_system("softmax", "linear", 3, 3, 3)
+    y0 = {n: v for n, v in run["y0"].items() if not n.startswith("z_")}
+    red = sim.solve(integ, {**run["params"], **{f"c_{l + 1}": 0.0 for l in range(3)}}, y0, run["t"],
+                    backend="scipy", method="DOP853")
+    v_blk = np.stack([blk[n].values for n in y0])
+    v_red = np.stack([red[n].values for n in y0])
+    err = np.linalg.norm(v_red - v_blk) / np.linalg.norm(v_blk)
+    assert np.isfinite(err) and 1e-4 < err < 0.15  # measured 0.071: close, not exact ((i)-(ii) hold roughly)
