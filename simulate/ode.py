@@ -122,9 +122,10 @@ def solve(
             jac = sp.lambdify((sp.Symbol("t", real=True), system.state, system.parameters),
                               system.jacobian(), modules="numpy", cse=True)
             jac_f = lambda tt, yy: np.asarray(jac(tt, yy, p), dtype=float)  # noqa: E731
+        extra = {"jac": jac_f} if jac_f is not None else {}
         with np.errstate(all="ignore"):
             sol = solve_ivp(lambda tt, yy: f(tt, yy, p), (ts[0], ts[-1]), y, method=method, t_eval=ts,
-                            rtol=rtol, atol=atol, jac=jac_f)
+                            rtol=rtol, atol=atol, **extra)
         Y = np.full((ts.size, y.size), np.nan)
         Y[: sol.y.shape[1]] = sol.y.T
         status, message = int(sol.status), str(sol.message)
