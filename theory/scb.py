@@ -751,16 +751,15 @@ class MinibatchSDE:
         logP = jnp.log(jnp.maximum(P.T[xs], 1e-300))
         xo = jax.random.categorical(ko, logP, axis=-1)
 
-        def one(xm, km, xom):
-            a = A[:, km]
-            Xa = jnp.zeros(N, y.dtype).at[xm].add(a)  # X a without a dense one-hot
-            r = V @ Xa - jax.nn.one_hot(xom, N, dtype=y.dtype)
-            gV = jnp.outer(r, Xa) / mu[None, :]
-            ga = (V.T @ r)[xm] / mu[km]
-            gA = jnp.zeros((T_, N), y.dtype).at[:, km].set(ga)
-            return jnp.concatenate([args["lr_V"] * gV.ravel(), args["lr_A"] * gA.ravel()])
-
-        return jax.vmap(one)(x, k, xo)
+        # batched over the M samples; X a via a one-hot contraction over the N token ids
+        Xoh = jax.nn.one_hot(x, N, dtype=y.dtype)  # (M, T, N)
+        a = A.T[k]  # (M, T): a^(k_m)
+        Xa = jnp.einsum("mtn,mt->mn", Xoh, a)
+        r = Xa @ V.T - jax.nn.one_hot(xo, N, dtype=y.dtype)  # (M, N)
+        gV = r[:, :, None] * Xa[:, None, :] / mu[None, None, :]  # r (X a)^T D^-1
+        ga = jnp.take_along_axis(r @ V, x, axis=1) / mu[k][:, None]  # (X^T V^T r) / mu_k, (M, T)
+        gA = ga[:, :, None] * jax.nn.one_hot(k, N, dtype=y.dtype)[:, None, :]  # only column k_m
+        return jnp.concatenate([args["lr_V"] * gV.reshape(M, -1), args["lr_A"] * gA.reshape(M, -1)], axis=1)
 
     def diffusion(self, t, y, args, key):
         import jax.numpy as jnp
