@@ -138,18 +138,12 @@ def _sym_observables(xi_, eta_, zeta_, omega_, T_, rho_, loss):
 def symmetric_system() -> ReducedSystem:
     """The 4-D system (zeta, omega, xi, eta) for symmetric attention targets (all rho_k = rho).
 
-    Every query shares (xi, eta); the loss is sum_k mu_k L_k = L_k and the attention metric is
-    sum_k mu_k * mu_k^{-1}... pulled back: mu_k <da, da> summed over k = G(1, q).   (spec §3.3)
+    Every query shares (xi, eta), so the loss is sum_k mu_k L_k = L_k and the attention metric
+    (the a_k/mu_k preconditioner's mu_k <da, da>, summed over k) is the Gram table of (1, q).
+    (spec §3.3)
     """
-    inner, ones, qc = _attention_basis(T, rho)
-    V = Coords.of(zeta, omega)
-    a = ones.scale(xi) + qc.scale(eta)
-    loss = sp.expand(query_loss(V, a, inner, ones, qc))  # sum_k mu_k * (same) = same
-    rhs = natural_gradient_flow(
-        loss,
-        [((zeta, omega), V_METRIC.metric(), eta_V), ((xi, eta), inner.metric(), eta_A)],
-    )
-    rhs = [sp.factor_terms(sp.simplify(r)) for r in rhs]
+    loss, raw_rhs = _symmetric_loss_and_flow()
+    rhs = [sp.factor_terms(sp.simplify(r)) for r in raw_rhs]
     obs = _sym_observables(xi, eta, zeta, omega, T, rho, loss)
     lin = stage1_linearisation()
     return ReducedSystem(
@@ -175,9 +169,21 @@ def symmetric_system() -> ReducedSystem:
     )
 
 
-def loss_symmetric() -> sp.Expr:
+@lru_cache(maxsize=None)
+def _symmetric_loss_and_flow() -> tuple[sp.Expr, tuple[sp.Expr, ...]]:
+    """Population loss on the symmetric manifold and its preconditioned flow (spec §3.3)."""
     inner, ones, qc = _attention_basis(T, rho)
-    return sp.expand(query_loss(Coords.of(zeta, omega), ones.scale(xi) + qc.scale(eta), inner, ones, qc))
+    V = Coords.of(zeta, omega)
+    a = ones.scale(xi) + qc.scale(eta)
+    loss = sp.expand(query_loss(V, a, inner, ones, qc))
+    rhs = natural_gradient_flow(
+        loss, [((zeta, omega), V_METRIC.metric(), eta_V), ((xi, eta), inner.metric(), eta_A)])
+    return loss, tuple(rhs)
+
+
+def loss_symmetric() -> sp.Expr:
+    """The exact population loss on the symmetric manifold, constants included (spec §3.1)."""
+    return _symmetric_loss_and_flow()[0]
 
 
 def _indexed(name: str, n: int, **assumptions) -> tuple[sp.Symbol, ...]:
@@ -343,12 +349,7 @@ def escape_time_formula() -> sp.Expr:
 def stage1_linearisation() -> dict[str, Any]:
     """Jacobian and drift of the symmetric flow at the saddle, the slow (zeta, eta) block, its
     rescaling to ``[[0,1],[1,0]]`` and the closed-form solution from 0 (spec §3.4)."""
-    inner, ones, qc = _attention_basis(T, rho)
-    V = Coords.of(zeta, omega)
-    a = ones.scale(xi) + qc.scale(eta)
-    loss = sp.expand(query_loss(V, a, inner, ones, qc))
-    rhs = sp.Matrix(natural_gradient_flow(
-        loss, [((zeta, omega), V_METRIC.metric(), eta_V), ((xi, eta), inner.metric(), eta_A)]))
+    rhs = sp.Matrix(_symmetric_loss_and_flow()[1])
     X = sp.Matrix([zeta, omega, xi, eta])
     J = sp.simplify(rhs.jacobian(X).subs(SADDLE))
     drift = sp.simplify(rhs.subs(SADDLE))
