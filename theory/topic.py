@@ -74,6 +74,8 @@ __all__ = [
     "stage2_optimum",
     "escape_rate",
     "two_stage_system",
+    "two_stage_parameters",
+    "attention_dim",
     "reduced_coordinates",
     "full_value_matrix",
     "systems",
@@ -501,7 +503,7 @@ def _documents(T_, tau_, which):
     return list(itertools.combinations(range(T_), tau_))
 
 
-def stage2_loss(logits, W, b, config: TopicConfig, *, documents: str = "all"):
+def stage2_loss(logits, W, b, config: TopicConfig, *, documents: str = "all", xp=None):
     """Population per-selected-position loss with ``W^V, b`` given and key x query attention
     logits ``logits`` ((Tv+1) x (Tv+1); column = query token), ``N -> inf``. jax-traceable in
     ``logits`` (and ``W``, ``b``).
@@ -511,9 +513,12 @@ def stage2_loss(logits, W, b, config: TopicConfig, *, documents: str = "all"):
     mass ``x_bar_k exp(logit[k, q])``, normalised (spec §3.6 step 1). Squared error against
     ``e_w`` expands to ``||o - E[e_w]||^2 + Var``. ``documents="one"`` uses the single topic set
     ``{0..tau-1}``: exact when ``logits`` and ``W`` are invariant under topic permutations.
+    ``xp``: array module (``numpy`` for plain evaluation, default ``jax.numpy`` for autodiff).
     """
-    _enable_x64()
-    import jax.numpy as jnp
+    if xp is None:
+        _enable_x64()
+        import jax.numpy as xp
+    jnp = xp
 
     T_, v_, tau_ = config.T, config.v, config.tau
     n = T_ * v_
@@ -546,10 +551,13 @@ def stage2_loss(logits, W, b, config: TopicConfig, *, documents: str = "all"):
     return total / len(docs)
 
 
-def tied_logits(T_: int, v_: int, s1=0.0, s2=0.0, s3=0.0, s_Mw=0.0, s_wM=0.0, s_MM=0.0):
+def tied_logits(T_: int, v_: int, s1=0.0, s2=0.0, s3=0.0, s_Mw=0.0, s_wM=0.0, s_MM=0.0, xp=None):
     """The (Tv+1)^2 logit matrix with the slides' tying: same token ``s1``, same topic ``s2``,
     different topic ``s3``; MASK key/word query ``s_Mw``, word key/MASK query ``s_wM``, ``s_MM``."""
-    import jax.numpy as jnp
+    if xp is None:
+        _enable_x64()
+        import jax.numpy as xp
+    jnp = xp
 
     n = T_ * v_
     top = word_topics(T_, v_)
@@ -572,10 +580,7 @@ def stage2_optimum(config: TopicConfig, W=None, b=None) -> dict[str, float]:
     ``keys="theory"``: paper-style tying ``s_MM = s1``, ``s_Mw = s_wM = s3 = 0``; minimise over
     ``(s1, s2)``. ``keys="code"``: word queries see only word keys and the loss depends on
     ``gamma`` only, so ``s1 = s2 = log gamma`` (MASK queries see uniform words)."""
-    _enable_x64()
-    import jax
-    import jax.numpy as jnp
-    from scipy.optimize import minimize
+    from scipy.optimize import minimize, minimize_scalar
 
     if W is None:
         W, b = full_value_matrix(stage1_optimum(config.replace(lam=0.0)), config.T, config.v)
@@ -583,18 +588,23 @@ def stage2_optimum(config: TopicConfig, W=None, b=None) -> dict[str, float]:
 
     if config.keys == "theory":
         def f(z):
-            return stage2_loss(tied_logits(Tn, vn, z[0], z[1], 0.0, 0.0, 0.0, z[0]), W, b, config, documents="one")
+            return float(stage2_loss(tied_logits(Tn, vn, z[0], z[1], 0.0, 0.0, 0.0, z[0], xp=np), W, b, config,
+                                     documents="one", xp=np))
         z0 = np.array([0.5, 1.0])
     else:
         def f(z):
-            return stage2_loss(tied_logits(Tn, vn, z[0], z[0]), W, b, config, documents="one")
+            return float(stage2_loss(tied_logits(Tn, vn, z[0], z[0], xp=np), W, b, config, documents="one", xp=np))
         z0 = np.array([1.0])
-    fj = jax.jit(jax.value_and_grad(f))
-    res = minimize(lambda z: tuple(np.asarray(x, dtype=float) for x in fj(jnp.asarray(z))), z0, jac=True,
-                   method="BFGS", options={"gtol": 1e-10, "maxiter": 500})
-    z = res.x
+    # numpy evaluation (no compile per shape): Brent in 1-D, BFGS + Nelder-Mead polish in 2-D
+    if z0.size == 1:
+        res = minimize_scalar(lambda x: f(np.array([x])), bracket=(0.0, 1.0), method="brent", tol=1e-12)
+        z = np.array([res.x])
+    else:
+        res = minimize(f, z0, method="BFGS", jac="3-point", options={"gtol": 1e-9, "maxiter": 500})
+        res = minimize(f, res.x, method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-16, "maxiter": 2000})
+        z = res.x
     s1v, s2v = (z[0], z[1]) if config.keys == "theory" else (z[0], z[0])
-    L_uniform = float(f(jnp.zeros_like(jnp.asarray(z0))))
+    L_uniform = f(np.zeros_like(z0))
     return {"s1": float(s1v), "s2": float(s2v), "alpha": math.exp(s2v), "beta": math.exp(s1v),
             "gamma": gamma_from(vn, s1v, s2v), "loss": float(res.fun), "loss_uniform": L_uniform,
             "converged": bool(res.success)}
@@ -678,6 +688,13 @@ def two_stage_system(keys: str = "theory") -> ReducedSystem:
         spec=f"{SPEC} §3.4, §3.6 (escape rate; keys={keys})",
         description="Value topic mode and the K/Q scale from small init: time-scale separation.",
     )
+
+
+def two_stage_parameters(config: TopicConfig) -> dict[str, float]:
+    """Parameter values of :func:`two_stage_system` for ``config`` (``g_1, g_2`` from the escape
+    rate of the stage-2 loss along the stage-1 path, ``d_a`` the K/Q dimension)."""
+    g1v, g2v = escape_rate_polynomial(config)
+    return {**system_parameters(config), "g_1": g1v, "g_2": g2v, "d_a": float(attention_dim(config))}
 
 
 # ------------------------------------------------------------------------------------------------
