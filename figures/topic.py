@@ -38,13 +38,13 @@ TOLERANCE = 0.05
 
 # Stage 1 inside the theory's assumptions: squared loss, uniform attention, one-hot, long
 # documents (N -> inf), plain SGD with a small learning rate (discrete steps ~ gradient flow).
-STAGE1_QUICK = th.TopicConfig(T=5, v=4, tau=2, N=400, batch=64, lr=0.5, steps=600, log_every=20)
+STAGE1_QUICK = th.TopicConfig(T=5, v=4, tau=2, N=200, batch=32, lr=0.5, steps=600, log_every=20)
 STAGE1_FULL = th.TopicConfig(T=10, v=10, tau=2, N=1000, batch=128, lr=0.5, steps=3000, log_every=50)
 
 # Two stages: code key mask (no own-position leakage at finite N), larger p_c so that the
 # stage-2 gradient is not tiny, K/Q dimension = vocabulary size.
 JOINT_QUICK = th.TopicConfig(T=3, v=2, tau=2, p_m=0.3, p_c=0.5, p_r=0.3, keys="code", N=48, batch=16, lr=0.5,
-                             steps=1500, log_every=25, init_scale=0.01, kq_init_scale=0.01)
+                             steps=1200, log_every=20, init_scale=0.01, kq_init_scale=0.01)
 JOINT_FULL = JOINT_QUICK.replace(N=128, batch=32, steps=3000)
 
 # The paper's attention table setting (spec §5.6): official LDA data, code vocabulary and masking.
@@ -189,13 +189,13 @@ def fig_two_stage(traj, pred, check, path: Path) -> Path:
 def attention_table(quick: bool = True, device: str = "auto", steps: int | None = None) -> list[dict]:
     """One row per optimiser/lr: the three average attentions, gamma_hat, gamma* of the code
     variant (1 + T p_c/p_r, squared-loss theory; these runs use the code's CE loss)."""
-    base = TABLE_BASE.replace(steps=steps or (60 if quick else 5000), log_every=steps or (60 if quick else 500),
-                              n_docs=400 if quick else 10_000, batch=16 if quick else 40)
+    base = TABLE_BASE.replace(steps=steps or (40 if quick else 5000), log_every=steps or (40 if quick else 500),
+                              n_docs=200 if quick else 10_000, batch=8 if quick else 40)
     rows = []
     gamma_star = 1 + base.T * base.p_c / base.p_r
     for opt, lr in TABLE_ROWS:
         traj, _ = emp.train(base.replace(optimizer=opt, lr=lr), variant="joint", device=device,
-                            attention_docs=50 if quick else 500)
+                            attention_docs=20 if quick else 500)
         a = traj.attrs
         rows.append({"optimizer": opt, "lr": lr, "steps": base.steps,
                      "same_word": a["attention_same_word"], "same_topic_other_word": a["attention_same_topic_other_word"],

@@ -172,7 +172,7 @@ def test_ode_backends_agree_with_closed_form():
 
     cfg = tp.TopicConfig(T=5, v=4, tau=2, lr=0.3, steps=400, log_every=20, lam=0.001)
     run = tp.default_run(cfg)
-    d = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend="diffrax", rtol=1e-10, atol=1e-12)
+    d = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend="diffrax", method="Tsit5", rtol=1e-10, atol=1e-12)
     s = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend="scipy", rtol=1e-10, atol=1e-12)
     assert np.max(np.abs(d["topic_mode"].values - s["topic_mode"].values)) < 5e-8
     sol = sp.lambdify((tp.t_sym, *tp.STAGE1_PARAMETERS), tp.topic_mode_solution("theory")["omega_2"])
