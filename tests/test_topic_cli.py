@@ -37,7 +37,7 @@ def test_derive_json_and_simulate():
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     names = [s["name"] for s in doc["systems"]]
-    assert names == ["stage1_theory", "embedding_theory", "two_stage_theory"]
+    assert names == ["stage1_theory", "embedding_theory", "stage2_theory", "two_stage_theory"]
     res = runner.invoke(main, ["simulate", "topic", "--backend", "scipy", "--set", "T=5", "--set", "v=4",
                                "--set", "steps=100", "--set", "log_every=50"])
     assert res.exit_code == 0, res.output

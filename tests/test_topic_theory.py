@@ -252,3 +252,41 @@ def test_escape_rate_code_variant_closed_form():
     sig = tp.escape_rate(cfg)["sigma_max"]
     dL = 2 * cfg.p_c * (cfg.tau - 1) / (cfg.tau**2 * cfg.v)
     assert sig == pytest.approx(dL / ((cfg.T - 1) * cfg.v), rel=1e-10)
+
+
+@pytest.mark.parametrize("keys", ["theory", "code"])
+def test_stage2_tied_sympy_loss_equals_full_vocabulary_loss(keys):
+    """The class-counted sympy stage-2 loss equals the full-vocabulary population loss (all
+    documents) at random tied logits and a generic W^V; its s2-derivative at S = 0 is the sum of
+    G = dL/dS over the same-topic/different-word entries (autodiff of the full loss)."""
+    cfg = tp.TopicConfig(T=5, v=3, tau=2, p_m=0.2, p_c=0.15, p_r=0.2, keys=keys)
+    loss = tp.stage2_tied_loss(keys)
+    rng = np.random.default_rng(0)
+    coords = dict(zip(["A", "B", "C", "m", "r", "s", "b_w", "b_M"], rng.normal(0, 0.3, 8)))
+    W, b = tp.full_value_matrix(coords, cfg.T, cfg.v)
+    syms = tp.STAGE2_STATE + tp.STAGE2_VALUE + (tp.T, tp.v, tp.tau, tp.p_m, tp.p_c, tp.p_r)
+    vals = [coords[str(x)] for x in tp.STAGE2_VALUE] + [cfg.T, cfg.v, cfg.tau, cfg.p_m, cfg.p_c, cfg.p_r]
+    L = sp.lambdify(syms, loss)
+    for _ in range(2):
+        sc = rng.normal(0, 1, 6)
+        full = float(tp.stage2_loss(tp.tied_logits(cfg.T, cfg.v, *sc, xp=np), W, b, cfg, documents="all", xp=np))
+        assert L(*sc, *vals) == pytest.approx(full, rel=1e-12)
+    dL_ds2 = sp.lambdify(syms, sp.diff(loss, tp.s2))
+    G = tp.escape_rate(cfg, W, b)["G"]
+    top = np.repeat(np.arange(cfg.T), cfg.v)
+    same_other = (top[:, None] == top[None, :]) & ~np.eye(cfg.T * cfg.v, dtype=bool)
+    assert dL_ds2(*np.zeros(6), *vals) == pytest.approx(G[:-1, :-1][same_other].sum(), rel=1e-9)
+
+
+@pytest.mark.parametrize("keys", ["theory", "code"])
+def test_stage2_flow_converges_to_gamma_star(keys):
+    import simulate as sim
+
+    cfg = tp.TopicConfig(T=5, v=3, tau=2, p_m=0.2, p_c=0.15, p_r=0.2, keys=keys, lr=1.0)
+    sysm = tp.stage2_system(keys)
+    sol = sim.solve(sysm, tp.stage2_parameters(cfg), np.zeros(2), np.linspace(0, 3e5, 20), backend="scipy",
+                    method="DOP853")
+    assert sol["gamma"].values[-1] == pytest.approx(tp.stage2_optimum(cfg)["gamma"], rel=1e-5)
+    if keys == "code":
+        assert sol["gamma"].values[-1] == pytest.approx(1 + cfg.T * cfg.p_c / cfg.p_r, rel=1e-6)
+    assert np.all(np.diff(sol["stage2_loss"].values) <= 1e-15)  # gradient flow: loss never increases

@@ -74,6 +74,9 @@ __all__ = [
     "stage2_optimum",
     "escape_rate",
     "two_stage_system",
+    "stage2_tied_loss",
+    "stage2_system",
+    "stage2_parameters",
     "two_stage_parameters",
     "attention_dim",
     "reduced_coordinates",
@@ -648,6 +651,109 @@ def predicted_onset(config: TopicConfig, lr: float | None = None) -> dict[str, f
 
 
 # ------------------------------------------------------------------------------------------------
+# 4b. Stage 2 in sympy: the tied attention loss by key/row classes, and the logit-space flow
+# ------------------------------------------------------------------------------------------------
+s1, s2, s3, s_Mw, s_wM, s_MM = sp.symbols("s_1 s_2 s_3 s_Mw s_wM s_MM", real=True)
+STAGE2_STATE = (s1, s2, s3, s_Mw, s_wM, s_MM)
+STAGE2_VALUE = (A, B, C, m, r, s, b_w, b_M)
+
+
+def _query_loss(classes, mask_mass, target_var):
+    """Squared error of one query type. ``classes``: list of ``(count, per_token_mass, group,
+    n_topics_in_group, target_per_token)`` over the word tokens; ``group`` tags the topics of a
+    class (classes with the same tag share their topics). Output of word row ``i`` (spec §3.6):
+    ``A h_i + B (H_t(i) - h_i) + C (H_words - H_t(i)) + m h_M + b_w``; MASK row
+    ``r H_words + s h_M + b_M``."""
+    H_words = sum(c * h for c, h, *_ in classes)
+    per_topic: dict[str, sp.Expr] = {}
+    n_top: dict[str, sp.Expr] = {}
+    for c, h, g, nt, _ in classes:
+        per_topic[g] = per_topic.get(g, 0) + c * h
+        n_top[g] = nt
+    loss = 0
+    for c, h, g, nt, y in classes:
+        Ht = per_topic[g] / n_top[g]
+        o = A * h + B * (Ht - h) + C * (H_words - Ht) + m * mask_mass + b_w
+        loss += c * (o - y) ** 2
+    o_M = r * H_words + s * mask_mass + b_M
+    return loss + o_M**2 + target_var
+
+
+@lru_cache(maxsize=None)
+def stage2_tied_loss(keys: str = "theory") -> sp.Expr:
+    """Population loss with tied logits ``(s1, s2, s3, s_Mw, s_wM, s_MM)`` and ``W^V`` in the
+    symmetric coordinates, ``N -> inf`` (spec §3.6): a mixture over the query token at a
+    selected position (MASK ``1-p_c-p_r``; kept ``p_c``, target = itself; random ``p_r``, its
+    topic in the document w.p. ``tau/T``). Key class mass = context frequency x ``exp(logit)``."""
+    f = context_frequencies(keys)
+    fi, fo, fM = f["f_in"], f["f_out"], f["f_mask"]
+    ti = 1 / (tau * v)
+    E = sp.exp
+
+    def word_query(f_own, own_target, other_target, doc_target):
+        """Query word whose topic has key frequency ``f_own`` (in-document or absent)."""
+        if f_own is fi:  # query topic in the document
+            rest = [((tau - 1) * v, fi, "doc", tau - 1, doc_target), ((T - tau) * v, fo, "abs", T - tau, 0)]
+        else:
+            rest = [(tau * v, fi, "doc", tau, doc_target), ((T - tau - 1) * v, fo, "abs", T - tau - 1, 0)]
+        Z = f_own * E(s1) + (v - 1) * f_own * E(s2) + sum(c * fr for c, fr, *_ in rest) * E(s3) + fM * E(s_Mw)
+        cls = [(1, f_own * E(s1) / Z, "q", 1, own_target), (v - 1, f_own * E(s2) / Z, "q", 1, other_target)]
+        cls += [(c, fr * E(s3) / Z, g, nt, y) for c, fr, g, nt, y in rest]
+        return cls, fM * E(s_Mw) / Z
+
+    cls, hM = word_query(fi, 1, 0, 0)
+    L_correct = _query_loss(cls, hM, 0)
+    cls, hM = word_query(fi, ti, ti, ti)
+    L_rand_in = _query_loss(cls, hM, 1 - ti)
+    cls, hM = word_query(fo, 0, 0, ti)
+    L_rand_out = _query_loss(cls, hM, 1 - ti)
+    Z = (tau * v * fi + (T - tau) * v * fo) * E(s_wM) + fM * E(s_MM)
+    cls = [(tau * v, fi * E(s_wM) / Z, "doc", tau, ti), ((T - tau) * v, fo * E(s_wM) / Z, "abs", T - tau, 0)]
+    L_mask = _query_loss(cls, fM * E(s_MM) / Z, 1 - ti)
+    return ((1 - p_c - p_r) * L_mask + p_c * L_correct
+            + p_r * (tau / T * L_rand_in + (1 - tau / T) * L_rand_out))
+
+
+def logit_multiplicities() -> dict[sp.Symbol, sp.Expr]:
+    """Entries of the (Tv+1)^2 logit matrix carried by each tied logit under the paper-style tying
+    (spec §3.6, §8 Decision 7): ``s1`` on the word diagonal and MASK-MASK, ``s2`` on same-topic
+    off-diagonal pairs; ``s3 = s_Mw = s_wM = 0`` (softmax gauge)."""
+    return {s1: T * v + 1, s2: T * v * (v - 1)}
+
+
+STAGE2_TYING = {s3: 0, s_Mw: 0, s_wM: 0, s_MM: s1}
+
+
+@lru_cache(maxsize=None)
+def stage2_system(keys: str = "theory") -> ReducedSystem:
+    """Stage 2 as gradient flow on the attention-logit matrix ``S`` (the object whose gradient
+    ``G`` at ``S = 0`` drives the K/Q escape), restricted to the paper-style tied subspace with
+    the pulled-back Frobenius metric ``diag(n)``; ``W^V, b`` are parameters (frozen). Its
+    stationary points are those of the tied loss (:func:`stage2_optimum`)."""
+    # W^V at a stage-1 optimum has no MASK row/column and no MASK bias (stage1_optimum: m = r =
+    # s = b_M = 0 for both key variants); A, B, C, b_w stay parameters
+    loss = stage2_tied_loss(keys).subs(STAGE2_TYING).subs({m: 0, r: 0, s: 0, b_M: 0})
+    n = logit_multiplicities()
+    # diagonal metric: -eta n_k^{-1} dL/ds_k (not expanded: the softmax ratios would blow up)
+    rhs = [-eta * sp.diff(loss, x) / n[x] for x in (s1, s2)]
+    gamma = ((v - 1) * sp.exp(s2) + sp.exp(s1)) / v
+    return ReducedSystem(
+        name=f"stage2_{keys}", paper=PAPER, state=(s1, s2),
+        parameters=(T, v, tau, p_m, p_c, p_r, eta, A, B, C, b_w),
+        rhs=tuple(rhs), observables={"gamma": gamma, "alpha": sp.exp(s2), "beta": sp.exp(s1),
+                                     "stage2_loss": loss},
+        spec=f"{SPEC} §3.6 (keys={keys}, paper-style tying)",
+        description="Tied attention logits under gradient flow with W^V frozen (stage 2).",
+    )
+
+
+def stage2_parameters(config: TopicConfig) -> dict[str, float]:
+    """Parameters of :func:`stage2_system`: sizes, masking, ``eta = lr`` and ``W^V*``."""
+    opt = stage1_optimum(config.replace(lam=0.0))
+    return {**{k: x for k, x in system_parameters(config).items() if k != "lambda"}, **opt}
+
+
+# ------------------------------------------------------------------------------------------------
 # 5. Two-stage reduced system: topic mode + K/Q scale
 # ------------------------------------------------------------------------------------------------
 def escape_rate_polynomial(config: TopicConfig) -> tuple[float, float]:
@@ -707,7 +813,8 @@ def system_parameters(config: TopicConfig) -> dict[str, float]:
 
 def systems(config: TopicConfig | None = None) -> list[ReducedSystem]:
     config = config or TopicConfig()
-    return [stage1_system(config.keys), embedding_system(config.keys), two_stage_system(config.keys)]
+    return [stage1_system(config.keys), embedding_system(config.keys), stage2_system(config.keys),
+            two_stage_system(config.keys)]
 
 
 def default_run(config: TopicConfig) -> dict[str, Any]:
