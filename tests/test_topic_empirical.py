@@ -139,3 +139,17 @@ def test_joint_training_shows_two_stages_and_topic_attention():
     assert a["attention_same_topic_other_word"] > a["attention_uniform"] > a["attention_different_topic"]
     assert check["gamma_star"] == pytest.approx(1 + 3 * 0.5 / 0.3, rel=1e-6)  # code variant
     assert 1.5 < check["gamma_hat"] < 1.5 * check["gamma_star"]
+
+
+@pytest.mark.slow
+def test_stage1_full_size_matches_ode():
+    """T = v = 10 (the paper's sizes), N = 1000: same acceptance as the quick regime."""
+    _, _, _, report = ft.stage1_comparison(quick=False, device="cpu")
+    assert report["observables"]["topic_mode"]["rel_l2"] <= 0.05
+    assert abs(report["block_difference"]["rel_error"]) <= 0.05
+
+
+@pytest.mark.slow
+def test_joint_training_full_two_stages():
+    _, _, check = ft.two_stage_run(quick=False, device="cpu")
+    assert check["two_stages"] and 0.5 <= check["onset_ratio"] <= 2.0, check
