@@ -186,8 +186,9 @@ class TopicTransformer(nn.Module):
         else:
             self.W_K = nn.Parameter(gauss((self.d_a, d), c.kq_scale))
             self.W_Q = nn.Parameter(gauss((self.d_a, d), c.kq_scale))
-        if not self.one_hot:
-            self.W_E = nn.Parameter(gauss((d, D), c.init_scale))
+        if not self.one_hot:  # identity init keeps E = W_E^T W_E in the symmetric algebra
+            self.W_E = nn.Parameter(c.init_scale * torch.eye(d, D, dtype=dtype) if c.embedding_init == "identity"
+                                    else gauss((d, D), c.init_scale))
 
     def embed_columns(self) -> torch.Tensor:
         """``W_E`` as (d, D): identity for one-hot embeddings."""

@@ -134,6 +134,7 @@ class TopicConfig(ParamsBase):
     attention: str = "uniform"  # "uniform" (W_K = W_Q = 0 frozen) or "trained"
     value: str = "trained"  # "trained", "identity" or "block" (frozen)
     embedding: str = "one_hot"  # "one_hot" or "trained" (tied W_pred = W_E^T)
+    embedding_init: str = "gaussian"  # trained W_E: N(0, init_scale^2) or "identity" (init_scale * I)
     d_a: int = 0  # K/Q dimension; 0 -> vocabulary size D (spec §8 Decision 11)
     optimizer: str = "sgd"  # "sgd" (no momentum) or "adam"
     lr: float = 0.2
@@ -182,7 +183,7 @@ class TopicConfig(ParamsBase):
             ("masking", ("dynamic", "static")), ("vocab", ("theory", "code")),
             ("loss", ("squared", "ce")), ("attention", ("uniform", "trained")),
             ("value", ("trained", "identity", "block")), ("embedding", ("one_hot", "trained")),
-            ("optimizer", ("sgd", "adam")),
+            ("optimizer", ("sgd", "adam")), ("embedding_init", ("gaussian", "identity")),
         ):
             if getattr(self, name) not in allowed:
                 raise ConfigError(name, f"must be one of {allowed}, got {getattr(self, name)!r}")
