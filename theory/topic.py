@@ -761,7 +761,8 @@ def escape_rate_polynomial(config: TopicConfig) -> tuple[float, float]:
     """``G`` along the stage-1 path ``W = (omega_2/omega_2*) W_topic + bias`` is a quadratic in
     ``omega_2`` without constant term (the loss is quadratic in ``W``; ``G = 0`` at ``W = 0``
     with the optimal bias): returns ``(g_1, g_2)`` with ``sigma_max(G) ~ |g_1 w + g_2 w^2|``,
-    ``w = omega_2``, fitted exactly from three evaluations along the top singular direction."""
+    ``w = omega_2``, fitted exactly from two evaluations along the top singular direction of
+    ``G(W^V*)`` (the third point, ``G = 0`` at ``omega_2 = 0``, is exact)."""
     opt = stage1_optimum(config.replace(lam=0.0))
     om_star = opt["A"] + (config.v - 1) * opt["B"] - config.v * opt["C"]
     W1, b1 = full_value_matrix(opt, config.T, config.v)
