@@ -204,7 +204,10 @@ def attention_table(quick: bool = True, device: str = "auto", steps: int | None 
                      # did attention train at all? (quick runs are too short for SGD to move K/Q)
                      "norm_W_K_init": float(traj["norm_W_K"].values[0]),
                      "norm_W_K_final": float(traj["norm_W_K"].values[-1]),
-                     "ordering_holds": bool(a["attention_same_topic_other_word"] > a["attention_uniform"]
+                     # the ordering only means something if attention moved away from its init
+                     "attention_moved": bool(abs(a["gamma_hat"] - 1) > 0.01),
+                     "ordering_holds": bool(abs(a["gamma_hat"] - 1) > 0.01
+                                            and a["attention_same_topic_other_word"] > a["attention_uniform"]
                                             > a["attention_different_topic"])})
     return rows
 
