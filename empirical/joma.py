@@ -25,7 +25,6 @@ Precision: float64 for the block toys (compared with float64 ODEs); float32 for 
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,25 +46,15 @@ from theory.joma import (
     stable_rank,
 )
 
-from .trainer import Trainer
+from .trainer import Trainer, torch_threads
 
 __all__ = ["JomaBlock", "BlockExperiment", "ProbeExperiment", "HBLTBlockExperiment", "HierTransformer",
            "HierExperiment", "RandomCombinationHierarchy", "hblt_sample", "hblt_block_data", "toy_config",
-           "torch_threads", "train_block", "train_probe", "train_hblt_block", "train_hier", "half_times", "run", "VARIANTS"]
+           "train_block", "train_probe", "train_hblt_block", "train_hier", "half_times", "run", "VARIANTS"]
 
 VARIANTS = ("fixed", "ce", "probe", "hblt", "hier")
 
 
-@contextmanager
-def torch_threads(n: int = 1):
-    """Run tiny models on ``n`` intra-op threads (restored afterwards): on a shared 2-core
-    machine, multi-threaded kernels of these toys spend most of their time spinning."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ Time: one unit = one optimiser step; the ODE carries ``eta = lr`` (gradient-flow
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +26,7 @@ from torch import nn
 from theory.errors import ConfigError
 from theory.topic import PAPER, TopicConfig, reduced_coordinates
 
-from .trainer import Trainer
+from .trainer import Trainer, torch_threads
 
 __all__ = ["Vocabulary", "vocabulary", "DocumentSampler", "mask_batch", "TopicTransformer",
            "TopicExperiment", "attention_statistics", "train", "run", "ode_time", "VARIANTS"]
@@ -386,17 +385,6 @@ class TopicExperiment:
                 "d_a": self.model.d_a, "dtype": str(self.dtype)}
 
 
-@contextlib.contextmanager
-def _single_thread_on_cpu(device: str):
-    """The tensors here are small (D ~ 100): intra-op threads only add synchronisation, and on a
-    shared 2-core machine they made each step ~20x slower. Restores the previous setting."""
-    prev = torch.get_num_threads()
-    if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(prev)
 
 
 def train(config: TopicConfig, *, variant: str = "stage1", device: str = "auto", seed: int | None = None,
@@ -405,7 +393,7 @@ def train(config: TopicConfig, *, variant: str = "stage1", device: str = "auto",
     attention statistics (``attention_docs`` held-out unmasked documents) go into the attrs."""
     exp = TopicExperiment(config, variant=variant)
     trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress)
-    with _single_thread_on_cpu(device):
+    with torch_threads(1):
         traj = trainer.run(exp, config.steps, config.log_every)
     if exp.config.attention == "trained" and attention_docs:
         tok, val = DocumentSampler(exp.config, exp.vocab, 10_000 + (seed or config.seed)).sample(attention_docs)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,7 +32,21 @@ import torch
 from simulate.trajectory import atomic_write, make_trajectory
 from theory.errors import ConfigError, DivergenceError
 
-__all__ = ["Trainer", "Experiment", "resolve_device", "stack_runs"]
+__all__ = ["Trainer", "Experiment", "resolve_device", "stack_runs", "torch_threads"]
+
+
+@contextmanager
+def torch_threads(n: int | None = 1):
+    """Run torch on ``n`` intra-op CPU threads, restoring the previous setting afterwards
+    (``None``: leave it). The papers' models are small: intra-op threads only add
+    synchronisation, and on a loaded 2-core machine 2 threads ran training 10-20x slower than 1."""
+    old = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 class Experiment(Protocol):
@@ -69,21 +84,14 @@ class Trainer:
     checkpoint: str | os.PathLike | None = None
     checkpoint_every: int = 0
     resume: bool = False
-    #: CPU threads for torch during the run (restored afterwards). The papers' models are small:
-    #: intra-op threading costs more than it gains, and on a loaded machine 2 threads ran SCB
-    #: training >10x slower than 1. ``None`` keeps torch's setting.
+    #: CPU threads for torch during the run (see :func:`torch_threads`); ``None`` keeps torch's.
     cpu_threads: int | None = 1
 
     def run(self, experiment: Experiment, steps: int, log_every: int = 1, *, stop_when=None):
         """Train for ``steps`` steps. ``stop_when(obs) -> bool`` (optional) ends the run early at
         a logging point (e.g. once a correlation threshold is reached)."""
-        previous = torch.get_num_threads()
-        if self.cpu_threads is not None:
-            torch.set_num_threads(self.cpu_threads)
-        try:
+        with torch_threads(self.cpu_threads):
             return self._run(experiment, steps, log_every, stop_when)
-        finally:
-            torch.set_num_threads(previous)
 
     def _run(self, experiment, steps, log_every, stop_when):
         if steps < 1:
