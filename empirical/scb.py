@@ -229,6 +229,13 @@ def train(config: SCBConfig, *, variant: str = "preconditioned", device: str = "
     Vn, An = exp.normalised_parameters()
     traj.attrs["final_distance_P"] = float(np.linalg.norm(Vn - exp.task.P))
     traj.attrs["final_distance_Q"] = float(np.linalg.norm(An - exp.task.Qm))
+    # early stopping (spec §6.1 decision): the logged point of minimal population loss (the exact
+    # population loss is the validation loss of an infinite held-out set); the distance
+    # observables are already taken after the final normalisation
+    best = int(np.nanargmin(traj["population_loss"].values))
+    traj.attrs["early_stop_step"] = int(traj["step"].values[best])
+    traj.attrs["early_stop_value_distance"] = float(traj["value_relative_distance_to_truth"].values[best])
+    traj.attrs["early_stop_attention_distance"] = float(traj["attention_distance_to_truth"].values[best])
     return traj, exp
 
 

@@ -230,7 +230,15 @@ def fig_proximal_vs_sgd(outdir: Path | None = None, quick: bool = True, *, devic
         fig.suptitle(f"SCB N=3 T={T_} Q=2 batch 64: proximal l1 vs SGD (lambda={lam_value:.2g})", fontsize=10)
         fig.tight_layout()
         save_figure(fig, Path(outdir) / "scb_proximal_vs_sgd.png")
-    return {"curves": curves, "lam": lam_value}
+    early = pd.DataFrame([{"variant": k, "early_stop_samples": tr.attrs["early_stop_step"] * base.batch,
+                           "value_distance": tr.attrs["early_stop_value_distance"],
+                           "attention_distance": tr.attrs["early_stop_attention_distance"],
+                           "final_value_distance": float(tr["value_relative_distance_to_truth"][-1]),
+                           "final_attention_distance": float(tr["attention_distance_to_truth"][-1])}
+                          for k, tr in curves.items()])
+    if outdir is not None:
+        early.to_csv(Path(outdir) / "scb_proximal_vs_sgd.csv", index=False)
+    return {"curves": curves, "lam": lam_value, "early_stop": early}
 
 
 def fig_transfer(outdir: Path | None = None, quick: bool = True, *, device: str = "auto", Ts=None) -> pd.DataFrame:
