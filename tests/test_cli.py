@@ -140,3 +140,13 @@ def test_reproduce_lists_existing_papers():
     from figures.cli import available_papers
 
     assert "scb" in available_papers()
+
+
+def test_diverging_sde_exit_2_keeps_partial(runner, tmp_path):
+    out = tmp_path / "sde.nc"
+    res = runner.invoke(main, ["simulate", "scb", "--sde", "--paths", "4", "--set", "T=8", "--set", "eta_A=5",
+                               "--set", "steps=200", "--out", str(out)])
+    assert res.exit_code == 2
+    line = _one_error_line(res)
+    assert "non-finite at t=" in line
+    assert [p.name for p in tmp_path.iterdir()] == ["sde.partial.nc"]
