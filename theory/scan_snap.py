@@ -686,48 +686,39 @@ def snap_system() -> ReducedSystem:
 @lru_cache(maxsize=16)
 def _reduced_system_cached(config: ScanSnapConfig) -> ReducedSystem:
     task = make_task(config)
-    if task.K > 3:
-        raise ConfigError("num_last", f"the reduced system inverts F^T F symbolically; K={task.K} > 3 is not supported")
+    U, C, K = config.num_unique_per_next, config.num_common, config.K
     f = closed_forms()
-    zs = [[_z_symbol(m, int(l)) for l in task.query_support(m)] for m in range(task.num_last)]
-    zmap = {}
-    for m in range(task.num_last):
-        for l, s in zip(task.query_support(m), zs[m]):
-            zmap[(m, int(l))] = s
-    rows = [int(l) for l in task.union_support]
-    cols = []
-    for n in range(task.K):
-        m = task.query_index[n]
-        c = [float(task.P[n, l]) * sp.exp(zmap[(m, l)]) if task.P[n, l] > 0 else 0 for l in rows]
-        norm = sp.sqrt(sum(v**2 for v in c if v != 0))
-        cols.append([v / norm for v in c])
-    F = sp.Matrix(rows.__len__(), task.K, lambda i, j: cols[j][i])
-    G = F.T * F
-    Ginv = G.adjugate() / G.det()
+    zdt = sp.symbols(f"z_dt_0:{U}", real=True)
+    zc = sp.Symbol("z_c", real=True)
+    # symmetric subspace (as full_system): every class has the same f profile
+    P_dt = [float(task.P[0, l]) for l in task.dt[0]]
+    P_c = float(task.P[0, task.common[0]]) if C else 0.0
+    c_dt = [p * sp.exp(z) for p, z in zip(P_dt, zdt)]
+    c_c = P_c * sp.exp(zc) if C else 0
+    norm = sp.sqrt(sum(v**2 for v in c_dt) + C * c_c**2)
+    f_dt = [v / norm for v in c_dt]
+    f_c = c_c / norm
+    # G = F^T F: |f_n| = 1 on the diagonal, overlap rho = C f_c^2 off it (common tokens only)
+    rho = sp.Symbol("rho", positive=True)
+    G = sp.Matrix(K, K, lambda i, j: 1 if i == j else rho)
+    Ginv = sp.simplify(G.inv()).subs(rho, C * f_c**2)
     gam = f["gamma"]
-    Bs = sp.symbols(f"B_0:{task.K}", real=True)
-    weight = sp.Rational(1, task.K) if config.class_weights == "uniform" else 1
-    rhs_z = []
-    for m in range(task.num_last):
-        for l in task.query_support(m):
-            i = rows.index(int(l))
-            val = 0
-            for n in np.nonzero(task.query_index == m)[0]:
-                fn = F[i, n]
-                val += fn * ((F[i, :] * Ginv[:, n])[0, 0] - fn)  # Eqn. 10 compact: f o (F G^-1 e_n - f)
-            rhs_z.append(eta_Z * gam * weight * val)
-    xi = [gam * (Ginv[n, n] - 1) for n in range(task.K)]  # Eqn. 12 leading order
-    rhs = [f["h_rate"] / K_sym, *rhs_z, *(eta_Z * weight * x for x in xi)]
-    state = (h_sym, *(s for row in zs for s in row), *Bs)
-    dt_ent = []
-    for n in range(task.K):
-        m = task.query_index[n]
-        dt_ent.append(_entropy_expr([float(task.P[n, l]) * sp.exp(zmap[(m, int(l))]) for l in task.dt[n]]))
+    weight = sp.Rational(1, K) if config.class_weights == "uniform" else 1
+    # Eqn. 10 compact: z_m += eta_Z gamma sum_{n in psi^-1(m)} f_n o (F G^-1 e_n - f_n)
+    rhs_dt = [eta_Z * gam * weight * fj * (fj * Ginv[0, 0] - fj) for fj in f_dt]  # class-n DT rows
+    col_sum = sum(Ginv[k, 0] for k in range(K))  # [F G^-1 e_n]_c = f_c sum_n' Ginv[n', n]
+    rhs_c = eta_Z * gam * weight * config.num_next_per_last * f_c * (f_c * col_sum - f_c)
+    xi = gam * (Ginv[0, 0] - 1)  # Eqn. 12 leading order, the same for every class
+    B = sp.Symbol("B", real=True)
+    state = (h_sym, *zdt, *((zc,) if C else ()), B)
+    rhs = (f["h_rate"] / K_sym, *rhs_dt, *((rhs_c,) if C else ()), eta_Z * weight * xi)
+    dt_ent = _entropy_expr([p * sp.exp(z) for p, z in zip(P_dt, zdt)])
     return ReducedSystem(
         name="reduced", paper=PAPER, state=state, parameters=(M_sym, K_sym, eta_Y, eta_Z),
-        rhs=tuple(rhs), observables={"dt_entropy": sum(dt_ent) / task.K, "gamma": gam},
+        rhs=tuple(rhs), observables={"dt_entropy": dt_ent, "gamma": gam, "xi": xi},
         spec=f"{SPEC} §3.2 (Lemma 4 / Eqn. 10 compact form, gamma from h(t/K))",
-        description="Reduced attention ODE with exogenous gamma(t); B_n = eta_Z int xi_n dt.",
+        description=("Reduced attention ODE with exogenous gamma(t) on the symmetric subspace of the "
+                     "official generator; B = eta_Z int xi dt (per class, Decision 2 weights)."),
     )
 
 
