@@ -755,7 +755,9 @@ def invariant_spread(task: ScanSnapTask, Z: np.ndarray, Z0: np.ndarray | None = 
     z = Z[..., q, dts]
     z0 = np.zeros_like(z) if Z0 is None else Z0[..., q, dts]
     I = (1 - np.exp(-2 * (z - z0))) * np.exp(-2 * z0) / task.P[n, dts] ** 2
-    return I.max(-1) / I.min(-1)
+    lo, hi = I.min(-1), I.max(-1)
+    with np.errstate(all="ignore"):
+        return np.where(np.abs(lo) > 1e-300, hi / np.where(lo == 0, 1.0, lo), 1.0)  # 1 before any move
 
 
 def observables_from_parameters(Y: np.ndarray, Z: np.ndarray, task: ScanSnapTask) -> dict[str, np.ndarray]:
