@@ -64,6 +64,13 @@ class Sampler:
         return torch.randint(0, self.task.K, (R, B), generator=self.gen, device=self.device)
 
     def counts(self, R: int, B: int):
+        n, q, sup, k = self.support_counts(R, B)
+        counts = torch.zeros((R, B, self.task.M_in), dtype=self.dtype, device=self.device)
+        counts.scatter_(2, sup, k)
+        return n, q, counts
+
+    def support_counts(self, R: int, B: int):
+        """Counts on each sample's support only: ``(n, q_ids, support_ids (R, B, S), counts (R, B, S))``."""
         n = self.classes(R, B)
         probs = self.sup_p[n]  # (R, B, S)
         remaining = torch.full((R, B), float(self.L), dtype=self.dtype, device=self.device)
@@ -79,9 +86,7 @@ class Sampler:
             out[..., s] = k
             remaining = remaining - k
             mass = mass - probs[..., s]
-        counts = torch.zeros((R, B, self.task.M_in), dtype=self.dtype, device=self.device)
-        counts.scatter_(2, self.support[n], out)
-        return n, self.query[n], counts
+        return n, self.query[n], self.support[n], out
 
     def sequences(self, R: int, B: int):
         n = self.classes(R, B)
@@ -323,6 +328,7 @@ def train_grid(config: ScanSnapConfig, eta_Z: list[float], ratios: list[float], 
     Z = model.Z.detach().cpu().numpy()
     return {
         "eta_Z": np.array([c[0] for c in combos]), "ratio": np.array([c[1] for c in combos]),
-        "seed": np.array([c[2] for c in combos]), "final": observables_from_parameters(Y, Z, task),
+        "seed": np.array([c[2] for c in combos]),
+        "final": observables_from_parameters(Y.astype(np.float64), Z.astype(np.float64), task),
         "Z": snaps, "task": task,
     }

@@ -154,7 +154,9 @@ def fig4_heatmaps(device: str = "cpu", steps: int = 100):
 def fig6_entropy(quick: bool = True, device: str = "cpu", seeds: int | None = None, zero_init: bool = False):
     """Fig. 6: DT entropy at iteration 100 vs eta_Y/eta_Z in {1, 2, 5, 10}, one line per eta_Z in
     {0.5, 1, 2, 3}, panels #last = 1, 3, 5, 10 (Syn-Medium), SGD momentum 0.9, batch 128, T = 128,
-    default init (official sweep). Quick: 2 seeds; full: 10. Returns the table (mean, std, n)."""
+    default init (official sweep). Quick: 2 seeds in float32; full: 10 seeds in float64. Returns
+    the table (mean, std, n)."""
+    import torch
     import matplotlib.pyplot as plt
 
     from empirical.scan_snap import train_grid
@@ -166,7 +168,7 @@ def fig6_entropy(quick: bool = True, device: str = "cpu", seeds: int | None = No
     for ax, nl in zip(axes[0], panels):
         cfg = ss.Config(num_last=nl, num_next_per_last=2, momentum=0.9, batch=128, T=128, steps=100,
                         zero_init=zero_init, seed=nl)
-        res = train_grid(cfg, eta_Z, ratios, seeds, device=device)
+        res = train_grid(cfg, eta_Z, ratios, seeds, device=device, dtype=torch.float32 if quick else torch.float64)
         df = pd.DataFrame({"eta_Z": res["eta_Z"], "ratio": res["ratio"], "entropy": res["final"]["dt_entropy"]})
         g = df.groupby(["eta_Z", "ratio"])["entropy"].agg(["mean", "std", "count"]).reset_index()
         g.insert(0, "num_last", nl)
