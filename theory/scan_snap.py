@@ -73,6 +73,8 @@ __all__ = [
     "entropy",
     "invariant_spread",
     "ode_time",
+    "count_vector_objective",
+    "sgd_ensemble",
 ]
 
 t_sym = sp.Symbol("t", real=True)
@@ -782,6 +784,77 @@ def observables_from_parameters(Y: np.ndarray, Z: np.ndarray, task: ScanSnapTask
         "y_rowsum_spread": np.abs(Y.sum(-1)).max(-1),
         "z_rowsum_spread": np.abs(Z.sum(-1)).max(-1),
     }
+
+
+# ------------------------------------------------------------------------------------------------
+# 5. Finite-T minibatch SGD as a stochastic map (spec §1.3, Decision 9), jax, vmapped ensembles
+# ------------------------------------------------------------------------------------------------
+def count_vector_objective(Y, Z, counts, n, query, label):
+    """Batch-mean J (jax) of samples with token counts ``counts`` (B, M_in) and classes ``n`` (B,):
+    J_inf with ``P(.|n)`` replaced by the empirical counts (exact for finite T, spec §1.3)."""
+    import jax
+    import jax.numpy as jnp
+
+    zq = Z[query[n]]
+    logits = jnp.where(counts > 0, zq + jnp.log(jnp.where(counts > 0, counts, 1.0)), -jnp.inf)
+    mix = jax.nn.softmax(logits, axis=-1)
+    u = mix / jnp.linalg.norm(mix, axis=-1, keepdims=True)
+    w = u @ Y
+    return jnp.mean(jnp.take_along_axis(w, label[n][:, None], 1)[:, 0] - jax.scipy.special.logsumexp(w, axis=-1))
+
+
+def sgd_ensemble(config: ScanSnapConfig, lrs, paths_per_lr: int, *, seed: int = 0, log_every: int | None = None):
+    """Finite-T SGD (momentum ``config.momentum``, batch ``config.batch``, ``T - 1`` contextual
+    tokens drawn as count vectors) as a stochastic map in jax: its gradient is ``jax.grad`` of
+    :func:`count_vector_objective`; ``paths_per_lr`` seeds for each ``(eta_Y, eta_Z)`` in ``lrs``,
+    all vmapped, steps by ``lax.scan``. Zero or default init as the config says. Returns
+    ``(times, Y, Z)`` with Y (paths, n_logged, M_in, M_out), Z (paths, n_logged, M_in, M_in) and
+    the per-path learning rates (paths, 2). Float64."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    task = make_task(config)
+    P = jnp.asarray(task.P)
+    query, label = jnp.asarray(task.query), jnp.asarray(task.label)
+    B, L, mu = config.batch, config.T - 1, config.momentum
+    every = log_every or config.log_every
+    n_log = config.steps // every
+    lr = jnp.asarray(np.repeat(np.asarray(lrs, float).reshape(-1, 2), paths_per_lr, axis=0))
+    grad = jax.grad(count_vector_objective, argnums=(0, 1))
+
+    def one_path(key, lr_p):
+        kinit, kloop = jax.random.split(key)
+        if config.zero_init:
+            Y0 = jnp.zeros((task.M_in, task.M_out))
+            Z0 = jnp.zeros((task.M_in, task.M_in))
+        else:
+            k1, k2 = jax.random.split(kinit)
+            b = 1.0 / np.sqrt(task.M_in)
+            Y0 = jax.random.uniform(k1, (task.M_in, task.M_out), minval=-b, maxval=b)
+            Z0 = jax.random.uniform(k2, (task.M_in, task.M_in), minval=-b, maxval=b)
+
+        def step(carry, key):
+            Y, Z, vY, vZ = carry
+            k1, k2 = jax.random.split(key)
+            n = jax.random.randint(k1, (B,), 0, task.K)
+            counts = jax.random.multinomial(k2, L, P[n])
+            gY, gZ = grad(Y, Z, counts, n, query, label)
+            vY, vZ = mu * vY + gY, mu * vZ + gZ  # PyTorch momentum, ascent on J
+            return (Y + lr_p[0] * vY, Z + lr_p[1] * vZ, vY, vZ), None
+
+        def block(carry, key):
+            carry, _ = jax.lax.scan(step, carry, jax.random.split(key, every))
+            return carry, (carry[0], carry[1])
+
+        init = (Y0, Z0, jnp.zeros_like(Y0), jnp.zeros_like(Z0))
+        _, (Ys, Zs) = jax.lax.scan(block, init, jax.random.split(kloop, n_log))
+        return jnp.concatenate([Y0[None], Ys]), jnp.concatenate([Z0[None], Zs])
+
+    keys = jax.random.split(jax.random.PRNGKey(seed), lr.shape[0])
+    Y, Z = jax.jit(jax.vmap(one_path))(keys, lr)
+    times = np.array([ode_time(i * every, mu) for i in range(n_log + 1)])
+    return times, np.asarray(Y), np.asarray(Z), np.asarray(lr)
 
 
 # ------------------------------------------------------------------------------------------------
