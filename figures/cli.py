@@ -4,7 +4,8 @@
 Papers plug in by convention (``scan-snap`` -> module name ``scan_snap``), with no registry to edit:
 
 * ``theory.<mod>``: ``Config`` (a ParamsBase dataclass), ``systems(config)``,
-  ``default_run(config) -> {"system", "params", "y0", "t"}``, optionally ``minibatch_sde(config)``;
+  ``default_run(config) -> {"system", "params", "y0", "t"[, "solve_options": {backend: kwargs}]}``,
+  optionally ``minibatch_sde(config)``;
 * ``empirical.<mod>``: ``run(config, *, device, variant, progress) -> Trajectory``;
 * ``figures.<mod>``: ``compare(quick, device) -> dict`` (``{"paper", "regime", "observables":
   {name: {"rel_l2"}}, "passed"}``) and ``make_figures(outdir, quick) -> list[Path]``.
@@ -139,7 +140,8 @@ def simulate(paper, backend, sde, paths, seed, assignments, out):
             traj = sim.solve_sde(model, t, paths=paths, seed=seed, parameters=cfg.to_dict())
         else:
             run = th.default_run(cfg)
-            traj = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend=backend)
+            options = run.get("solve_options", {}).get(backend, {})  # optional per-backend method/tolerances
+            traj = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend=backend, **options)
     except SolverError as err:
         if out_path is not None and err.partial is not None:
             sim.save(err.partial, _partial_path(out_path))

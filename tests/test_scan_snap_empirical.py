@@ -1,0 +1,136 @@
+"""Scan & Snap empirical: the count-vector path equals the sequence path (per sample, exactly; and
+in distribution over seeds), the sampler, the optimisers, the exact invariants of training."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from empirical import scan_snap as es
+from theory import scan_snap as ss
+
+
+def _model(task, R=1, zero=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return es.DirectYZ(task, R, zero, g), es.Sampler(task, "cpu", g)
+
+
+@pytest.mark.parametrize("layout", [dict(), dict(num_last=2, num_next_per_last=2, T=1024)])
+def test_per_sample_gradients_identical_given_the_same_counts(layout):
+    task = ss.make_task(ss.Config(**layout))
+    m, smp = _model(task, R=2)
+    n, q, x = smp.sequences(2, 6)
+    counts = es.counts_of(x, task.M_in)
+    for b in range(6):  # per sample
+        sl = (slice(None), slice(b, b + 1))
+        l_seq = es.cross_entropy(m(m.mixture_from_sequences(x[sl], q[sl])), smp.label[n[sl]]).sum()
+        l_cnt = es.cross_entropy(m(m.mixture_from_counts(counts[sl], q[sl])), smp.label[n[sl]]).sum()
+        g_seq = torch.autograd.grad(l_seq, [m.Y, m.Z])
+        g_cnt = torch.autograd.grad(l_cnt, [m.Y, m.Z])
+        assert abs(float(l_seq - l_cnt)) < 1e-12
+        for a, c in zip(g_seq, g_cnt):
+            assert float((a - c).abs().max()) < 1e-13
+            assert float(a.abs().max()) > 1e-6  # non-trivial gradients
+
+
+def test_count_sampler_is_multinomial():
+    cfg = ss.Config(T=200)
+    task = ss.make_task(cfg)
+    _, smp = _model(task)
+    n, q, c = smp.counts(4, 4000)
+    assert torch.all(c.sum(-1) == cfg.T - 1)
+    P = torch.as_tensor(task.P)[n]
+    assert torch.all(c[P == 0] == 0)
+    # mean and variance of each count vs Multinomial(T-1, P): z-scores of the means
+    for k in range(task.K):
+        sel = c[n == k]
+        p = torch.as_tensor(task.P[k])
+        N = sel.shape[0]
+        mean, var = (cfg.T - 1) * p, (cfg.T - 1) * p * (1 - p)
+        on = p > 0
+        z = (sel.mean(0) - mean)[on] / torch.sqrt(var[on] / N)
+        assert float(z.abs().max()) < 4.5
+        np.testing.assert_allclose(sel.var(0)[on].numpy(), var[on].numpy(), rtol=0.12)
+    assert torch.all(q == torch.as_tensor(task.query)[n])
+
+
+def test_count_and_sequence_paths_same_loss_curve_distribution():
+    """Six seeds per path (Fig. 4 setting, T = 128): the mean loss curves agree within their
+    standard errors (|d|/se <= 3 at every logged step; the mean |d|/se <= 1.5)."""
+    cfg = ss.Config(batch=64, T=128, steps=30, log_every=5, momentum=0.9, zero_init=False)
+    curves = {}
+    for path in es.VARIANTS:
+        runs = [es.train(cfg, variant=path, device="cpu", seed=s, log_z_rows=False)[0].population_loss.values
+                for s in range(6)]
+        curves[path] = np.array(runs)
+    mc, ms = curves["counts"].mean(0), curves["sequences"].mean(0)
+    se = np.sqrt(curves["counts"].var(0, ddof=1) / 6 + curves["sequences"].var(0, ddof=1) / 6)
+    zs = np.abs(mc - ms)[1:] / se[1:]  # step 0: identical inits per seed
+    assert zs.max() <= 3.0 and zs.mean() <= 1.5, zs
+    assert mc[-1] < mc[0] - 0.3  # both actually learn
+
+
+@pytest.mark.parametrize("method", ["sgd", "adam"])
+def test_optimiser_matches_torch(method):
+    torch.manual_seed(0)
+    p1 = torch.nn.Parameter(torch.randn(1, 4, 5, dtype=torch.float64))
+    p2 = torch.nn.Parameter(p1.detach().clone())
+    ours = es.Optimiser({"Y": p1}, {"Y": torch.tensor([0.3], dtype=torch.float64)}, method, 0.9)
+    ref = (torch.optim.SGD([p2], lr=0.3, momentum=0.9) if method == "sgd" else torch.optim.Adam([p2], lr=0.3))
+    for _ in range(7):
+        g = torch.randn_like(p1)
+        p1.grad, p2.grad = g.clone(), g.clone()
+        ours.step()
+        ref.step()
+    assert float((p1 - p2).abs().max()) < 1e-12
+
+
+def test_training_invariants_sgd_and_not_adam():
+    """Row sums of Y and Z stay at their initial values under SGD with momentum (spec §2.4); logits
+    outside the supports never move; Adam breaks the row sums."""
+    for zero in (True, False):
+        cfg = ss.Config(batch=32, steps=15, log_every=15, zero_init=zero, eta_Y=2.0, eta_Z=2.0)
+        exp = es.ScanSnapExperiment(cfg)
+        exp.setup(torch.device("cpu"), torch.Generator().manual_seed(3))
+        Y0, Z0 = exp.parameters_numpy()
+        for s in range(cfg.steps):
+            exp.step(s)
+        Y, Z = exp.parameters_numpy()
+        np.testing.assert_allclose(Y.sum(1), Y0.sum(1), atol=1e-12)
+        np.testing.assert_allclose(Z.sum(1), Z0.sum(1), atol=1e-12)
+        task = exp.task
+        moving = np.zeros_like(Z, dtype=bool)
+        for n in range(task.K):
+            moving[task.query[n], task.support(n)] = True
+        assert np.array_equal(Z[~moving], Z0[~moving])
+        assert np.abs(Z - Z0)[moving].max() > 1e-4
+    cfg = ss.Config(batch=32, steps=5, optimizer="adam", eta_Y=0.1, eta_Z=0.1)
+    exp = es.ScanSnapExperiment(cfg)
+    exp.setup(torch.device("cpu"), torch.Generator().manual_seed(3))
+    for s in range(cfg.steps):
+        exp.step(s)
+    Y, Z = exp.parameters_numpy()
+    assert np.abs(Y.sum(1)).max() > 1e-4
+
+
+def test_zero_init_loss_and_observable_names_match_theory():
+    cfg = ss.Config(steps=2, log_every=1)
+    traj, exp = es.train(cfg, device="cpu")
+    assert math.isclose(float(traj.population_loss[0]), math.log(34), rel_tol=1e-12)
+    sysm = ss.full_system(cfg)
+    for name in list(sysm.observables) + ["z_dt_0", "z_c"]:
+        assert name in traj
+    # time alignment: momentum 0.9 -> t = step / 0.1
+    assert math.isclose(float(traj.time[-1]), 20.0)
+
+
+def test_grid_trend_entropy_falls_with_eta_Z():
+    """Fig. 6 trend on a small grid (#last = 1, 60 steps, 3 seeds, default init)."""
+    cfg = ss.Config(num_last=1, num_next_per_last=2, momentum=0.9, batch=128, T=128, steps=60, zero_init=False)
+    res = es.train_grid(cfg, [0.5, 3.0], [1.0, 5.0], 3, device="cpu")
+    ent = res["final"]["dt_entropy"]
+    for r in (1.0, 5.0):
+        lo = ent[(res["eta_Z"] == 0.5) & (res["ratio"] == r)].mean()
+        hi = ent[(res["eta_Z"] == 3.0) & (res["ratio"] == r)].mean()
+        assert hi < lo - 0.05, (r, lo, hi)
