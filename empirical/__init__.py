@@ -1,6 +1,6 @@
 """tdyn.empirical — train the real networks (PyTorch; GPU if present) and log the theory's
 observables under the same names, as Trajectories."""
 
-from .trainer import Experiment, Trainer, resolve_device, stack_runs
+from .trainer import Experiment, ModuleState, Trainer, resolve_device, stack_runs, torch_threads
 
-__all__ = ["Trainer", "Experiment", "resolve_device", "stack_runs"]
+__all__ = ["Trainer", "Experiment", "ModuleState", "resolve_device", "stack_runs", "torch_threads"]

@@ -46,7 +46,7 @@ from theory.joma import (
     stable_rank,
 )
 
-from .trainer import Trainer, torch_threads
+from .trainer import ModuleState, Trainer, torch_threads
 
 __all__ = ["JomaBlock", "BlockExperiment", "ProbeExperiment", "HBLTBlockExperiment", "HierTransformer",
            "HierExperiment", "RandomCombinationHierarchy", "hblt_sample", "hblt_block_data", "toy_config",
@@ -195,7 +195,7 @@ def toy_config(data: str = "gaussian", activation: str = "linear", steps: int = 
 
 
 @dataclass
-class BlockExperiment:
+class BlockExperiment(ModuleState):
     """Full-batch SGD on the block; ``top`` = ``fixed`` (stationary g, Assumption 1) or ``ce``."""
 
     config: JomaConfig
@@ -310,10 +310,10 @@ class BlockExperiment:
         return ode_time(step, self.config.lr)
 
     def state_dict(self):
-        return {"model": self.model.state_dict(), "bbar_integral": self._bbar_integral.copy()}
+        return {**super().state_dict(), "bbar_integral": self._bbar_integral.copy()}
 
     def load_state_dict(self, state):
-        self.model.load_state_dict(state["model"])
+        super().load_state_dict(state)
         self._bbar_integral = state["bbar_integral"]
 
     def parameters_info(self) -> dict[str, Any]:
@@ -332,7 +332,7 @@ def train_block(config: JomaConfig, top: str = "fixed", *, device: str = "cpu", 
 # The converging toy: entropy drop-then-bounce (spec §2.5, §4 item 3)
 # ------------------------------------------------------------------------------------------------
 @dataclass
-class ProbeExperiment:
+class ProbeExperiment(ModuleState):
     """Class ``n`` = a sequence of contextual token ``n`` (``x = e_n``) + the query; exp attention
     with temperature; ``K = 1`` hidden unit regressed on ``mu_n`` (loss ``mean_n (mu_n - h_n)^2/2``).
     Attention entropy is that of the query over a uniform bag: ``H(softmax(z/T))``."""
@@ -366,11 +366,6 @@ class ProbeExperiment:
     def time_of_step(self, step):
         return ode_time(step, self.config.lr)
 
-    def state_dict(self):
-        return {"model": self.model.state_dict()}
-
-    def load_state_dict(self, state):
-        self.model.load_state_dict(state["model"])
 
 
 def train_probe(config: JomaConfig | None = None, *, steps: int = 8000, log_every: int = 50, device="cpu"):
@@ -385,7 +380,7 @@ def train_probe(config: JomaConfig | None = None, *, steps: int = 8000, log_ever
 # HBLT one-block toy: learning order vs LCA height (spec §3.4)
 # ------------------------------------------------------------------------------------------------
 @dataclass
-class HBLTBlockExperiment:
+class HBLTBlockExperiment(ModuleState):
     """Softmax-attention block (one hidden unit, linear phi) on HBLT bags of the contextual leaves,
     trained by full-batch SGD to predict whether the query leaf is on (logistic loss): the upper
     layer's gradient ``g = y_query - sigmoid(h)``, so ``Delta_l = E[g x_l]`` is the query's
@@ -423,11 +418,6 @@ class HBLTBlockExperiment:
     def time_of_step(self, step):
         return ode_time(step, self.config.lr)
 
-    def state_dict(self):
-        return {"model": self.model.state_dict()}
-
-    def load_state_dict(self, state):
-        self.model.load_state_dict(state["model"])
 
 
 def half_times(traj, prefix: str, n: int) -> np.ndarray:
@@ -491,7 +481,7 @@ class HierTransformer(nn.Module):
 
 
 @dataclass
-class HierExperiment:
+class HierExperiment(ModuleState):
     """Adam on the Table-1 model (spec §5 Table 1, scaled down); observables per layer: attention
     entropy (mean over query rows, eps = 1e-8, on a fixed test batch), stable rank of fc1, mean
     |cos| between fc2 columns (Decision after §5), and the alignment scores."""
@@ -564,12 +554,6 @@ class HierExperiment:
     def time_of_step(self, step):
         return float(step)
 
-    def state_dict(self):
-        return {"model": self.model.state_dict(), "opt": self.opt.state_dict()}
-
-    def load_state_dict(self, state):
-        self.model.load_state_dict(state["model"])
-        self.opt.load_state_dict(state["opt"])
 
 
 def train_hier(steps: int = 150, log_every: int = 10, seed: int = 0, device="cpu", data_kw=None, **kw):

@@ -34,7 +34,7 @@ from theory.scan_snap import (
     ode_time,
 )
 
-from .trainer import Trainer
+from .trainer import ModuleState, Trainer
 
 __all__ = ["Sampler", "DirectYZ", "Optimiser", "ScanSnapExperiment", "train", "train_grid", "run", "VARIANTS"]
 
@@ -203,7 +203,7 @@ def loss_step(model: DirectYZ, sampler: Sampler, R: int, B: int, path: str) -> t
 # Experiment (one run, for the Trainer)
 # ------------------------------------------------------------------------------------------------
 @dataclass
-class ScanSnapExperiment:
+class ScanSnapExperiment(ModuleState):
     """One training run; ``variant`` is the data path (``counts`` or ``sequences``). Logs the
     spec §6 observables from the parameters, and (``log_z_rows``) every moving attention logit as
     ``z_{n}_{l}`` (class n, token l) plus the symmetric-coordinate means ``z_dt_j``, ``z_c`` that
@@ -258,12 +258,6 @@ class ScanSnapExperiment:
     def time_of_step(self, step: int) -> float:
         return ode_time(step, self.config.momentum if self.config.optimizer == "sgd" else 0.0)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "opt": self.opt.state_dict()}
-
-    def load_state_dict(self, state):
-        self.model.load_state_dict(state["model"])
-        self.opt.load_state_dict(state["opt"])
 
     def parameters_info(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "variant": self.variant, "K": self.task.K, "M_out": self.task.M_out}

@@ -27,7 +27,7 @@ from theory.scb import (
     stationary_distribution,
 )
 
-from .trainer import Trainer
+from .trainer import ModuleState, Trainer
 
 __all__ = ["SCBSampler", "LinearSCB", "SoftmaxSCB", "SCBExperiment", "train", "ode_time",
            "correlated_transition", "VARIANTS"]
@@ -122,7 +122,7 @@ def soft_threshold_(a: torch.Tensor, thr: float) -> None:
 # Experiment
 # ------------------------------------------------------------------------------------------------
 @dataclass
-class SCBExperiment:
+class SCBExperiment(ModuleState):
     """One training run on an SCB task.
 
     ``variant``: ``preconditioned`` (V D^{-1}, a_k/mu_k, proximal l1 once <a,q>T >= lam_switch),
@@ -205,10 +205,10 @@ class SCBExperiment:
         return ode_time(step)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "lam_on": self.lam_on}
+        return {**super().state_dict(), "lam_on": self.lam_on}
 
     def load_state_dict(self, state):
-        self.model.load_state_dict(state["model"])
+        super().load_state_dict(state)
         self.lam_on = state["lam_on"]
 
     def parameters_info(self) -> dict[str, Any]:

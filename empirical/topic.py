@@ -26,7 +26,7 @@ from torch import nn
 from theory.errors import ConfigError
 from theory.topic import PAPER, TopicConfig, reduced_coordinates
 
-from .trainer import Trainer, torch_threads
+from .trainer import ModuleState, Trainer, torch_threads
 
 __all__ = ["Vocabulary", "vocabulary", "DocumentSampler", "mask_batch", "TopicTransformer",
            "TopicExperiment", "attention_statistics", "train", "run", "ode_time", "VARIANTS"]
@@ -275,7 +275,7 @@ def attention_statistics(model: TopicTransformer, tokens: np.ndarray, valid: np.
 # Experiment
 # ------------------------------------------------------------------------------------------------
 @dataclass
-class TopicExperiment:
+class TopicExperiment(ModuleState):
     """One training run. ``variant`` picks the freeze pattern on top of ``config``:
 
     * ``stage1``: uniform attention, one-hot, W_V trained (the stage-1 theorem setting);
@@ -373,12 +373,6 @@ class TopicExperiment:
     def time_of_step(self, step: int) -> float:
         return ode_time(step)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "opt": self.opt.state_dict()}
-
-    def load_state_dict(self, state):
-        self.model.load_state_dict(state["model"])
-        self.opt.load_state_dict(state["opt"])
 
     def parameters_info(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "variant": self.variant, "D": self.vocab.size,

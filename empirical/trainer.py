@@ -32,7 +32,7 @@ import torch
 from simulate.trajectory import atomic_write, make_trajectory
 from theory.errors import ConfigError, DivergenceError
 
-__all__ = ["Trainer", "Experiment", "resolve_device", "stack_runs", "torch_threads"]
+__all__ = ["Trainer", "Experiment", "ModuleState", "resolve_device", "stack_runs", "torch_threads"]
 
 
 @contextmanager
@@ -59,6 +59,22 @@ class Experiment(Protocol):
     def time_of_step(self, step: int) -> float: ...
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class ModuleState:
+    """Checkpoint state for experiments that keep their network in ``self.model`` and, optionally,
+    an optimiser in ``self.opt`` (anything with ``state_dict``/``load_state_dict``)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {"model": self.model.state_dict()}
+        if getattr(self, "opt", None) is not None:
+            state["opt"] = self.opt.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        if "opt" in state:
+            self.opt.load_state_dict(state["opt"])
 
 
 def resolve_device(device: str = "auto") -> torch.device:
