@@ -26,7 +26,7 @@ import xarray as xr  # noqa: E402
 
 from simulate.trajectory import atomic_write  # noqa: E402
 
-__all__ = ["agreement", "rel_l2", "band", "band_coverage", "overlay", "save_figure", "OUT_DIR"]
+__all__ = ["agreement", "rel_l2", "band", "band_coverage", "overlay", "save_figure", "finish_figure", "OUT_DIR"]
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 
@@ -125,3 +125,12 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png"))
     plt.close(fig)
     return path
+
+
+def finish_figure(fig, outdir: str | os.PathLike | None, name: str) -> Path | None:
+    """Save ``fig`` as ``outdir/name`` (atomic) when an output folder is given, else just close it
+    (figure functions called for their data only)."""
+    if outdir is None:
+        plt.close(fig)
+        return None
+    return save_figure(fig, Path(outdir) / name)

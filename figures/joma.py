@@ -26,7 +26,7 @@ from theory import joma as J  # noqa: E402
 from simulate.trajectory import atomic_write  # noqa: E402
 from theory.errors import SolverError  # noqa: E402
 
-from .core import agreement, rel_l2, save_figure  # noqa: E402
+from .core import agreement, finish_figure, rel_l2  # noqa: E402
 
 __all__ = ["compare", "make_figures", "fig2_invariant", "fig3_component_growth", "fig4_nonlinear",
            "fig_theorem2", "fig_block_overlay", "where_agreement_breaks", "fig_learning_order", "fig_layers_and_table1", "TOLERANCE"]
@@ -109,10 +109,7 @@ def fig2_invariant(outdir: Path | None = None, steps: int = 2000):
         axes[row, 1].grid(alpha=0.3)
         data[kind if act == "linear" else f"{kind}_{act}"] = traj
     fig.tight_layout()
-    if outdir is not None:
-        save_figure(fig, Path(outdir) / "fig2_invariant_nc.png")
-    else:
-        plt.close(fig)
+    finish_figure(fig, outdir, "fig2_invariant_nc.png")
     return data
 
 
@@ -134,10 +131,7 @@ def fig3_component_growth(outdir: Path | None = None, steps: int = 2000):
     axes[2].set_xlabel("Number of MiniBatches")
     axes[2].legend(fontsize=7)
     fig.tight_layout()
-    if outdir is not None:
-        save_figure(fig, Path(outdir) / "fig3_component_growth.png")
-    else:
-        plt.close(fig)
+    finish_figure(fig, outdir, "fig3_component_growth.png")
     return {"V_init": V0, "V_final": V1, "trajectory": traj}
 
 
@@ -180,10 +174,7 @@ def fig4_nonlinear(outdir: Path | None = None, quick: bool = True):
     axes[2].set_title("drop and bounce: theory vs trained", fontsize=9)
     axes[2].legend(fontsize=7)
     fig.tight_layout()
-    if outdir is not None:
-        save_figure(fig, Path(outdir) / "fig4_nonlinear_entropy.png")
-    else:
-        plt.close(fig)
+    finish_figure(fig, outdir, "fig4_nonlinear_entropy.png")
     return {"softmax_variant": soft, "exp_ode": expo, "trained": probe,
             "bounce": {k: J.drops_then_bounces(v["attention_entropy"].values, 1e-9) for k, v in curves.items()}}
 
@@ -205,10 +196,7 @@ def fig_theorem2(outdir: Path | None = None):
     ax.set_title(f"Theorem 2 (dashed: erfinv); max rel err {max(errs):.1e}", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    if outdir is not None:
-        save_figure(fig, Path(outdir) / "theorem2_closed_form.png")
-    else:
-        plt.close(fig)
+    finish_figure(fig, outdir, "theorem2_closed_form.png")
     return {"relative_errors": errs}
 
 
@@ -227,10 +215,7 @@ def fig_block_overlay(outdir: Path | None = None):
     for ax in axes:
         ax.set_xlabel("t = lr x step")
     fig.tight_layout()
-    if outdir is not None:
-        save_figure(fig, Path(outdir) / "block_ode_vs_trained.png")
-    else:
-        plt.close(fig)
+    finish_figure(fig, outdir, "block_ode_vs_trained.png")
     return {"ode": ode, "trained": traj}
 
 
@@ -268,10 +253,7 @@ def fig_learning_order(outdir: Path | None = None, seeds=(0,)):
                  f"(over per-height means: {rho_means:.2f})", fontsize=8)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    if outdir is not None:
-        save_figure(fig, Path(outdir) / "hblt_learning_order.png")
-    else:
-        plt.close(fig)
+    finish_figure(fig, outdir, "hblt_learning_order.png")
     return {"table": df, "spearman_attention": rho_s, "spearman_mlp": rho_v,
             "spearman_theorem2_prediction": rho_pred,
             "spearman_height_means": rho_means}
@@ -299,11 +281,9 @@ def fig_layers_and_table1(outdir: Path | None = None, seeds=(0, 1), steps: int =
     final = pd.DataFrame([{c: float(tr[c].values[-1]) for c in cols} for tr in trajs])
     table = pd.DataFrame({"mean": final.mean(), "std": final.std(ddof=0), "n_seeds": len(seeds)})
     table.index.name = "score"
+    finish_figure(fig, outdir, "layers_entropy_stable_rank.png")
     if outdir is not None:
-        save_figure(fig, Path(outdir) / "layers_entropy_stable_rank.png")
         atomic_write(Path(outdir) / "table1_hierarchy_alignment.csv", lambda tmp: table.to_csv(tmp))
-    else:
-        plt.close(fig)
     return {"trajectories": trajs, "table": table}
 
 
