@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from theory.errors import ConfigError
+from theory.errors import ConfigError, check_choice
 from theory.joma import (
     FIG4_MU,
     PAPER,
@@ -572,8 +572,7 @@ def train_hier(steps: int = 150, log_every: int = 10, seed: int = 0, device="cpu
 def run(config: JomaConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False):
     """`tdyn train joma [--variant fixed|ce|probe|hblt|hier]`: one run, returns the trajectory."""
     variant = variant or "fixed"
-    if variant not in VARIANTS:
-        raise ConfigError("variant", f"must be one of {VARIANTS}, got {variant!r}")
+    check_choice("variant", variant, VARIANTS)
     if variant == "hier":
         return train_hier(config.steps, config.log_every, config.seed, device)[0]
     exp = {"fixed": lambda: BlockExperiment(config, "fixed"), "ce": lambda: BlockExperiment(config, "ce"),

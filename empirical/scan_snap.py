@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from theory.errors import ConfigError
+from theory.errors import ConfigError, check_choice
 from theory.scan_snap import (
     PAPER,
     ScanSnapConfig,
@@ -217,8 +217,7 @@ class ScanSnapExperiment(ModuleState):
     name: str = field(init=False)
 
     def __post_init__(self):
-        if self.variant not in VARIANTS:
-            raise ConfigError("variant", f"must be one of {VARIANTS}, got {self.variant!r}")
+        check_choice("variant", self.variant, VARIANTS)
         self.name = self.variant
         self.task = make_task(self.config)
 

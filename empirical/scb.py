@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from theory.errors import ConfigError
+from theory.errors import ConfigError, check_choice
 from theory.scb import (
     PAPER,
     SCBConfig,
@@ -140,8 +140,7 @@ class SCBExperiment(ModuleState):
     name: str = field(init=False)
 
     def __post_init__(self):
-        if self.variant not in VARIANTS:
-            raise ConfigError("variant", f"must be one of {VARIANTS}, got {self.variant!r}")
+        check_choice("variant", self.variant, VARIANTS)
         self.name = self.variant
         self.task = self.task or make_task(self.config)
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from theory.errors import ConfigError
+from theory.errors import ConfigError, check_choice
 from theory.topic import PAPER, TopicConfig, reduced_coordinates
 
 from .trainer import ModuleState, Trainer, torch_threads
@@ -291,8 +291,7 @@ class TopicExperiment(ModuleState):
     name: str = field(init=False)
 
     def __post_init__(self):
-        if self.variant not in VARIANTS:
-            raise ConfigError("variant", f"must be one of {VARIANTS}, got {self.variant!r}")
+        check_choice("variant", self.variant, VARIANTS)
         c = self.config
         changes = {"stage1": dict(attention="uniform", value="trained", embedding="one_hot"),
                    "joint": dict(attention="trained", value="trained", embedding="one_hot"),

@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from theory.core import ReducedSystem
-from theory.errors import ConfigError, SolverError
+from theory.errors import ConfigError, SolverError, check_choice
 
 from .trajectory import make_trajectory
 
@@ -95,8 +95,7 @@ def solve(
     Returns a Trajectory with one variable per state and per observable.
     Raises :class:`SolverError` (with ``.partial``) when the solver fails or leaves finite values.
     """
-    if backend not in BACKENDS:
-        raise ConfigError("backend", f"must be one of {BACKENDS}, got {backend!r}")
+    check_choice("backend", backend, BACKENDS)
     if not (rtol > 0 and atol > 0):
         raise ConfigError("rtol", "tolerances must be > 0")
     ts = _validate_time(t)
@@ -112,8 +111,7 @@ def solve(
         from scipy.integrate import solve_ivp
 
         method = method or "Radau"
-        if method not in _SCIPY_METHODS:
-            raise ConfigError("method", f"scipy method must be one of {_SCIPY_METHODS}")
+        check_choice("method", method, _SCIPY_METHODS)
         f = system.to_numpy()
         jac_f = None
         if method in ("Radau", "BDF", "LSODA"):
@@ -132,8 +130,7 @@ def solve(
         nfev = int(sol.nfev)
     else:
         method = method or "Kvaerno5"
-        if method not in _DIFFRAX_METHODS:
-            raise ConfigError("method", f"diffrax solver must be one of {_DIFFRAX_METHODS}")
+        check_choice("method", method, _DIFFRAX_METHODS)
         import diffrax
         import jax.numpy as jnp
 

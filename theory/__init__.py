@@ -5,7 +5,7 @@ Public API: :class:`ReducedSystem` and its exporters, the error types, and one m
 """
 
 from .core import ParamsBase, ReducedSystem, systems_to_json
-from .errors import ConfigError, DivergenceError, SolverError, TdynError
+from .errors import ConfigError, DivergenceError, SolverError, TdynError, check_choice
 
 __all__ = [
     "ReducedSystem",
@@ -15,4 +15,5 @@ __all__ = [
     "ConfigError",
     "SolverError",
     "DivergenceError",
+    "check_choice",
 ]

@@ -6,6 +6,7 @@ the same classes. The CLI maps each of them to one line on stderr and exit code 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 
@@ -47,3 +48,9 @@ class DivergenceError(TdynError, FloatingPointError):
         self.message = message
         self.partial = partial
         super().__init__(f"training diverged at step {self.step}: {message}")
+
+
+def check_choice(field: str, value: Any, allowed: Collection) -> None:
+    """Raise ``ConfigError(field, "must be one of ...")`` unless ``value`` is in ``allowed``."""
+    if value not in allowed:
+        raise ConfigError(field, f"must be one of {tuple(allowed)}, got {value!r}")

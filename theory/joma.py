@@ -33,7 +33,7 @@ import numpy as np
 import sympy as sp
 
 from .core import ParamsBase, ReducedSystem
-from .errors import ConfigError
+from .errors import ConfigError, check_choice
 
 PAPER = "joma"
 SPEC = "papers/joma.md"
@@ -470,10 +470,8 @@ class JomaConfig(ParamsBase):
     p_top: float = 0.5
 
     def validate(self) -> None:
-        if self.kind not in KINDS:
-            raise ConfigError("kind", f"must be one of {KINDS}, got {self.kind!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ConfigError("activation", f"must be one of {ACTIVATIONS}, got {self.activation!r}")
+        check_choice("kind", self.kind, KINDS)
+        check_choice("activation", self.activation, ACTIVATIONS)
         for name in ("Mc", "K", "N"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be >= 1, got {getattr(self, name)}")

@@ -33,7 +33,7 @@ import sympy as sp
 
 from .algebra import BilinearForm, Coords, natural_gradient_flow
 from .core import ParamsBase, ReducedSystem
-from .errors import ConfigError
+from .errors import ConfigError, check_choice
 
 PAPER = "scb"
 SPEC = "papers/scb.md"
@@ -437,8 +437,7 @@ class SCBConfig(ParamsBase):
             ("init", ("mu", "uniform")),
             ("normalise", ("end", "step", "none")),
         ):
-            if getattr(self, name) not in allowed:
-                raise ConfigError(name, f"must be one of {allowed}, got {getattr(self, name)!r}")
+            check_choice(name, getattr(self, name), allowed)
         if self.P is not None:
             P = np.asarray(self.P, dtype=float)
             if P.shape != (self.N, self.N):

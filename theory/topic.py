@@ -43,7 +43,7 @@ import sympy as sp
 
 from .algebra import natural_gradient_flow
 from .core import ParamsBase, ReducedSystem
-from .errors import ConfigError
+from .errors import ConfigError, check_choice
 
 PAPER = "topic"
 SPEC = "papers/topic.md"
@@ -185,8 +185,7 @@ class TopicConfig(ParamsBase):
             ("value", ("trained", "identity", "block")), ("embedding", ("one_hot", "trained")),
             ("optimizer", ("sgd", "adam")), ("embedding_init", ("gaussian", "identity")),
         ):
-            if getattr(self, name) not in allowed:
-                raise ConfigError(name, f"must be one of {allowed}, got {getattr(self, name)!r}")
+            check_choice(name, getattr(self, name), allowed)
         if self.masking == "static" and self.n_docs == 0:
             raise ConfigError("masking", "static masking needs a fixed training set (n_docs > 0)")
 
