@@ -99,7 +99,7 @@ def _lambdified_diffusion(system):
 
 
 @lru_cache(maxsize=32)
-def _runner(sde_type_key, sde, n_paths: int, dt: float, max_steps: int):
+def _runner(sde, n_paths: int, dt: float, max_steps: int):
     _enable_x64()
     import diffrax
     import jax
@@ -153,7 +153,7 @@ def solve_sde(
     import jax.numpy as jnp
 
     n_steps = int(np.ceil((ts[-1] - ts[0]) / dt)) + 1
-    run = _runner(type(sde).__name__, sde, int(paths), float(dt), n_steps + 8)
+    run = _runner(sde, int(paths), float(dt), n_steps + 8)
     y_init = np.asarray(sde.initial_state() if y0 is None else y0, dtype=np.float64)
     keys = jax.random.split(jax.random.PRNGKey(seed), paths)
     Y = np.asarray(run(keys, jnp.asarray(y_init), sde.args(), jnp.asarray(ts)), dtype=np.float64)

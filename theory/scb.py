@@ -647,7 +647,8 @@ def observables_from_parameters(V, A, task: SCBTask) -> dict[str, np.ndarray]:
         "value_transition_correlation": zeta_hat,
         "value_mean_scale": omega_hat,
         "attention_offsupport_level": mean_off.mean(-1),
-        "attention_target_coefficient": ((mean_on - mean_off) / _on_support_step(task)).mean(-1),
+        # eta = (mean on-support - mean off-support) / (mean on-support entry of q_k; = rho for uniform q)
+        "attention_target_coefficient": ((mean_on - mean_off) / ((task.Qm * on).sum(0) / Qk)).mean(-1),
         "attention_target_overlap": c.mean(-1),
         "attention_sum": s.mean(-1),
         "attention_sq_norm": n.mean(-1),
@@ -659,14 +660,6 @@ def observables_from_parameters(V, A, task: SCBTask) -> dict[str, np.ndarray]:
             ((Vt - zeta_hat[..., None, None] * Pt) ** 2).sum((-2, -1))
         ),
     }
-
-
-def _on_support_step(task: SCBTask) -> np.ndarray:
-    """Mean on-support entry of q_k (= rho for uniform q): eta = (mean_on - mean_off)/this."""
-    on = np.zeros_like(task.Qm, dtype=bool)
-    for k in range(task.N):
-        on[task.support[k], k] = True
-    return (task.Qm * on).sum(0) / on.sum(0)
 
 
 # ------------------------------------------------------------------------------------------------
