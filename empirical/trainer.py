@@ -103,13 +103,19 @@ class Trainer:
     #: CPU threads for torch during the run (see :func:`torch_threads`); ``None`` keeps torch's.
     cpu_threads: int | None = 1
 
-    def run(self, experiment: Experiment, steps: int, log_every: int = 1, *, stop_when=None):
-        """Train for ``steps`` steps. ``stop_when(obs) -> bool`` (optional) ends the run early at
-        a logging point (e.g. once a correlation threshold is reached)."""
+    def run(self, experiment: Experiment, steps: int, log_every: int = 1, *, stop_when=None, log_steps=None):
+        """Train for ``steps`` steps, logging at ``log_steps`` (a config's ``log_steps()``: 0 and
+        ``steps`` included) or, without it, every ``log_every`` steps and at the last step.
+        ``stop_when(obs) -> bool`` (optional) ends the run early at a logging point (e.g. once a
+        correlation threshold is reached)."""
         with torch_threads(self.cpu_threads):
-            return self._run(experiment, steps, log_every, stop_when)
+            return self._run(experiment, steps, log_every, stop_when, log_steps)
 
-    def _run(self, experiment, steps, log_every, stop_when):
+    def _run(self, experiment, steps, log_every, stop_when, log_steps=None):
+        if log_steps is not None:
+            log_steps = {int(s) for s in log_steps}
+            if 0 not in log_steps or steps not in log_steps or max(log_steps) > steps:
+                raise ConfigError("log_steps", f"must contain 0 and {steps} and lie within [0, {steps}]")
         if steps < 1:
             raise ConfigError("steps", f"must be >= 1, got {steps}")
         if log_every < 1:
@@ -157,7 +163,7 @@ class Trainer:
                     raise DivergenceError(s + 1, f"non-finite {k}", partial=self._trajectory(
                         experiment, rows, times, steps_logged, status=-1, message=f"diverged at step {s + 1}"))
             done = s + 1
-            if done % log_every == 0 or done == steps:
+            if (done in log_steps) if log_steps is not None else (done % log_every == 0 or done == steps):
                 obs = log(done, {f"minibatch_{k}": v for k, v in last.items()})
                 if stop_when is not None and stop_when(obs):
                     break

@@ -1,20 +1,8 @@
-"""The ``tdyn`` command. Thin: parse, call one library function, print; user errors -> one line
-``error: <field>: <message>`` on stderr and exit code 2.
-
-Papers plug in by convention (``scan-snap`` -> module name ``scan_snap``), with no registry to edit:
-
-* ``theory.<mod>``: ``Config`` (a ParamsBase dataclass), ``systems(config)``,
-  ``default_run(config) -> {"system", "params", "y0", "t"[, "solve_options": {backend: kwargs}]}``,
-  optionally ``minibatch_sde(config)``;
-* ``empirical.<mod>``: ``run(config, *, device, variant, progress) -> Trajectory``;
-* ``figures.<mod>``: ``compare(quick, device) -> dict`` (``{"paper", "regime", "observables":
-  {name: {"rel_l2"}}, "passed"}``) and ``make_figures(outdir, quick) -> list[Path]``.
-"""
+"""The ``tdyn`` command. Thin: parse, call one slot of the paper table (``figures/papers.py``),
+print; user errors -> one line ``error: <field>: <message>`` on stderr and exit code 2."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -23,30 +11,7 @@ import click
 
 from theory.errors import ConfigError, DivergenceError, SolverError, TdynError
 
-PAPERS = ("scb", "scan-snap", "topic", "joma")
-
-
-def module_name(paper: str) -> str:
-    return paper.replace("-", "_")
-
-
-def available_papers() -> list[str]:
-    """Papers whose figures module exists (the whole chain is present)."""
-    return [p for p in PAPERS if importlib.util.find_spec(f"figures.{module_name(p)}") is not None]
-
-
-def stage(paper: str, stage_name: str):
-    if paper not in PAPERS:
-        raise ConfigError("paper", f"unknown paper {paper!r}; known: {', '.join(PAPERS)}")
-    name = f"{stage_name}.{module_name(paper)}"
-    if importlib.util.find_spec(name) is None:
-        raise ConfigError("paper", f"{paper}: the {stage_name} stage is not implemented yet")
-    return importlib.import_module(name)
-
-
-def _config(paper: str, assignments):
-    cfg_cls = stage(paper, "theory").Config
-    return cfg_cls().with_overrides(list(assignments))
+from .papers import PAPERS, get
 
 
 def _fail(err: Exception) -> None:
@@ -93,28 +58,31 @@ _paper_arg = click.argument("paper")
 
 @main.command()
 @_paper_arg
-@click.option("--format", "fmt", type=click.Choice(["latex", "python", "json"]), default="latex", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["latex", "python", "jax", "json"]), default="latex",
+              show_default=True)
+@click.option("--expanded", is_flag=True, help="LaTeX: substitute the named quantities (per-component form).")
 @_set_option
-def derive(paper, fmt, assignments):
-    """Print the derived reduced systems (LaTeX, Python source or JSON)."""
-    from theory.core import systems_to_json
+def derive(paper, fmt, expanded, assignments):
+    """Print the derived reduced systems (LaTeX, numpy or JAX source, or JSON)."""
+    from theory.export import systems_to_json
 
-    cfg = _config(paper, assignments)
-    systems = stage(paper, "theory").systems(cfg)
+    row = get(paper)
+    cfg = row.make_config(assignments)
+    systems = row.slot("systems")(cfg)
     if fmt == "json":
         click.echo(systems_to_json(paper, systems))
     elif fmt == "latex":
         for s in systems:
             click.echo(f"% {paper}/{s.name} — {s.spec}")
-            click.echo(s.to_latex())
+            click.echo(s.to_latex(expanded=expanded))
             click.echo()
     else:
+        export = (lambda s, suffix: s.to_python(suffix)) if fmt == "python" else (
+            lambda s, suffix: s.to_jax_source(suffix))
         for i, s in enumerate(systems):
-            if i == 0:
-                click.echo(s.to_python())
-            else:
+            if i:
                 click.echo(f"\n# ---- {s.name} ----")
-                click.echo(s.to_python(suffix=f"_{s.name}"))
+            click.echo(export(s, "" if i == 0 else f"_{s.name}"))
 
 
 @main.command()
@@ -129,19 +97,15 @@ def simulate(paper, backend, sde, paths, seed, assignments, out):
     """Integrate the reduced ODE (or the SDE ensemble) for a config."""
     import simulate as sim
 
+    row = get(paper)
     out_path = _check_out(out)
-    cfg = _config(paper, assignments)
-    th = stage(paper, "theory")
+    cfg = row.make_config(assignments)
     try:
         if sde:
-            if not hasattr(th, "minibatch_sde"):
-                raise ConfigError("sde", f"{paper} has no SDE model")
-            model, t = th.minibatch_sde(cfg)
+            model, t = row.slot("sde")(cfg)
             traj = sim.solve_sde(model, t, paths=paths, seed=seed, parameters=cfg.to_dict())
         else:
-            run = th.default_run(cfg)
-            options = run.get("solve_options", {}).get(backend, {})  # optional per-backend method/tolerances
-            traj = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend=backend, **options)
+            traj = sim.solve(row.slot("problem")(cfg), backend=backend)
     except SolverError as err:
         if out_path is not None and err.partial is not None:
             sim.save(err.partial, _partial_path(out_path))
@@ -176,11 +140,12 @@ def train(paper, device, variant, assignments, out, progress):
     """Train the real network and log the theory's observables."""
     import simulate as sim
 
+    row = get(paper)
+    row.check_variant(variant)
     out_path = _check_out(out)
-    cfg = _config(paper, assignments)
-    emp = stage(paper, "empirical")
+    cfg = row.make_config(assignments)
     try:
-        traj = emp.run(cfg, device=device, variant=variant, progress=progress)
+        traj = row.slot("train")(cfg, device=device, variant=variant, progress=progress)
     except DivergenceError as err:
         if out_path is not None and err.partial is not None:
             sim.save(err.partial, _partial_path(out_path))
@@ -192,19 +157,18 @@ def train(paper, device, variant, assignments, out, progress):
 @main.command()
 @_paper_arg
 @click.option("--quick/--full", default=True, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the agreement report as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report (agreement and claims) as JSON.")
 @click.option("--device", default="auto", show_default=True)
 def compare(paper, quick, as_json, device):
-    """Train inside the theory's regime and report theory-vs-practice agreement."""
-    report = stage(paper, "figures").compare(quick=quick, device=device)
-    if as_json:
-        click.echo(json.dumps(report, indent=2))
-    else:
-        click.echo(f"{paper}: {report['regime']}")
-        for n, v in report["observables"].items():
-            click.echo(f"  {n:40s} rel_l2 = {v['rel_l2']:.4g}")
-        click.echo(f"passed: {report['passed']}")
-    if not report["passed"]:
+    """Train inside the theory's regime; report agreement per observable and the paper's claims."""
+    report = get(paper).slot("compare")(quick=quick, device=device)
+    if isinstance(report, dict):  # TEMPORARY: papers not yet ported to Report
+        from .report import Observable, Report
+        report = Report(report["paper"], report["regime"],
+                        [Observable(n, v["rel_l2"], 0.05) for n, v in report["observables"].items()],
+                        details={k: v for k, v in report.items() if k not in ("paper", "regime", "observables")})
+    click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.table())
+    if not report.passed:
         sys.exit(1)
 
 
@@ -212,28 +176,29 @@ def compare(paper, quick, as_json, device):
 @_paper_arg
 @click.option("--quick/--full", default=True, show_default=True)
 @click.option("--outdir", type=click.Path(file_okay=False), default=None)
-def figures(paper, quick, outdir):
+@click.option("--device", default="auto", show_default=True)
+def figures(paper, quick, outdir, device):
     """Regenerate a paper's figures into figures/out/<paper>/."""
-    _figures(paper, quick, outdir)
+    _figures(get(paper), quick, outdir, device)
 
 
-def _figures(paper, quick, outdir):
-    from figures.core import OUT_DIR
+def _figures(row, quick, outdir, device):
+    from .core import OUT_DIR
 
-    out = Path(outdir) if outdir else OUT_DIR / module_name(paper)
+    out = Path(outdir) if outdir else OUT_DIR / row.module
     out.mkdir(parents=True, exist_ok=True)
-    paths = stage(paper, "figures").make_figures(out, quick=quick)
-    for p in paths:
+    for p in row.slot("figures")(out, quick=quick, device=device):
         click.echo(f"wrote {p}")
 
 
 @main.command()
 @click.option("--quick/--full", default=True, show_default=True)
-def reproduce(quick):
-    """Regenerate the figures of every paper that exists."""
-    for paper in available_papers():
-        click.echo(f"== {paper}")
-        _figures(paper, quick, None)
+@click.option("--device", default="auto", show_default=True)
+def reproduce(quick, device):
+    """Regenerate the figures of every paper in the table."""
+    for row in PAPERS.values():
+        click.echo(f"== {row.name}")
+        _figures(row, quick, None, device)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -325,7 +325,7 @@ def where_agreement_breaks(outdir: Path | None = None, quick: bool = True) -> pd
     return df
 
 
-def make_figures(outdir, quick: bool = True) -> list[Path]:
+def make_figures(outdir, quick: bool = True, device: str = "auto") -> list[Path]:
     """All JoMA figures into ``outdir``; quick = shorter runs (the same protocols)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)

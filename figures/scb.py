@@ -318,7 +318,7 @@ def fig_softmax_vs_linear(outdir: Path | None = None, quick: bool = True, *, dev
     return out
 
 
-def make_figures(outdir: Path, quick: bool = True) -> list[Path]:
+def make_figures(outdir: Path, quick: bool = True, device: str = "auto") -> list[Path]:
     outdir = Path(outdir)
     fig_overlay(outdir, quick, runs=8, paths=256)
     fig_escape_time(outdir, quick)

@@ -17,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from theory.core import ReducedSystem
+from theory.problem import Problem
 from theory.errors import ConfigError, SolverError, check_choice
 
 from .trajectory import make_trajectory
@@ -70,31 +71,50 @@ def _validate_time(t) -> np.ndarray:
 
 
 def solve(
-    system: ReducedSystem,
-    params: Mapping[str, float],
-    y0: Mapping[str, float] | Sequence[float] | np.ndarray,
-    t: Sequence[float] | np.ndarray,
+    system: ReducedSystem | Problem,
+    params: Mapping[str, float] | None = None,
+    y0: Mapping[str, float] | Sequence[float] | np.ndarray | None = None,
+    t: Sequence[float] | np.ndarray | None = None,
     *,
     backend: str = "diffrax",
-    rtol: float = 1e-8,
-    atol: float = 1e-10,
+    rtol: float | None = None,
+    atol: float | None = None,
     method: str | None = None,
-    max_steps: int = 1_000_000,
+    max_steps: int | None = None,
     observables: bool = True,
 ):
     """Integrate ``system`` from ``y0`` at ``t[0]`` and report the state at every ``t``.
 
     Parameters
     ----------
+    system: a :class:`ReducedSystem`, or a :class:`~theory.Problem` that carries ``params``, ``y0``,
+            ``t`` and per-backend ``solve_options`` (used unless a keyword below overrides them).
     params: values of ``system.parameter_names`` (extra keys are ignored).
     y0:     initial state, by name or in ``system.state_names`` order.
     t:      strictly increasing output times (units: the system's time, e.g. optimiser steps).
     backend: ``"diffrax"`` (jit-compiled, float64) or ``"scipy"`` (``solve_ivp``).
     method: scipy method name (default Radau) or diffrax solver class (default Kvaerno5).
+    rtol, atol: tolerances (default 1e-8, 1e-10); max_steps: diffrax step budget (default 1e6).
 
     Returns a Trajectory with one variable per state and per observable.
     Raises :class:`SolverError` (with ``.partial``) when the solver fails or leaves finite values.
     """
+    if isinstance(system, Problem):
+        problem = system
+        opts = problem.options(backend)
+        system = problem.system
+        params = problem.params if params is None else params
+        y0 = problem.y0 if y0 is None else y0
+        t = problem.t if t is None else t
+        rtol = opts.get("rtol") if rtol is None else rtol
+        atol = opts.get("atol") if atol is None else atol
+        method = opts.get("method") if method is None else method
+        max_steps = opts.get("max_steps") if max_steps is None else max_steps
+    if params is None or y0 is None or t is None:
+        raise ConfigError("problem", "give a Problem, or a system with params, y0 and t")
+    rtol = 1e-8 if rtol is None else rtol
+    atol = 1e-10 if atol is None else atol
+    max_steps = 1_000_000 if max_steps is None else max_steps
     check_choice("backend", backend, BACKENDS)
     if not (rtol > 0 and atol > 0):
         raise ConfigError("rtol", "tolerances must be > 0")

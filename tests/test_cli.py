@@ -136,10 +136,10 @@ def test_simulate_and_train_write_netcdf(runner, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ode.nc", "sde.nc", "train.nc"]
 
 
-def test_reproduce_lists_existing_papers():
-    from figures.cli import available_papers
-
-    assert "scb" in available_papers()
+def test_unknown_paper_is_one_line(runner):
+    res = runner.invoke(main, ["derive", "nope"])
+    assert res.exit_code == 2
+    assert _one_error_line(res).startswith("error: paper: unknown paper 'nope'")
 
 
 def test_diverging_sde_exit_2_keeps_partial(runner, tmp_path):

@@ -20,7 +20,7 @@ def test_compare_quick_json_within_tolerance(runner):
     assert rep["paper"] == "joma" and rep["passed"] is True
     assert rep["observables"]["v"]["rel_l2"] <= 0.05
     assert rep["observables"]["z"]["rel_l2"] <= 0.05
-    assert rep["invariant_relative_drift_trained"] <= 1e-3
+    assert rep["details"]["invariant_relative_drift_trained"] <= 1e-3
 
 
 @pytest.mark.parametrize("cmd,setting,field", [

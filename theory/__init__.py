@@ -1,15 +1,22 @@
 """tdyn.theory — reduced gradient-flow systems derived symbolically from each paper's loss.
 
-Public API: :class:`ReducedSystem` and its exporters, the error types, and one module per paper
-(``theory.scb``, ...). Paper modules are imported on demand (derivations can be slow).
+Public API: :class:`ReducedSystem` and its exporters (:func:`load_system` reads the JSON back),
+:class:`Problem` (what ``simulate.solve`` needs), :class:`ParamsBase` (every paper's Config), the
+error types, and one package per paper (``theory.scb``, ...), imported on demand (derivations can
+be slow).
 """
 
-from .core import ParamsBase, ReducedSystem, systems_to_json
+from .core import ReducedSystem
 from .errors import ConfigError, DivergenceError, SolverError, TdynError, check_choice
+from .export import load_system, systems_to_json
+from .params import ParamsBase
+from .problem import Problem
 
 __all__ = [
     "ReducedSystem",
+    "Problem",
     "ParamsBase",
+    "load_system",
     "systems_to_json",
     "TdynError",
     "ConfigError",

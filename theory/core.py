@@ -1,20 +1,20 @@
-"""The ReducedSystem abstraction and its exporters.
+"""The ReducedSystem abstraction.
 
 A paper module derives its reduced gradient flow symbolically (from a loss) and packages it as a
 :class:`ReducedSystem`: ordered state symbols, parameter symbols, right-hand sides, optional
-diffusion, invariants, closed forms and named observables. Everything downstream (solvers, SDE
-ensembles, exporters, the CLI) works from this one object, so that what is integrated is exactly
-what was derived.
+diffusion, named intermediate quantities (``definitions``), invariants, closed forms and named
+observables. Everything downstream (solvers, SDE ensembles, exporters, the CLI) works from this one
+object, so that what is integrated is exactly what was derived.
 
-Exporters: :meth:`ReducedSystem.to_latex`, :meth:`to_python` (self-contained numpy source),
-:meth:`to_numpy` / :meth:`to_jax` (callables with the fixed argument order ``f(t, y, p)`` where
-``y`` follows ``state`` and ``p`` follows ``parameters``), :meth:`to_json`.
+Exporters (``theory/export.py``): :meth:`ReducedSystem.to_latex`, :meth:`to_python` (numpy source),
+:meth:`to_jax_source` (jit-able JAX source), :meth:`to_json` (+ :func:`theory.load_system`), and the
+callables :meth:`to_numpy` / :meth:`to_jax` with the fixed argument order ``f(t, y, p)`` where ``y``
+follows ``state`` and ``p`` follows ``parameters``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
+import keyword
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -23,15 +23,12 @@ import numpy as np
 import sympy as sp
 
 from .errors import ConfigError
+from .params import ParamsBase  # noqa: F401  (re-exported for older imports)
 
-__all__ = [
-    "ReducedSystem",
-    "ParamsBase",
-    "jax_modules",
-    "numpy_modules",
-    "system_to_json",
-    "systems_to_json",
-]
+__all__ = ["ReducedSystem", "jax_modules", "numpy_modules", "TIME"]
+
+#: The time symbol of every system (closed forms are functions of it).
+TIME = sp.Symbol("t", real=True)
 
 
 def numpy_modules() -> list:
@@ -50,11 +47,18 @@ def jax_modules() -> list:
     return [{"erf": jsp.erf, "erfinv": jsp.erfinv}, jnp]
 
 
+def _check_name(system: str, sym: sp.Symbol) -> None:
+    name = str(sym)
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise ValueError(f"{system}: symbol name {name!r} is not a Python identifier (exports need one)")
+
+
 @dataclass(frozen=True, eq=False)
 class ReducedSystem:
     """A reduced gradient-flow system ``dy/dt = rhs(y; p)`` [+ ``diffusion(y; p) dW``].
 
-    Frozen and hashed by identity, so compiled solvers can be cached per system object.
+    Frozen and hashed by identity, so compiled solvers can be cached per system object; compare two
+    systems with :meth:`equivalent`.
 
     Attributes
     ----------
@@ -62,7 +66,11 @@ class ReducedSystem:
     paper:       paper key (``"scb"``).
     state:       ordered state symbols; arrays of states follow this order.
     parameters:  ordered parameter symbols; parameter vectors follow this order.
-    rhs:         one sympy expression per state (same order as ``state``).
+    rhs:         one sympy expression per state (same order as ``state``); may use the symbols of
+                 ``definitions``.
+    definitions: ordered ``((symbol, expr), ...)``: the paper's named intermediate quantities (e.g.
+                 SCB's ``<a,q>``); an expression may use the symbols defined before it. Exporters
+                 print them as definitions; numeric callables substitute them.
     diffusion:   optional ``len(state) x m`` sympy Matrix (Ito), ``None`` for an ODE.
     observables: name -> expression of state and parameters; logged under the same names by
                  the empirical side.
@@ -83,12 +91,29 @@ class ReducedSystem:
     closed_forms: Mapping[str, sp.Expr] = field(default_factory=dict)
     spec: str = ""
     description: str = ""
+    definitions: tuple[tuple[sp.Symbol, sp.Expr], ...] = ()
 
     def __post_init__(self):
+        object.__setattr__(self, "state", tuple(self.state))
+        object.__setattr__(self, "parameters", tuple(self.parameters))
+        object.__setattr__(self, "rhs", tuple(sp.sympify(e) for e in self.rhs))
+        object.__setattr__(self, "definitions", tuple((s, sp.sympify(e)) for s, e in self.definitions))
         if len(self.rhs) != len(self.state):
             raise ValueError(f"{self.name}: {len(self.rhs)} right-hand sides for {len(self.state)} states")
+        defined = [s for s, _ in self.definitions]
+        for s in (*self.state, *self.parameters, *defined):
+            _check_name(f"{self.paper}/{self.name}", s)
+        names = [str(s) for s in (*self.state, *self.parameters, *defined)]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: a name is used twice among state, parameters and definitions")
+        known = set(self.state) | set(self.parameters) | {TIME}
+        for s, e in self.definitions:
+            unknown = e.free_symbols - known
+            if unknown:
+                raise ValueError(f"{self.name}: definition {s} uses undeclared symbols {sorted(map(str, unknown))}")
+            known.add(s)
         free = set().union(*(e.free_symbols for e in self.rhs)) if self.rhs else set()
-        unknown = free - set(self.state) - set(self.parameters) - {sp.Symbol("t", real=True)}
+        unknown = free - known
         if unknown:
             raise ValueError(f"{self.name}: rhs uses undeclared symbols {sorted(map(str, unknown))}")
 
@@ -101,19 +126,33 @@ class ReducedSystem:
     def parameter_names(self) -> tuple[str, ...]:
         return tuple(str(s) for s in self.parameters)
 
+    def expand_definitions(self, expr: sp.Expr) -> sp.Expr:
+        """``expr`` with every definition symbol replaced by its expression (in state/parameters)."""
+        for s, e in reversed(self.definitions):
+            expr = expr.xreplace({s: e})
+        return expr
+
+    @property
+    def expanded_rhs(self) -> tuple[sp.Expr, ...]:
+        """The right-hand sides in state and parameters only (definitions substituted)."""
+        if not self.definitions:
+            return self.rhs
+        return tuple(self.expand_definitions(e) for e in self.rhs)
+
     @property
     def rhs_dict(self) -> dict[sp.Symbol, sp.Expr]:
-        return dict(zip(self.state, self.rhs))
+        return dict(zip(self.state, self.expanded_rhs))
 
     def rhs_matrix(self) -> sp.Matrix:
-        return sp.Matrix(self.rhs)
+        return sp.Matrix(self.expanded_rhs)
 
     def jacobian(self) -> sp.Matrix:
         return self.rhs_matrix().jacobian(sp.Matrix(self.state))
 
     def time_derivative(self, expr: sp.Expr) -> sp.Expr:
         """d(expr)/dt along the drift (Lie derivative); zero for an exact invariant."""
-        return sum(sp.diff(expr, s) * f for s, f in zip(self.state, self.rhs))
+        expr = self.expand_definitions(expr)
+        return sum(sp.diff(expr, s) * f for s, f in zip(self.state, self.expanded_rhs))
 
     def parameter_vector(self, values: Mapping[str, float]) -> np.ndarray:
         missing = [n for n in self.parameter_names if n not in values]
@@ -132,73 +171,48 @@ class ReducedSystem:
             raise ConfigError("y0", f"expected {len(self.state)} initial values, got shape {arr.shape}")
         return arr
 
-    # -- exporters ------------------------------------------------------------------------------
-    def to_latex(self) -> str:
-        """An ``aligned`` block, one line per state: ``\\dot{x} &= ...``."""
-        lines = [
-            rf"\dot{{{sp.latex(s)}}} &= {sp.latex(f)}" for s, f in zip(self.state, self.rhs)
-        ]
-        return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
+    def equivalent(self, other: "ReducedSystem") -> bool:
+        """Same names, symbols and expressions (floats compared as float64 values)."""
+        from .export import system_signature
+
+        return system_signature(self) == system_signature(other)
+
+    # -- exporters (theory/export.py) ------------------------------------------------------------
+    def to_latex(self, expanded: bool = False) -> str:
+        """An ``aligned`` block: definitions ``q &:= ...`` then ``\\dot{x} &= ...`` per state.
+        ``expanded=True`` substitutes the definitions (per-component expansion)."""
+        from .export import to_latex
+
+        return to_latex(self, expanded=expanded)
 
     def latex_dict(self) -> dict[str, str]:
         return {str(s): sp.latex(f) for s, f in zip(self.state, self.rhs)}
 
     def to_python(self, suffix: str = "") -> str:
-        """Self-contained numpy source defining ``rhs(t, y, p)`` and ``observables(y, p)``.
+        """Self-contained numpy source defining ``rhs(t, y, p)`` and ``observables(y, p)``."""
+        from .export import to_source
 
-        The source imports only numpy (and scipy.special when needed) so it can be pasted into a
-        notebook; argument order follows ``STATE`` / ``PARAMETERS``. ``suffix`` is appended to every
-        top-level name (``rhs_general``, ``STATE_general``) so several systems share one module.
-        """
-        from sympy.printing.numpy import NumPyPrinter
+        return to_source(self, "numpy", suffix)
 
-        printer = NumPyPrinter({"fully_qualified_modules": True, "allow_unknown_functions": False})
-        head = [
-            f'"""Reduced system {self.paper}/{self.name} exported by tdyn ({self.spec})."""',
-            "import numpy",
-            "import scipy.special",
-            "",
-            f"STATE{suffix} = {list(self.state_names)!r}",
-            f"PARAMETERS{suffix} = {list(self.parameter_names)!r}",
-            "",
-        ]
+    def to_jax_source(self, suffix: str = "") -> str:
+        """Self-contained JAX source defining a jit-able ``rhs(t, y, p)``."""
+        from .export import to_source
 
-        def unpack(indent: str) -> list[str]:
-            out = []
-            for i, s in enumerate(self.state):
-                out.append(f"{indent}{printer.doprint(s)} = y[{i}]")
-            for i, s in enumerate(self.parameters):
-                out.append(f"{indent}{printer.doprint(s)} = p[{i}]")
-            return out
+        return to_source(self, "jax", suffix)
 
-        body = [f"def rhs{suffix}(t, y, p):", f"    \"\"\"dy/dt; y in STATE{suffix} order, p in PARAMETERS{suffix} order.\"\"\""]
-        body += unpack("    ")
-        subs, reduced = sp.cse(list(self.rhs), optimizations="basic")
-        for sym, expr in subs:
-            body.append(f"    {printer.doprint(sym)} = {printer.doprint(expr)}")
-        body.append("    return numpy.array([")
-        for e in reduced:
-            body.append(f"        {printer.doprint(e)},")
-        body.append("    ], dtype=float)")
-        body.append("")
-        if self.observables:
-            body.append(f"def observables{suffix}(y, p):")
-            body.append("    \"\"\"Named observables as a dict of floats.\"\"\"")
-            body += unpack("    ")
-            body.append("    return {")
-            for n, e in self.observables.items():
-                body.append(f"        {n!r}: {printer.doprint(e)},")
-            body.append("    }")
-            body.append("")
-        return "\n".join(head + body)
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict that :func:`theory.load_system` reads back to an equivalent system."""
+        from .export import to_json
 
+        return to_json(self)
+
+    # -- numeric callables -------------------------------------------------------------------------
     def _lambdify(self, exprs, modules):
-        t = sp.Symbol("t", real=True)
-        return sp.lambdify((t, self.state, self.parameters), exprs, modules=modules, cse=True)
+        return sp.lambdify((TIME, self.state, self.parameters), exprs, modules=modules, cse=True)
 
     def to_numpy(self) -> Callable[[float, np.ndarray, np.ndarray], np.ndarray]:
         """``f(t, y, p) -> dy/dt`` as a numpy array (float64)."""
-        f = self._lambdify(list(self.rhs), numpy_modules())
+        f = self._lambdify(list(self.expanded_rhs), numpy_modules())
 
         def rhs(t, y, p):
             return np.asarray(f(t, y, p), dtype=np.float64).reshape(len(self.state))
@@ -209,7 +223,7 @@ class ReducedSystem:
         """``f(t, y, p) -> dy/dt`` traceable by jax (jit/vmap/grad)."""
         import jax.numpy as jnp
 
-        f = self._lambdify(list(self.rhs), jax_modules())
+        f = self._lambdify(list(self.expanded_rhs), jax_modules())
 
         def rhs(t, y, p):
             out = f(t, y, p)
@@ -217,14 +231,18 @@ class ReducedSystem:
 
         return rhs
 
+    def _named_numpy(self, table: Mapping[str, sp.Expr]):
+        names = list(table)
+        if not names:
+            return names, None
+        exprs = [self.expand_definitions(sp.sympify(table[n])) for n in names]
+        return names, self._lambdify(exprs, numpy_modules())
+
     def observables_numpy(self) -> Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]]:
         """``g(Y, p) -> {name: array}`` vectorised over a leading time axis of ``Y`` (shape (n, d))."""
-        names = list(self.observables)
-        if not names:
+        names, f = self._named_numpy(self.observables)
+        if f is None:
             return lambda Y, p: {}
-        t = sp.Symbol("t", real=True)
-        f = sp.lambdify((t, self.state, self.parameters), [self.observables[n] for n in names],
-                        modules=numpy_modules(), cse=True)
 
         def obs(Y, p):
             Y = np.asarray(Y, dtype=np.float64)
@@ -235,105 +253,19 @@ class ReducedSystem:
 
         return obs
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"name", "state", "parameters", "rhs": {state: str}, "latex": {state: str}, ...}``."""
-        return {
-            "name": self.name,
-            "spec": self.spec,
-            "state": list(self.state_names),
-            "parameters": list(self.parameter_names),
-            "rhs": {str(s): sp.sstr(f) for s, f in zip(self.state, self.rhs)},
-            "latex": self.latex_dict(),
-            "observables": {n: sp.sstr(e) for n, e in self.observables.items()},
-            "invariants": {n: sp.sstr(e) for n, e in self.invariants.items()},
-            "closed_forms": {n: sp.sstr(e) for n, e in self.closed_forms.items()},
-        }
+    def closed_forms_numpy(self) -> Callable[..., dict[str, np.ndarray]]:
+        """``h(t, p, y=None) -> {name: array}``: the closed forms as numpy functions of time ``t``
+        (any shape) and the parameter vector ``p``; ``y`` (a state vector) only for forms that
+        use the state. Figures use this instead of sympy symbols."""
+        names, f = self._named_numpy(self.closed_forms)
+        if f is None:
+            return lambda t, p, y=None: {}
 
+        def forms(t, p, y=None):
+            t = np.asarray(t, dtype=np.float64)
+            y = np.zeros(len(self.state)) if y is None else np.asarray(y, dtype=np.float64)
+            vals = f(t, tuple(y), np.asarray(p, dtype=np.float64))
+            return {n: np.broadcast_to(np.asarray(v, dtype=np.float64), t.shape).copy()
+                    for n, v in zip(names, vals)}
 
-def system_to_json(system: ReducedSystem) -> dict[str, Any]:
-    return system.to_json()
-
-
-def systems_to_json(paper: str, systems: Sequence[ReducedSystem]) -> str:
-    """The ``tdyn derive PAPER --format json`` document."""
-    return json.dumps({"paper": paper, "systems": [s.to_json() for s in systems]}, indent=2)
-
-
-# ------------------------------------------------------------------------------------------------
-# Configuration base
-# ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ParamsBase:
-    """Base for a paper's frozen configuration dataclass.
-
-    Subclasses implement :meth:`validate` (raise :class:`ConfigError` naming the field); it runs at
-    construction, so an invalid config never exists. :meth:`with_overrides` parses the CLI's
-    ``--set key=value`` strings into typed fields.
-    """
-
-    def __post_init__(self):
-        self.validate()
-
-    def validate(self) -> None:  # pragma: no cover - overridden
-        pass
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes) -> "ParamsBase":
-        known = {f.name for f in dataclasses.fields(self)}
-        for k in changes:
-            if k not in known:
-                raise ConfigError(k, f"unknown parameter; known: {', '.join(sorted(known))}")
-        return dataclasses.replace(self, **changes)
-
-    def with_overrides(self, assignments: Sequence[str]) -> "ParamsBase":
-        """Apply ``["key=value", ...]`` with values parsed as Python/JSON literals and coerced to
-        the field's type."""
-        import ast
-
-        fields = {f.name: f for f in dataclasses.fields(self)}
-        changes: dict[str, Any] = {}
-        for item in assignments:
-            if "=" not in item:
-                raise ConfigError(item, "expected key=value")
-            key, raw = (s.strip() for s in item.split("=", 1))
-            if key not in fields:
-                raise ConfigError(key, f"unknown parameter; known: {', '.join(sorted(fields))}")
-            current = getattr(self, key)
-            try:
-                value = ast.literal_eval(raw)
-            except (ValueError, SyntaxError):
-                value = raw
-            changes[key] = _coerce(key, value, current)
-        return self.replace(**changes)
-
-
-def _coerce(key: str, value: Any, current: Any) -> Any:
-    if isinstance(current, bool):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in {"true", "false", "1", "0", "yes", "no"}:
-            return value.lower() in {"true", "1", "yes"}
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        raise ConfigError(key, f"expected true/false, got {value!r}")
-    if isinstance(current, int):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or float(value) != int(value):
-            raise ConfigError(key, f"expected an integer, got {value!r}")
-        return int(value)
-    if isinstance(current, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(key, f"expected a number, got {value!r}")
-        return float(value)
-    if isinstance(current, str):
-        return str(value)
-    if isinstance(current, tuple) or current is None:
-        if isinstance(value, list):
-            return _to_tuple(value)
-        return value
-    return value
-
-
-def _to_tuple(v):
-    return tuple(_to_tuple(x) for x in v) if isinstance(v, (list, tuple)) else v
+        return forms

@@ -670,3 +670,11 @@ def default_run(config: JomaConfig) -> dict[str, Any]:
     return {"system": sysm, "params": block_parameters(config), "y0": block_initial_state(config),
             "t": np.linspace(0.0, ode_time(config.steps, config.lr), n),
             "solve_options": {"diffrax": {"method": "Dopri8"}, "scipy": {"method": "DOP853"}}}
+
+
+def problem(config) -> "Problem":
+    """The :class:`~theory.Problem` that ``tdyn simulate`` integrates (wraps :func:`default_run`)."""
+    from .problem import Problem
+
+    run = default_run(config)
+    return Problem(run["system"], run["params"], run["y0"], run["t"], run.get("solve_options", {}))

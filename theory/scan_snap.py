@@ -884,3 +884,11 @@ def default_run(config: ScanSnapConfig) -> dict[str, Any]:
     return {"system": system, "params": full_parameters(config), "y0": np.zeros(len(system.state)),
             "t": np.linspace(0.0, t_end, n),
             "solve_options": {"diffrax": {"method": "Tsit5"}, "scipy": {"method": "DOP853"}}}
+
+
+def problem(config) -> "Problem":
+    """The :class:`~theory.Problem` that ``tdyn simulate`` integrates (wraps :func:`default_run`)."""
+    from .problem import Problem
+
+    run = default_run(config)
+    return Problem(run["system"], run["params"], run["y0"], run["t"], run.get("solve_options", {}))

@@ -804,3 +804,11 @@ def minibatch_sde(config: SCBConfig, mc_samples: int = 64):
     sde = MinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples)
     n = config.steps // config.log_every + 1
     return sde, np.linspace(0.0, float(config.steps), n)
+
+
+def problem(config) -> "Problem":
+    """The :class:`~theory.Problem` that ``tdyn simulate`` integrates (wraps :func:`default_run`)."""
+    from .problem import Problem
+
+    run = default_run(config)
+    return Problem(run["system"], run["params"], run["y0"], run["t"], run.get("solve_options", {}))

@@ -90,7 +90,7 @@ __all__ = [
 # Symbols ----------------------------------------------------------------------------------------
 T, v, tau = sp.symbols("T v tau", positive=True)
 p_m, p_c, p_r = sp.symbols("p_m p_c p_r", positive=True)
-lam = sp.Symbol("lambda", nonnegative=True)
+lam = sp.Symbol("lam", nonnegative=True)
 eta = sp.Symbol("eta", positive=True)
 A, B, C, m, r, s, b_w, b_M = sp.symbols("A B C m r s b_w b_M", real=True)
 omega_1, omega_2, omega_3 = sp.symbols("omega_1 omega_2 omega_3", real=True)
@@ -750,7 +750,7 @@ def stage2_system(keys: str = "theory") -> ReducedSystem:
 def stage2_parameters(config: TopicConfig) -> dict[str, float]:
     """Parameters of :func:`stage2_system`: sizes, masking, ``eta = lr`` and ``W^V*``."""
     opt = stage1_optimum(config.replace(lam=0.0))
-    return {**{k: x for k, x in system_parameters(config).items() if k != "lambda"}, **opt}
+    return {**{k: x for k, x in system_parameters(config).items() if k != "lam"}, **opt}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -809,7 +809,7 @@ def two_stage_parameters(config: TopicConfig) -> dict[str, float]:
 # ------------------------------------------------------------------------------------------------
 def system_parameters(config: TopicConfig) -> dict[str, float]:
     return {"T": config.T, "v": config.v, "tau": config.tau, "p_m": config.p_m, "p_c": config.p_c,
-            "p_r": config.p_r, "lambda": config.lam, "eta": config.lr}
+            "p_r": config.p_r, "lam": config.lam, "eta": config.lr}
 
 
 def systems(config: TopicConfig | None = None) -> list[ReducedSystem]:
@@ -828,3 +828,11 @@ def default_run(config: TopicConfig) -> dict[str, Any]:
         "y0": {str(x): 0.0 for x in STAGE1_STATE},
         "t": np.linspace(0.0, float(config.steps), n),
     }
+
+
+def problem(config) -> "Problem":
+    """The :class:`~theory.Problem` that ``tdyn simulate`` integrates (wraps :func:`default_run`)."""
+    from .problem import Problem
+
+    run = default_run(config)
+    return Problem(run["system"], run["params"], run["y0"], run["t"], run.get("solve_options", {}))

@@ -1,0 +1,174 @@
+"""The paper table: every paper tdyn knows, one row each (scipy ``METHODS`` style).
+
+The CLI, ``tdyn reproduce``, the sweep runner and the tests iterate over :data:`PAPERS`; nothing
+discovers papers by naming convention. A row names, as ``"module:attribute"`` references resolved
+on first use (so ``tdyn derive`` never imports torch), the paper's
+
+============  ===============================================================================
+slot          signature
+============  ===============================================================================
+config        ``Config`` class (a frozen :class:`theory.ParamsBase`; owns ``log_steps``/``ode_time``)
+systems       ``systems(config) -> list[ReducedSystem]`` (what ``tdyn derive`` prints)
+problem       ``problem(config) -> theory.Problem`` (what ``tdyn simulate`` integrates)
+sde           ``sde(config) -> (model, t)`` for ``simulate.solve_sde`` — or ``None`` with a reason
+train         ``train(config, *, device, variant, progress, checkpoint, checkpoint_every, resume)
+              -> Trajectory`` logged at ``config.log_steps()``, time ``config.ode_times()``
+compare       ``compare(*, quick, device) -> figures.report.Report`` (agreement + claims)
+figures       ``figures(outdir, *, quick, device) -> list[Path]``
+============  ===============================================================================
+
+``missing`` maps an unfilled slot to the one-line reason it is not filled. Adding a paper means
+writing its modules and calling :func:`register` (see ``docs/adding-a-paper.md``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from theory.errors import ConfigError
+
+__all__ = ["Paper", "PAPERS", "SLOTS", "get", "register", "paper_names"]
+
+Ref = str | Callable[..., Any] | type
+SLOTS = ("config", "systems", "problem", "sde", "train", "compare", "figures")
+
+
+def _resolve(ref: Ref) -> Any:
+    if not isinstance(ref, str):
+        return ref
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One row of the table (see the module docstring for each slot's signature)."""
+
+    name: str
+    title: str
+    spec: str
+    config: Ref
+    systems: Ref
+    problem: Ref
+    train: Ref
+    compare: Ref
+    figures: Ref
+    sde: Ref | None = None
+    variants: tuple[str, ...] = ()
+    missing: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        for slot in SLOTS:
+            if getattr(self, slot) is None and slot not in self.missing:
+                raise ValueError(f"paper {self.name}: slot {slot!r} is empty and `missing` gives no reason")
+
+    def slot(self, name: str) -> Callable[..., Any]:
+        """The resolved callable (or class) of a slot; ``ConfigError`` if the paper lacks it."""
+        ref = getattr(self, name)
+        if ref is None:
+            raise ConfigError(name, f"{self.name} has no {name}: {self.missing.get(name, 'not provided')}")
+        return _resolve(ref)
+
+    @property
+    def Config(self) -> type:
+        return self.slot("config")
+
+    def make_config(self, assignments=()) -> Any:
+        """The default config with ``key=value`` overrides applied (validated)."""
+        return self.Config().with_overrides(list(assignments))
+
+    def check_variant(self, variant: str | None) -> None:
+        if variant is not None and variant not in self.variants:
+            raise ConfigError("variant", f"{self.name}: must be one of {self.variants}, got {variant!r}")
+
+    @property
+    def module(self) -> str:
+        """The python name used for this paper's modules and output folder (``scan-snap`` -> ``scan_snap``)."""
+        return self.name.replace("-", "_")
+
+
+PAPERS: dict[str, Paper] = {}
+
+
+def register(paper: Paper, *, replace: bool = False) -> Paper:
+    """Add a row to :data:`PAPERS` (``replace=True`` to overwrite one)."""
+    if paper.name in PAPERS and not replace:
+        raise ValueError(f"paper {paper.name!r} is already registered")
+    PAPERS[paper.name] = paper
+    return paper
+
+
+def paper_names() -> list[str]:
+    return list(PAPERS)
+
+
+def get(name: str) -> Paper:
+    """The row for ``name``; ``ConfigError('paper', ...)`` for an unknown name."""
+    if name not in PAPERS:
+        raise ConfigError("paper", f"unknown paper {name!r}; known: {', '.join(PAPERS)}")
+    return PAPERS[name]
+
+
+# ------------------------------------------------------------------------------------------------
+# The table
+# ------------------------------------------------------------------------------------------------
+register(Paper(
+    name="scb",
+    title="Sparse contextual bigrams: linear transformer, preconditioned l1-proximal SGD, two stages",
+    spec="papers/scb.md",
+    config="theory.scb:SCBConfig",
+    systems="theory.scb:systems",
+    problem="theory.scb:problem",
+    sde="theory.scb:minibatch_sde",
+    train="empirical.scb:run",
+    compare="figures.scb:compare",
+    figures="figures.scb:make_figures",
+    variants=("preconditioned", "sgd", "softmax"),
+))
+
+register(Paper(
+    name="scan-snap",
+    title="Scan and snap: 1-layer transformer, scan then snap (T = infinity objective)",
+    spec="papers/scan_snap.md",
+    config="theory.scan_snap:ScanSnapConfig",
+    systems="theory.scan_snap:systems",
+    problem="theory.scan_snap:problem",
+    sde=None,
+    train="empirical.scan_snap:run",
+    compare="figures.scan_snap:compare",
+    figures="figures.scan_snap:make_figures",
+    variants=("counts", "sequences"),
+    missing={"sde": "minibatch noise of the count-vector SGD is simulated exactly (empirical.scan_snap), not as an SDE"},
+))
+
+register(Paper(
+    name="topic",
+    title="Topic structure (LDA): masked-LM two-stage dynamics",
+    spec="papers/topic.md",
+    config="theory.topic:TopicConfig",
+    systems="theory.topic:systems",
+    problem="theory.topic:problem",
+    sde=None,
+    train="empirical.topic:run",
+    compare="figures.topic:compare",
+    figures="figures.topic:make_figures",
+    variants=("stage1", "joint", "attention", "embedding"),
+    missing={"sde": "the topic paper's theory is a population gradient flow; no minibatch SDE is specified"},
+))
+
+register(Paper(
+    name="joma",
+    title="JoMA: joint MLP/attention dynamics, invariants, entropy drop and bounce, hierarchy",
+    spec="papers/joma.md",
+    config="theory.joma:JomaConfig",
+    systems="theory.joma:systems",
+    problem="theory.joma:problem",
+    sde="theory.joma:minibatch_sde",
+    train="empirical.joma:run",
+    compare="figures.joma:compare",
+    figures="figures.joma:make_figures",
+    variants=("fixed", "ce", "probe", "hblt", "hier"),
+))

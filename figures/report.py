@@ -1,0 +1,145 @@
+"""``Report``: one shape for every paper's theory-vs-practice comparison.
+
+A Report holds, per observable, the relative L2 error between the trained network and the theory
+(with a tolerance, or ``None`` for a diagnostic that is reported but not judged), where agreement
+breaks, and the paper's **headline claims** decided by measurement (``Claim``: stated as in the
+paper, ``holds`` is a measured bool with the numbers behind it in ``evidence``). ``to_json`` gives
+the same top-level keys for all papers; ``table`` is what ``tdyn compare`` prints.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Observable", "Claim", "Report", "REPORT_KEYS"]
+
+REPORT_KEYS = ("paper", "regime", "passed", "observables", "claims", "where_agreement_breaks", "details")
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        return v if math.isfinite(v) else None
+    if isinstance(v, np.ndarray):
+        return _jsonable(v.tolist())
+    return v
+
+
+@dataclass(frozen=True)
+class Observable:
+    """Agreement of one named observable: ``rel_l2`` (practice vs theory) against ``tolerance``
+    (``None``: a diagnostic, reported but not judged)."""
+
+    name: str
+    rel_l2: float
+    tolerance: float | None = None
+    note: str = ""
+
+    @property
+    def passed(self) -> bool | None:
+        if self.tolerance is None:
+            return None
+        return bool(math.isfinite(self.rel_l2) and self.rel_l2 <= self.tolerance)
+
+    def to_json(self) -> dict[str, Any]:
+        return _jsonable({"rel_l2": self.rel_l2, "tolerance": self.tolerance, "passed": self.passed,
+                          "note": self.note})
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A headline claim of the paper, decided by measurement.
+
+    name:      identifier (``l1_beats_sgd``);
+    statement: the claim as the paper makes it;
+    holds:     the measured verdict;
+    evidence:  the numbers it was decided on (name -> number, or short lists of numbers);
+    regime:    the setting measured (sizes, learning rates, seeds).
+    """
+
+    name: str
+    statement: str
+    holds: bool
+    evidence: Mapping[str, Any]
+    regime: str
+
+    def to_json(self) -> dict[str, Any]:
+        return _jsonable({"name": self.name, "statement": self.statement, "holds": bool(self.holds),
+                          "evidence": dict(self.evidence), "regime": self.regime})
+
+
+@dataclass
+class Report:
+    """One paper's comparison: observables (judged or diagnostic), claims, where agreement breaks."""
+
+    paper: str
+    regime: str
+    observables: list[Observable] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+    where_agreement_breaks: list[dict[str, Any]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        """Every judged observable within its tolerance (claims are reported, not gated)."""
+        return all(o.passed is not False for o in self.observables)
+
+    def observable(self, name: str) -> Observable:
+        for o in self.observables:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def claim(self, name: str) -> Claim:
+        for c in self.claims:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "paper": self.paper,
+            "regime": self.regime,
+            "passed": self.passed,
+            "observables": {o.name: o.to_json() for o in self.observables},
+            "claims": [c.to_json() for c in self.claims],
+            "where_agreement_breaks": _jsonable(self.where_agreement_breaks),
+            "details": _jsonable(self.details),
+        }
+
+    def table(self) -> str:
+        lines = [f"{self.paper}: {self.regime}", "", f"  {'observable':38s} {'rel_l2':>10s} {'tol':>8s}  verdict"]
+        for o in self.observables:
+            tol = "-" if o.tolerance is None else f"{o.tolerance:.3g}"
+            verdict = {True: "pass", False: "FAIL", None: "diagnostic"}[o.passed]
+            lines.append(f"  {o.name:38s} {o.rel_l2:10.4g} {tol:>8s}  {verdict}")
+        if self.claims:
+            lines += ["", f"  {'claim':38s} {'holds':>6s}  evidence"]
+            for c in self.claims:
+                ev = ", ".join(f"{k}={_short(v)}" for k, v in c.evidence.items())
+                lines.append(f"  {c.name:38s} {'yes' if c.holds else 'NO':>6s}  {ev}")
+        for row in self.where_agreement_breaks:
+            lines.append("  breaks: " + ", ".join(f"{k}={_short(v)}" for k, v in row.items()))
+        lines.append(f"passed: {self.passed}")
+        return "\n".join(lines)
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.4g}"
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return "[" + ", ".join(_short(x) for x in list(v)[:6]) + (", ..." if len(v) > 6 else "") + "]"
+    return str(v)
