@@ -178,7 +178,7 @@ def block_system(kind: str = "exp", activation: str = "linear", Mc: int = 3, K: 
 
 
 def softmax_invariant_residual(Mc: int = 3, K: int = 2, N: int = 2, activation: str = "linear"):
-    """Exact ``d/dt (z - zhat)`` of the softmax block flow with constant ``bbar`` (spec §2.2): the
+    """Exact ``d/dt (zhat - z)`` (= ``-d/dt`` of the invariant expression) of the softmax block flow with constant ``bbar`` (spec §2.2): the
     term conditions (i)-(ii) neglect. Returns one expression per token (state and parameters of
     :func:`block_system`); its size measures how well the approximate invariant holds."""
     sysm = block_system("softmax", activation, Mc, K, N)
