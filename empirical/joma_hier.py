@@ -188,6 +188,9 @@ class HierExperiment(ModuleState):
     def time_of_step(self, step):
         return self.config.ode_time(step)  # Adam: time = step
 
+    def parameters_info(self):
+        return self.config.to_dict()
+
 
 
 

@@ -82,6 +82,9 @@ class ProbeExperiment(ModuleState):
     def time_of_step(self, step):
         return self.config.ode_time(step)
 
+    def parameters_info(self):
+        return self.config.to_dict()
+
 
 
 # ------------------------------------------------------------------------------------------------
@@ -123,6 +126,9 @@ class HBLTBlockExperiment(ModuleState):
 
     def time_of_step(self, step):
         return self.config.ode_time(step)
+
+    def parameters_info(self):
+        return self.config.to_dict()
 
 
 
