@@ -25,7 +25,7 @@ import simulate as sim
 from empirical import joma as E
 from theory import joma as J
 
-from .core import rel_l2
+from .core import agreement, rel_l2
 from .report import Claim, Observable, Report
 
 __all__ = ["compare", "headline", "derivation_check", "learning_order", "bounce_numbers", "break_time",
@@ -113,7 +113,7 @@ def derivation_check(backend: str = "scipy", device: str = "cpu") -> dict:
     inv = _stack(traj, [f"invariant_{l + 1}" for l in range(cfg.Mc)])
     z = _stack(traj, zn)
     return {"config": cfg, "ode": ode, "traj": traj, "rel_v": rel_l2(_stack(traj, vn), _stack(ode, vn)),
-            "rel_z": rel_l2(z, _stack(ode, zn)),
+            "rel_z": rel_l2(z, _stack(ode, zn)), "rel_z_worst_component": max(agreement(ode, traj, zn).values()),
             "invariant_relative_drift": float(np.abs(inv - inv[:, :1]).max() / np.abs(z).max())}
 
 
@@ -156,8 +156,12 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
             for k in ("v", "z")]
     obs += [Observable("derivation_check_v", d["rel_v"], None, "fixed top = the ODE's own objective"),
             Observable("derivation_check_z", d["rel_z"], None, "fixed top = the ODE's own objective"),
+            Observable("derivation_check_z_worst_component", d["rel_z_worst_component"], None, "max over z_l"),
             Observable("derivation_check_invariant_drift", d["invariant_relative_drift"], None,
                        "exp attention: Theorem 1 exact")]
+    if not quick:  # the other backend on the same problem
+        dd = derivation_check("diffrax", dev)
+        obs += [Observable(f"derivation_check_{k}_diffrax", dd[f"rel_{k}"], None, "diffrax Dopri8") for k in ("v", "z")]
     regime = (f"mixture network: {cfg.K} classes, Mc={cfg.Mc} tokens, {cfg.n_per_class} sequences/class of "
               f"{cfg.seq_len} tokens, softmax over positions (T={cfg.temperature}), {cfg.activation} MLP, CE, "
               f"full-batch SGD lr={cfg.lr}, {cfg.steps} steps (t = lr*step <= {cfg.ode_time(cfg.steps):g}), zero init; "

@@ -152,6 +152,7 @@ def block_system(kind: str = "exp", activation: str = "linear", Mc: int = 3, K: 
             sub = {**dict(zip(x, X[n])), **dict(zip(g, G[n]))}
             total += e.xreplace(sub)
         rhs.append(total / N)
+    rhs, definitions = _name_intermediates(kind, activation, rhs, X, Mc, K, N)
     params = tuple(c for row in X for c in row) + tuple(c for row in G for c in row)
     bbar = ()
     if kind in ("exp", "softmax"):
@@ -166,15 +167,49 @@ def block_system(kind: str = "exp", activation: str = "linear", Mc: int = 3, K: 
         paper=PAPER,
         state=state,
         parameters=params,
-        rhs=tuple(rhs),
-        observables=obs,
-        invariants=inv,
+        rhs=tuple(rhs), definitions=definitions, observables=obs, invariants=inv,
         spec=f"{SPEC} §2.1-2.2 ({kind} attention, {activation} MLP, Mc={Mc}, K={K}, N={N})",
         description=("Gradient flow of one JoMA block (free attention logits z of the query over "
                      "contextual tokens, lower-MLP weights projected on the orthonormal embeddings) "
                      "under a stationary back-propagated gradient; derived from the per-sample "
                      "objective J = sum_k g_k phi(v_k.b + s_k)."),
     )
+
+
+def _name_intermediates(kind, activation, rhs, X, Mc, K, N):
+    """The paper's named quantities as definitions (spec §1.1): the softmax normaliser
+    ``A_n = sum_l x_nl exp(z_l/tau)`` and, for a nonlinear ``phi``, the pre-activation
+    ``u_n_k = v_k . b_n + s_k`` (``= w_k^T f_n``); the rhs is rewritten in terms of them (and equals
+    the derived one once they are substituted back — checked here)."""
+    z, V, s = _z(Mc), _v(Mc, K), _s(K)
+    defs = []
+    out = list(rhs)
+    if kind == "softmax":
+        for n in range(N):
+            A = sp.Symbol(f"A_{n + 1}", positive=True)
+            expr = sum(X[n][l] * sp.exp(z[l] / tau) for l in range(Mc))
+            out = [e.subs(expr, A) for e in out]
+            defs.append((A, expr))
+    if activation != "linear":
+        for n in range(N):
+            Asym = defs[n][0] if kind == "softmax" else None
+            b = attention_output(kind, X[n], z)
+            if kind == "softmax":
+                b = tuple(bi.subs(defs[n][1], Asym) for bi in b)
+            for k in range(K):
+                u = sp.Symbol(f"u_{n + 1}_{k + 1}", real=True)
+                expr = sum(V[k][l] * b[l] for l in range(Mc)) + s[k]
+                out = [e.subs(expr, u) for e in out]
+                defs.append((u, expr))
+    back = list(out)
+    for sym, expr in reversed(defs):
+        back = [e.xreplace({sym: expr}) for e in back]
+    point = {c: sp.Rational(k % 7 + 1, 9) * (-1) ** k for k, c in enumerate(sorted(
+        set().union(*(e.free_symbols for e in rhs)), key=str))}
+    for e, want in zip(back, rhs):  # derivation guard: same value at a generic rational point
+        if abs(sp.N((e - want).xreplace(point), 30)) > 1e-20:  # pragma: no cover
+            raise RuntimeError("naming the intermediates changed the block flow")
+    return out, tuple(defs)
 
 
 def softmax_invariant_residual(Mc: int = 3, K: int = 2, N: int = 2, activation: str = "linear"):
@@ -206,7 +241,7 @@ def integrated_system(kind: str = "exp", activation: str = "linear", Mc: int = 3
         zsol[z[l]] = sol
     keep = [i for i, st in enumerate(blk.state) if st not in set(z)]
     state = tuple(blk.state[i] for i in keep)
-    rhs = tuple(blk.rhs[i].xreplace(zsol) for i in keep)
+    rhs = tuple(blk.expanded_rhs[i].xreplace(zsol) for i in keep)
     params = tuple(blk.parameters) + c
     return ReducedSystem(
         name=f"integrated_{kind}_{activation}", paper=PAPER, state=state, parameters=params, rhs=rhs,
