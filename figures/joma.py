@@ -291,6 +291,7 @@ def fig_headline(outdir: Path | None = None, quick: bool = True, *, device: str 
     axes[3].set_title("Assumption-1 drift of the network's gradient", fontsize=9)
     for ax in axes:
         ax.set_xscale("symlog", linthresh=10.0)
+        ax.set_xlim(0, t[-1])
         ax.set_xlabel("t = lr x step")
     fig.tight_layout()
     finish_figure(fig, outdir, "headline_mixture_vs_ode.png")
