@@ -257,6 +257,7 @@ class MixtureExperiment(ModuleState):
         self.z0, V0, _ = self.model.reduced()
         self._C = self.z0 - softmax_zhat(V0, self.xbar, c.temperature)[0]
         self.G0 = self.gradient_rows()
+        self.G0t = torch.as_tensor(self.G0, dtype=self.dtype, device=device)
 
     def logits(self):
         a, b = self.model.attention_over_positions(self.tok)
@@ -271,7 +272,10 @@ class MixtureExperiment(ModuleState):
 
     def step(self, step):
         h, _ = self.logits()
-        loss = nn.functional.cross_entropy(h, self.lab)
+        if self.config.top == "fixed":  # -dL/dh = G(0)/N exactly: the ODE's own objective
+            loss = -(self.G0t * h).sum(1).mean()
+        else:
+            loss = nn.functional.cross_entropy(h, self.lab)
         loss.backward()
         sgd_(self.model.parameters(), self.config.lr)
         return {"loss": float(loss.detach())}

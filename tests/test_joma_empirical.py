@@ -186,3 +186,21 @@ def test_nonlinear_mlp_toy_nc_gaussian():
     for act, floor in (("tanh", 0.9), ("relu", 0.8)):
         traj, _ = E.train(E.toy_config("gaussian", activation=act))
         assert traj["nc_zhat_z"].values.min() > floor
+
+
+def test_mixture_fixed_top_converges_to_the_ode_at_first_order():
+    """With loss -G(0).h the mixture network is Euler's method on the block ODE (spec §2.1) with
+    step lr: the error vs theory.joma.solve_block_flow must halve when lr halves (first order) —
+    which fails for a wrong time unit, a wrong G or a wrong population formula."""
+    from figures.core import rel_l2
+
+    errs = []
+    for lr, steps in ((0.2, 100), (0.1, 200)):
+        cfg = J.JomaConfig(variant="mixture", top="fixed", Mc=5, K=3, d=7, n_per_class=10, seq_len=6, lr=lr,
+                           steps=steps, log_every=steps // 10)
+        traj, exp = E.train(cfg)
+        ode = J.solve_block_flow(cfg, exp.X, exp.G0, traj["time"].values)
+        vn = [f"v_{k + 1}_{l + 1}" for k in range(3) for l in range(5)]
+        errs.append(rel_l2(np.stack([traj[n].values for n in vn], 1), ode["V"].reshape(len(ode["time"]), -1)))
+    assert errs[0] < 0.05
+    assert 1.8 < errs[0] / errs[1] < 2.2, errs  # Euler: global error O(lr)

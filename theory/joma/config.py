@@ -47,7 +47,7 @@ _COMMON = dict(kind="exp", activation="linear", Mc=6, K=3, N=3, d=12, temperatur
                gradient="centred", lr=0.005, steps=2600, log_every=40, init_scale=0.0, batch=1,
                data_seed=0, seed=0, depth=4, branching=2, rho=0.7, p_top=0.5, hblt_samples=1024,
                seq_len=8, n_per_class=64, width=32, hidden=40, nlayer=2, wd=1e-4, vocab=20,
-               num_tokens=(8, 4), num_combinations=(2, 2), n_test=256)
+               num_tokens=(8, 4), num_combinations=(2, 2), n_test=256, top="ce")
 
 #: per-variant defaults (override :data:`_COMMON`)
 VARIANT_DEFAULTS: dict[str, dict] = {
@@ -68,7 +68,7 @@ VARIANT_FIELDS: dict[str, frozenset] = {
     "fixed": frozenset(_BLOCK | {"batch"}),  # batch: minibatch size of the block SDE (spec §2.7)
     "ce": frozenset(_BLOCK - {"gradient"}),  # one class row per hidden unit: N = K
     "mixture": frozenset({"kind", "activation", "Mc", "K", "d", "temperature", "lr", "steps", "log_every",
-                          "init_scale", "data", "data_seed", "seed", "seq_len", "n_per_class"}),
+                          "init_scale", "data", "data_seed", "seed", "seq_len", "n_per_class", "top"}),
     "probe": frozenset({"activation", "temperature", "lr", "steps", "log_every", "seed"}),
     "hblt": frozenset({"kind", "lr", "steps", "log_every", "data_seed", "seed", "depth", "branching", "rho",
                        "p_top", "hblt_samples"}),
@@ -85,7 +85,8 @@ class JomaConfig(ParamsBase):
     ``x_n = P(l | y = n)``, embedding dim ``d > Mc``, logit ``temperature``; ``gradient``
     ``"centred"`` is the stationary ``G = I - 11^T/K`` (needs ``N == K``), ``"random"`` a Gaussian
     ``G``; ``init_scale`` the std of ``W(0), z(0)`` (0 = zero init, ``c = 0``); ``batch`` the SDE's
-    minibatch (and hier's). Mixture: ``n_per_class`` sequences of ``seq_len`` tokens per class.
+    minibatch (and hier's). Mixture: ``n_per_class`` sequences of ``seq_len`` tokens per class, ``top`` ``"ce"`` (headline)
+    or ``"fixed"`` (loss ``-G(0).h``: the ODE's own objective, a derivation check).
     HBLT: complete ``branching``-ary tree of ``depth``, channel ``(1+rho)/2``, top latents on w.p.
     ``p_top``, ``hblt_samples`` bags. Hier (Table 1): vocabulary ``vocab``, length ``seq_len``,
     latents per level ``num_tokens``, ``num_combinations``, model ``width``/``hidden``/``nlayer``,
@@ -129,6 +130,7 @@ class JomaConfig(ParamsBase):
     num_tokens: tuple | None = None
     num_combinations: tuple | None = None
     n_test: int | None = None
+    top: str | None = None  # mixture: "ce" (headline) or "fixed" (-G(0).h: derivation check)
     explicit: frozenset = field(default=frozenset(), repr=False, compare=False)
 
     def __post_init__(self):
@@ -180,6 +182,7 @@ class JomaConfig(ParamsBase):
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("data", self.data, ("gaussian", "random"))
         check_choice("gradient", self.gradient, ("centred", "random"))
+        check_choice("top", self.top, ("ce", "fixed"))
         for name in ("Mc", "K", "N", "steps", "log_every", "batch", "hblt_samples", "seq_len", "n_per_class",
                      "width", "hidden", "nlayer", "n_test"):
             if getattr(self, name) < 1:
