@@ -25,8 +25,8 @@ __all__ = ["run", "train", "experiment", "VARIANTS", "JomaBlock", "BlockExperime
 
 def experiment(config: JomaConfig, variant: str | None = None):
     """The experiment object of ``variant`` (default: ``config.variant``) built from the config."""
-    variant = variant or config.variant
-    c = config if variant == config.variant else config.for_variant(variant)
+    c = config.for_variant(variant or config.variant)  # always: a setting the variant ignores is an error
+    variant = c.variant
     if variant in ("fixed", "ce"):
         return BlockExperiment(c)
     return {"mixture": MixtureExperiment, "probe": ProbeExperiment, "hblt": HBLTBlockExperiment,

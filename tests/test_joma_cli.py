@@ -44,9 +44,10 @@ def test_train_hier_uses_the_learning_rate_and_ignored_settings_exit_2(runner, t
     assert res.exit_code == 0, res.output
     with xr.open_dataset(out) as ds:
         assert json.loads(ds.attrs["parameters"])["lr"] == 0.5
-    res = runner.invoke(main, ["train", "joma", "--variant", "probe", "--set", "Mc=4", "--no-progress"])
-    assert res.exit_code == 2
-    assert res.stderr.strip().startswith("error: Mc:")
+    for variant, setting in (("probe", "Mc=4"), ("fixed", "batch=4"), ("hier", "kind=softmax")):
+        res = runner.invoke(main, ["train", "joma", "--variant", variant, "--set", setting, "--no-progress"])
+        assert res.exit_code == 2, (variant, res.output)
+        assert res.stderr.strip().startswith(f"error: {setting.split('=')[0]}:"), res.stderr
 
 
 @pytest.mark.parametrize("cmd,setting,field", [

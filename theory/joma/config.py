@@ -65,7 +65,7 @@ _BLOCK = {"kind", "activation", "Mc", "K", "N", "d", "temperature", "data", "gra
           "log_every", "init_scale", "data_seed", "seed"}
 #: the fields each variant reads (``variant`` itself always)
 VARIANT_FIELDS: dict[str, frozenset] = {
-    "fixed": frozenset(_BLOCK | {"batch"}),  # batch: minibatch size of the block SDE (spec §2.7)
+    "fixed": frozenset(_BLOCK),  # (batch is read by the block SDE, `tdyn simulate --sde`, not by training)
     "ce": frozenset(_BLOCK - {"gradient"}),  # one class row per hidden unit: N = K
     "mixture": frozenset({"kind", "activation", "Mc", "K", "d", "temperature", "lr", "steps", "log_every",
                           "init_scale", "data", "data_seed", "seed", "seq_len", "n_per_class", "top"}),
