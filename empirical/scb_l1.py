@@ -189,7 +189,8 @@ def _train_runs(task, runs, batch, steps, log_every, lam_switch, dev, population
             thr = lr * lam * lam_on[:, None, None]
             A.copy_(torch.sign(A) * torch.clamp(A.abs() - thr, min=0.0))  # prox of lr*lam*|a|_1
     V_all, A_all = np.stack(Vs, 1), np.stack(As, 1)
-    out = {k: np.asarray(v) for k, v in observables_from_parameters(V_all, A_all, task).items()}
+    with np.errstate(all="ignore"):  # diverged runs (lr search) give inf/nan observables
+        out = {k: np.asarray(v) for k, v in observables_from_parameters(V_all, A_all, task).items()}
     nz = np.abs(A_all) > 0  # exact zeros only: the prox sets them, SGD never does
     on = np.zeros((T, N), dtype=bool)
     for kk in range(N):
@@ -229,7 +230,8 @@ def largest_stable_lr(task: SCBTask, method: str, *, batch: int, seeds, horizon:
                       init=None) -> dict:
     """The documented search (module docstring): geometric grid ``lr_min * 2^j``, j < n_grid,
     prox off (``lam = 0``: the prox is non-expansive and cannot cause divergence). Returns
-    ``{"lr_max", "lr", "grid", "stable"}`` with ``lr = lr_max/2`` (NaN if no grid rate is stable)."""
+    ``{"lr_max", "lr", "grid", "stable"}`` with ``lr = lr_max/2`` (NaN if no grid rate is stable);
+    raises ConfigError when no grid rate is unstable (the search did not bracket divergence)."""
     grid = lr_min * 2.0 ** np.arange(n_grid)
     runs = [RunSpec(method, float(g), 0.0, int(s)) for g in grid for s in seeds]
     out = train_runs(task, runs, batch=batch, steps=horizon, log_every=max(1, horizon // 20),
@@ -240,4 +242,6 @@ def largest_stable_lr(task: SCBTask, method: str, *, batch: int, seeds, horizon:
         stable = np.all(np.isfinite(L) & (L < STABLE_FACTOR * L0), axis=(1, 2))
     n_ok = int(np.argmin(stable)) if not stable.all() else n_grid  # leading run of stable rates
     lr_max = float(grid[n_ok - 1]) if n_ok > 0 else float("nan")
+    if stable.all():
+        raise ConfigError("n_grid", f"every rate up to {grid[-1]:.3g} was stable: widen the grid")
     return {"lr_max": lr_max, "lr": lr_max / 2, "grid": grid, "stable": stable}
