@@ -12,6 +12,10 @@ Methods (spec §2 pseudo-code):
   then ``a_k <- soft_threshold(a_k, lr*lam)`` (mu_k-weighted penalty, Decision 5). The prox is off
   during stage 1 and switches on, per run, once ``mean_k <a_k, q_k> T >= lam_switch`` (Decision 7;
   this rule reads q, as in the authors' analysis). ``lam = 0`` is preconditioned SGD without prox.
+* ``"l1_proj"`` — the same plus the per-step normalisation of Decision 6, the projection
+  ``a_k <- a_k + (1 - 1^T a_k)/T`` applied after the gradient step and before the prox (so the prox
+  still sets exact zeros). It pins the scale ``1^T a_k`` that the l1 penalty otherwise shrinks
+  (spec §3.5 degeneracy: a -> a/c, V -> cV, which inflates the attention-gradient noise by c).
 * ``"sgd"`` — vanilla SGD: ``V <- V - lr G_V``, ``A <- A - lr G_A``; no preconditioner, no prox.
 
 Learning-rate search (:func:`largest_stable_lr`), the documented rule: on the geometric grid
@@ -40,7 +44,7 @@ from theory.scb import SCBTask, observables_from_parameters, population_gradient
 __all__ = ["METHODS", "RunSpec", "BatchedSampler", "minibatch_gradients", "train_runs",
            "attention_noise_scale", "largest_stable_lr", "initial_loss"]
 
-METHODS = ("l1", "sgd")
+METHODS = ("l1", "l1_proj", "sgd")
 #: a rate is unstable once the population loss exceeds this multiple of its initial value
 STABLE_FACTOR = 1.5
 
@@ -163,7 +167,8 @@ def _train_runs(task, runs, batch, steps, log_every, lam_switch, dev, population
     A = torch.as_tensor(np.asarray(A0, float), **f64).expand(R, T, N).clone()
     lr = torch.as_tensor([r.lr for r in runs], **f64)[:, None, None]
     lam = torch.as_tensor([r.lam for r in runs], **f64)[:, None, None]
-    pre = torch.as_tensor([r.method == "l1" for r in runs], device=dev)[:, None, None]
+    pre = torch.as_tensor([r.method != "sgd" for r in runs], device=dev)[:, None, None]
+    proj = torch.as_tensor([r.method == "l1_proj" for r in runs], device=dev)[:, None, None]
     prec = torch.where(pre, 1.0 / mu[None, None, :], torch.ones((), **f64))  # D^{-1} or identity
     lam_on = torch.zeros(R, dtype=torch.bool, device=dev)
     sampler = None if population else BatchedSampler(task, seeds, dev)
@@ -185,6 +190,7 @@ def _train_runs(task, runs, batch, steps, log_every, lam_switch, dev, population
                 G_V, G_A, _ = minibatch_gradients(V, A, x[sidx], k[sidx], y[sidx])
             V -= lr * G_V * prec
             A -= lr * G_A * prec
+            A += proj * (1.0 - A.sum(1, keepdim=True)) / T  # Decision 6 projection (l1_proj only)
             lam_on |= pre[:, 0, 0] & ((A * Qm).sum(1).mean(1) * T >= lam_switch)  # Decision 7
             thr = lr * lam * lam_on[:, None, None]
             A.copy_(torch.sign(A) * torch.clamp(A.abs() - thr, min=0.0))  # prox of lr*lam*|a|_1

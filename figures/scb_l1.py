@@ -55,19 +55,22 @@ __all__ = ["L1Settings", "settings", "l1_study", "fig_l1_vs_sgd", "l1_claims", "
 
 @dataclasses.dataclass(frozen=True)
 class L1Settings:
-    """Sizes of the study. ``steps`` per run (``steps * batch`` samples), log/early-stop every
-    ``log_every`` steps; lr search: ``horizon`` steps on the grid ``lr_min * 2^j``, j < n_grid."""
+    """Sizes of the study. Every run gets the same sample budget ``samples`` (``samples // batch``
+    steps; 0 = ``64 * max(5000, 20 T)``), logged (early-stop candidates) at ``n_log`` evenly spaced
+    steps; lr search: ``horizon`` steps on the grid ``lr_min * 2^j``, j < n_grid; ``methods`` of
+    :data:`empirical.scb_l1.METHODS`."""
 
     N: int = 3
     Ts: tuple[int, ...] = (128,)
     Q: int = 2
     batches: tuple[int, ...] = (64,)
     seeds: tuple[int, ...] = (0, 1, 2)
-    steps: int = 5000
-    log_every: int = 50
+    samples: int = 320_000
+    n_log: int = 100
+    methods: tuple[str, ...] = ("l1", "sgd")
     horizon: int = 300
     lr_min: float = 1e-3
-    n_grid: int = 10
+    n_grid: int = 14
     lam_multiples: tuple[float, ...] = (1.0, 3.0)
     eps: float = 0.1
     task_seed: int = 0
@@ -77,17 +80,18 @@ class L1Settings:
 def settings(quick: bool = True, **overrides) -> L1Settings:
     """Quick (``make figures``) or full (``--full``) sizes, with overrides (tests use tiny ones)."""
     if quick:
-        base = L1Settings()
+        base = L1Settings(batches=(64, 256))
     else:
         base = L1Settings(Ts=(128, 1024, 5000), batches=(64, 128, 256), seeds=(0, 1, 2, 3, 4),
-                          steps=0, log_every=0, horizon=1000, lr_min=1e-5, n_grid=16,
+                          samples=0, methods=el1.METHODS, horizon=1000, lr_min=1e-5, n_grid=20,
                           lam_multiples=(0.5, 1.0, 3.0, 10.0))
     return dataclasses.replace(base, **overrides)
 
 
-def _steps(s: L1Settings, T: int) -> tuple[int, int]:
-    steps = s.steps or max(5000, 20 * T)  # full mode: stage 1 needs ~T^2 samples (spec §3.4)
-    return steps, s.log_every or max(1, steps // 100)
+def _steps(s: L1Settings, T: int, B: int) -> tuple[int, int]:
+    samples = s.samples or 64 * max(5000, 20 * T)  # full mode: stage 1 needs ~T^2 samples (spec §3.4)
+    steps = max(1, samples // B)
+    return steps, max(1, steps // s.n_log)
 
 
 def paper_lambda(task, eps: float) -> float:
@@ -101,14 +105,14 @@ def _study(s: L1Settings, device: str) -> tuple[pd.DataFrame, dict]:
     rows, curves = [], {}
     for T in s.Ts:
         task = scb.make_task(scb.SCBConfig(N=s.N, T=T, Q=s.Q, task_seed=s.task_seed))
-        steps, log_every = _steps(s, T)
         for B in s.batches:
+            steps, log_every = _steps(s, T, B)
             sigma = el1.attention_noise_scale(task, B, device=device)
             lams = [0.0, paper_lambda(task, s.eps)] + [c * sigma for c in s.lam_multiples]
             lr = {m: el1.largest_stable_lr(task, m, batch=B, seeds=s.seeds, horizon=s.horizon,
                                            lr_min=s.lr_min, n_grid=s.n_grid, device=device)
-                  for m in el1.METHODS}
-            specs = [(m, lam) for m in el1.METHODS for lam in (lams if m == "l1" else [0.0])
+                  for m in s.methods}
+            specs = [(m, lam) for m in s.methods for lam in (lams if m != "sgd" else [0.0])
                      if np.isfinite(lr[m]["lr"])]
             runs = [el1.RunSpec(m, lr[m]["lr"], lam, sd) for m, lam in specs for sd in s.seeds]
             out = el1.train_runs(task, runs, batch=B, steps=steps, log_every=log_every,
@@ -143,28 +147,29 @@ def l1_study(quick: bool = True, device: str = "auto", **overrides) -> pd.DataFr
     return _study(settings(quick, **overrides), device)[0].copy()
 
 
-def _selected(df: pd.DataFrame) -> pd.DataFrame:
-    """The l1 rows at lambda > 0 with the smallest median early-stopped validation loss, per (T, B)."""
-    l1 = df[(df.method == "l1") & (df.lam > 0)]
+def _selected(df: pd.DataFrame, method: str = "l1") -> pd.DataFrame:
+    """``method``'s rows at the lambda > 0 with the smallest median early-stopped validation loss,
+    per (T, B)."""
+    l1 = df[(df.method == method) & (df.lam > 0)]
     med = l1.groupby(["T", "batch", "lam"]).val_loss.median().reset_index()
     best = med.loc[med.groupby(["T", "batch"]).val_loss.idxmin(), ["T", "batch", "lam"]]
     return l1.merge(best, on=["T", "batch", "lam"])
 
 
 def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str = "auto", **overrides) -> dict[str, Any]:
-    """Distance to ground truth (after normalisation) vs samples, l1 (validation-selected lambda > 0;
-    other lambdas dashed) vs vanilla SGD, median and min-max band over seeds, one row per (T, batch).
+    """Distance to ground truth (after normalisation) vs samples: l1 and l1_proj (validation-selected
+    lambda > 0; l1's other lambdas dashed) vs vanilla SGD, median and min-max band over seeds, one row per (T, batch).
     Writes ``scb_l1_vs_sgd.png`` and ``scb_l1_study.csv`` into ``outdir``."""
     s = settings(quick, **overrides)
     df, curves = _study(s, device)
     df = df.copy()
-    sel = _selected(df)
+    sel = pd.concat([_selected(df, m) for m in s.methods if m != "sgd"])
     keys = list(curves)
     fig, axes = plt.subplots(len(keys), 2, figsize=(10, 3.3 * len(keys)), squeeze=False)
     for row, (T, B) in zip(axes, keys):
         c = curves[(T, B)]
-        lam_sel = sel[(sel["T"] == T) & (sel.batch == B)].lam
-        lam_sel = float(lam_sel.iloc[0]) if len(lam_sel) else np.nan
+        here = sel[(sel["T"] == T) & (sel.batch == B)]
+        lam_sel = {m: float(g.lam.iloc[0]) for m, g in here.groupby("method")}
         groups: dict[tuple, list[int]] = {}
         for i, r in enumerate(c["runs"]):
             groups.setdefault((r.method, r.lam), []).append(i)
@@ -172,8 +177,10 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
             for (m, lam), idx in groups.items():
                 y = c[key][idx]
                 sigma = df[(df["T"] == T) & (df.batch == B)].sigma.iloc[0]
-                main = m == "sgd" or lam == lam_sel
-                label = "vanilla SGD" if m == "sgd" else f"l1, lam={lam:.2g} ({lam / sigma:.2g} sigma)"
+                main = m == "sgd" or lam == lam_sel.get(m)
+                if m == "l1_proj" and not main:
+                    continue
+                label = "vanilla SGD" if m == "sgd" else f"{m}, lam={lam:.2g} ({lam / sigma:.2g} sigma)"
                 line, = ax.plot(c["samples"], np.median(y, 0), lw=1.6 if main else 0.8,
                                 ls="-" if main else "--", label=label)
                 if main:
@@ -195,47 +202,63 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
     return {"study": df, "curves": curves, "selected": sel, "png": png}
 
 
+def _verdict(d: pd.DataFrame) -> dict[str, Any]:
+    """l1 (validation-selected lambda > 0) vs vanilla SGD on one (T, batch) slice: medians over seeds
+    of the early-stopped distances, support fraction, and whether l1 is smaller on both."""
+    sel, sgd = _selected(d), d[d.method == "sgd"]
+    med = {f"{m}_{k}": float(g[k].median()) for m, g in (("l1", sel), ("sgd", sgd)) for k in ("dist_P", "dist_A")}
+    return {**{f"median_{k}": v for k, v in med.items()},
+            "l1_beats_sgd": bool(med["l1_dist_P"] < med["sgd_dist_P"] and med["l1_dist_A"] < med["sgd_dist_A"]),
+            "support_fraction": float(sel.support_recovered.mean()), "lam": float(sel.lam.iloc[0]),
+            "lam_over_sigma": float(sel.lam_over_sigma.iloc[0]), "lr_l1": float(sel.lr.iloc[0]),
+            "lr_sgd": float(sgd.lr.iloc[0]), "sigma_B": float(d.sigma.iloc[0])}
+
+
 def claims_from_study(df: pd.DataFrame, s: L1Settings) -> list[Claim]:
     """``l1_beats_sgd`` and ``l1_recovers_support`` decided at the smallest batch and largest T of
-    the study, the l1 lambda > 0 chosen by median early-stopped validation loss."""
+    the study, the l1 lambda > 0 chosen by median early-stopped validation loss; the verdicts at
+    the other (T, batch) slices are evidence (``by_regime``)."""
     B, T = min(df.batch), max(df["T"])
     d = df[(df.batch == B) & (df["T"] == T)]
-    sgd = d[d.method == "sgd"]
-    sel = _selected(d)
-    lam = float(sel.lam.iloc[0])
-    med = {f"{m}_{k}": float(g[k].median()) for m, g in (("l1", sel), ("sgd", sgd)) for k in ("dist_P", "dist_A")}
-    per_lam = {f"lam={lam_:.3g}": {"lam_over_sigma": float(g.lam_over_sigma.iloc[0]),
-                                   "dist_P": float(g.dist_P.median()), "dist_A": float(g.dist_A.median()),
-                                   "nnz_mean": float(g.nnz_mean.median()),
-                                   "support_fraction": float(g.support_recovered.mean()),
-                                   "val_loss": float(g.val_loss.median())}
-               for lam_, g in d[d.method == "l1"].groupby("lam")}
-    regime = (f"N={s.N} T={T} Q={s.Q} batch {B}, {len(s.seeds)} seeds, {_steps(s, T)[0]} steps, "
-              f"lr l1={float(sel.lr.iloc[0]):.3g} sgd={float(sgd.lr.iloc[0]):.3g} (own largest stable/2), "
-              f"lam={lam:.3g} ({float(sel.lam_over_sigma.iloc[0]):.2g} sigma_B) chosen by validation loss, "
-              f"task_seed {s.task_seed}")
+    v = _verdict(d)
+    sel, sgd = _selected(d), d[d.method == "sgd"]
+    by_regime = {f"T={t},B={b}": _verdict(g) for (t, b), g in df.groupby(["T", "batch"])}
+    per_lam = {f"{m},lam={lam:.3g}": {"lam_over_sigma": float(g.lam_over_sigma.iloc[0]),
+                                      "dist_P": float(g.dist_P.median()), "dist_A": float(g.dist_A.median()),
+                                      "nnz_mean": float(g.nnz_mean.median()),
+                                      "support_fraction": float(g.support_recovered.mean()),
+                                      "val_loss": float(g.val_loss.median())}
+               for (m, lam), g in d[d.method != "sgd"].groupby(["method", "lam"])}
+    regime = (f"N={s.N} T={T} Q={s.Q} batch {B}, {len(s.seeds)} seeds, {_steps(s, T, B)[0] * B} samples, "
+              f"lr l1={v['lr_l1']:.3g} sgd={v['lr_sgd']:.3g} (own largest stable/2), lam={v['lam']:.3g} "
+              f"({v['lam_over_sigma']:.2g} sigma_B) chosen by validation loss, task_seed {s.task_seed}")
     beats = Claim(
         "l1_beats_sgd",
         "At small batch the l1-regularised proximal method reaches a smaller early-stopped distance to "
         "the ground truth, for P and for the attention, than vanilla SGD (each at its own largest "
         "stable learning rate).",
-        holds=bool(med["l1_dist_P"] < med["sgd_dist_P"] and med["l1_dist_A"] < med["sgd_dist_A"]),
-        evidence={**{f"median_{k}": v for k, v in med.items()}, "lam": lam,
-                  "lam_over_sigma": float(sel.lam_over_sigma.iloc[0]), "lam_paper": float(d.lam_paper.iloc[0]),
-                  "sigma_B": float(d.sigma.iloc[0]), "lr_l1": float(sel.lr.iloc[0]), "lr_sgd": float(sgd.lr.iloc[0]),
+        holds=v["l1_beats_sgd"],
+        evidence={**{k: x for k, x in v.items() if k not in ("l1_beats_sgd", "support_fraction")},
+                  "lam_paper": float(d.lam_paper.iloc[0]),
                   "l1_dist_P_seeds": sel.dist_P.round(4).tolist(), "sgd_dist_P_seeds": sgd.dist_P.round(4).tolist(),
                   "l1_dist_A_seeds": sel.dist_A.round(4).tolist(), "sgd_dist_A_seeds": sgd.dist_A.round(4).tolist(),
-                  "per_lambda": per_lam},
+                  "per_lambda": per_lam,
+                  "by_regime": {k: {"holds": x["l1_beats_sgd"], "l1_dist_P": x["median_l1_dist_P"],
+                                    "sgd_dist_P": x["median_sgd_dist_P"], "l1_dist_A": x["median_l1_dist_A"],
+                                    "sgd_dist_A": x["median_sgd_dist_A"], "lam_over_sigma": x["lam_over_sigma"]}
+                                for k, x in by_regime.items()}},
         regime=regime)
-    frac = float(sel.support_recovered.mean())
     support = Claim(
         "l1_recovers_support",
         "After early stopping and the final normalisation, the attention support equals the true one "
         "(in at least 80% of seeds).",
-        holds=bool(frac >= 0.8),
-        evidence={"support_fraction": frac, "lam": lam, "nnz_mean_seeds": sel.nnz_mean.round(2).tolist(),
-                  "nnz_max_seeds": sel.nnz_max.tolist(), "true_nnz": s.Q, "T": T,
-                  "best_fraction_any_lambda": max(v["support_fraction"] for v in per_lam.values())},
+        holds=bool(v["support_fraction"] >= 0.8),
+        evidence={"support_fraction": v["support_fraction"], "lam": v["lam"],
+                  "nnz_mean_seeds": sel.nnz_mean.round(2).tolist(), "nnz_max_seeds": sel.nnz_max.tolist(),
+                  "true_nnz": s.Q, "T": T,
+                  "best_fraction_any_lambda": max(x["support_fraction"] for x in per_lam.values()),
+                  "by_regime": {k: {"support_fraction": x["support_fraction"], "lam_over_sigma": x["lam_over_sigma"]}
+                                for k, x in by_regime.items()}},
         regime=regime)
     return [beats, support]
 

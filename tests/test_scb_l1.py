@@ -113,7 +113,7 @@ def test_population_prox_recovers_exact_support():
 def test_claims_names_keys_and_verdict():
     """Tiny study: both claims present with the contract's fields, and the verdicts follow from the
     study's rows (recomputed here from the DataFrame)."""
-    kw = dict(Ts=(16,), seeds=(0, 1, 2), steps=300, log_every=20, horizon=100, n_grid=14, lam_multiples=(1.0,))
+    kw = dict(Ts=(16,), batches=(64,), seeds=(0, 1, 2), samples=300 * 64, n_log=15, horizon=100, n_grid=14, lam_multiples=(1.0,))
     df = fl1.l1_study(True, device="cpu", **kw)
     assert {"method", "lr", "lam", "batch", "seed", "nnz_mean", "nnz_max", "support_recovered", "dist_P",
             "dist_A", "samples_at_early_stop"} <= set(df.columns)
