@@ -161,8 +161,14 @@ def _study(s: L1Settings, device: str) -> tuple[pd.DataFrame, dict]:
 
 
 def l1_study(quick: bool = True, device: str = "auto", **overrides) -> pd.DataFrame:
-    """One row per method x lambda x T x batch x seed (module docstring for every column's meaning).
-    Same settings and device -> cached (the figure and the claims share one study)."""
+    """One row per method x lambda x T x batch x seed. Columns: ``method, T, batch, seed, lr, lr_max,
+    lam, lam_over_sigma, sigma`` (sigma_B), ``lam_paper, K``; at the early stop (min population
+    loss over the logged steps): ``nnz_mean, nnz_max`` (exact non-zeros per attention column),
+    ``support_recovered`` (every column's support = S_k), ``dist_P, dist_A`` (after the final
+    normalisation), ``val_loss, early_stop_step, samples_at_early_stop``; at the end:
+    ``final_dist_P, final_dist_A, final_nnz_mean``; ``min_dist_P, min_dist_A`` (oracle minimum over
+    the logged steps, diagnostics only), ``diverged``. Same settings and device -> cached (the
+    figure and the claims share one study)."""
     return _study(settings(quick, **overrides), device)[0].copy()
 
 

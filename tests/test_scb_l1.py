@@ -2,6 +2,7 @@
 search and support recovery checked against independent computations (spec §2, §3.2, §3.5)."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -136,3 +137,15 @@ def test_claims_names_keys_and_verdict():
     assert set(claims["l1_beats_sgd"].evidence["by_regime"]) == {"T=16,B=64"}
     paper = df[(df.method == "l1")].lam.unique()
     assert np.isclose(sorted(paper)[1], 0.1 * scb.make_task(scb.SCBConfig(N=3, T=16, Q=2)).K / (4 * 27))
+
+
+def test_figure_writes_png_and_csv_of_the_study(tmp_path):
+    """The figure saves both files; the CSV holds exactly the study's rows."""
+    kw = dict(Ts=(16,), batches=(64,), seeds=(0, 1, 2), samples=300 * 64, n_log=15, horizon=100, n_grid=14,
+              lam_multiples=(1.0,), methods=el1.METHODS)  # same settings as above: cached study
+    data = fl1.fig_l1_vs_sgd(tmp_path, True, device="cpu", **kw)
+    assert (tmp_path / "scb_l1_vs_sgd.png").stat().st_size > 1000
+    csv = pd.read_csv(tmp_path / "scb_l1_study.csv")
+    pd.testing.assert_frame_equal(csv[["method", "lam", "seed", "dist_P", "dist_A"]],
+                                  data["study"][["method", "lam", "seed", "dist_P", "dist_A"]], check_exact=False, rtol=1e-12)
+    assert set(data["selected"].method) == {"l1", "l1_proj"}
