@@ -19,11 +19,12 @@ Methods (spec §2 pseudo-code):
 * ``"sgd"`` — vanilla SGD: ``V <- V - lr G_V``, ``A <- A - lr G_A``; no preconditioner, no prox.
 
 Learning-rate search (:func:`largest_stable_lr`), the documented rule: on the geometric grid
-``lr_j = lr_min * 2^j`` run ``horizon`` steps (every seed given); a rate is *stable* when the
+``lr_j = lr_min * ratio^j`` (ratio sqrt(2) by default) run ``horizon`` steps (every seed given); a rate is *stable* when the
 exact population loss stays finite and below ``1.5 x`` its initial value at every logged step (the
 initialisation is a saddle, spec §3.2: at small rates minibatch noise raises the loss slightly
 before the escape lowers it, so "below the initial value" would reject every small rate). ``lr_max`` = the largest grid rate such that it and
-every smaller grid rate is stable; the study uses ``lr_max / 2`` (one grid step back for safety).
+every smaller grid rate is stable; the study uses ``lr_max / ratio`` (one grid step back for
+safety).
 
 Precision: float64 throughout (the distances go down to ~1e-3). Shapes: ``V`` (R, N, N), ``A``
 (R, T, N) with column k = a^(k); minibatch tokens ``x`` (S, B, T), queries ``k`` (S, B), targets
@@ -232,13 +233,15 @@ def attention_noise_scale(task: SCBTask, batch: int, *, draws: int = 200, seed: 
 
 
 def largest_stable_lr(task: SCBTask, method: str, *, batch: int, seeds, horizon: int,
-                      lr_min: float, n_grid: int = 12, device: str = "cpu", population: bool = False,
-                      init=None) -> dict:
-    """The documented search (module docstring): geometric grid ``lr_min * 2^j``, j < n_grid,
+                      lr_min: float, n_grid: int = 12, ratio: float = 2**0.5, device: str = "cpu",
+                      population: bool = False, init=None) -> dict:
+    """The documented search (module docstring): geometric grid ``lr_min * ratio^j``, j < n_grid,
     prox off (``lam = 0``: the prox is non-expansive and cannot cause divergence). Returns
-    ``{"lr_max", "lr", "grid", "stable"}`` with ``lr = lr_max/2`` (NaN if no grid rate is stable);
+    ``{"lr_max", "lr", "grid", "stable"}`` with ``lr = lr_max/ratio`` (NaN if no grid rate is stable);
     raises ConfigError when no grid rate is unstable (the search did not bracket divergence)."""
-    grid = lr_min * 2.0 ** np.arange(n_grid)
+    if not ratio > 1:
+        raise ConfigError("ratio", f"grid ratio must be > 1, got {ratio}")
+    grid = lr_min * float(ratio) ** np.arange(n_grid)
     runs = [RunSpec(method, float(g), 0.0, int(s)) for g in grid for s in seeds]
     out = train_runs(task, runs, batch=batch, steps=horizon, log_every=max(1, horizon // 20),
                      device=device, population=population, init=init)
@@ -250,4 +253,4 @@ def largest_stable_lr(task: SCBTask, method: str, *, batch: int, seeds, horizon:
     lr_max = float(grid[n_ok - 1]) if n_ok > 0 else float("nan")
     if stable.all():
         raise ConfigError("n_grid", f"every rate up to {grid[-1]:.3g} was stable: widen the grid")
-    return {"lr_max": lr_max, "lr": lr_max / 2, "grid": grid, "stable": stable}
+    return {"lr_max": lr_max, "lr": lr_max / ratio, "grid": grid, "stable": stable}

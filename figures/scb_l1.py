@@ -10,9 +10,9 @@ Protocol (issue 9, deliver 2):
   only, an ablation) = ``l1`` plus the per-step projection 1^T a_k = 1 (Decision 6 option). Each
   updates V and A with one learning rate.
 * Learning rates: each method at its OWN rate, from :func:`empirical.scb_l1.largest_stable_lr`
-  (geometric grid lr_min*2^j; stable = population loss finite and < 1.5x its initial value at every
-  logged step of a ``horizon``-step run on every seed; lr_max = largest grid rate with all smaller
-  ones stable; used: lr_max/2), searched per (method, batch).
+  (geometric grid lr_min*sqrt(2)^j; stable = population loss finite and < 1.5x its initial value at
+  every logged step of a ``horizon``-step run on every seed; lr_max = largest grid rate with all
+  smaller ones stable; used: lr_max/sqrt(2), one grid step back), searched per (method, batch).
 * lambda grid per batch B: 0 (preconditioned, no prox: an ablation), the paper's
   ``lam_paper = eps K/(Q^2 N^3)`` (spec §1.3, §6.1; eps = 0.1 target accuracy, K = tr(P Sigma P^T)),
   and ``c * sigma_B`` for c in ``lam_multiples``, where ``sigma_B`` is the per-step minibatch noise
@@ -73,7 +73,7 @@ COLORS = {"sgd": "k", "l1": "tab:red", "l1_proj": "tab:green"}
 class L1Settings:
     """Sizes of the study. Every run gets the same sample budget ``samples`` (``samples // batch``
     steps; 0 = ``64 * max(5000, 20 T)``), logged (early-stop candidates) at ``n_log`` evenly spaced
-    steps; lr search: ``horizon`` steps on the grid ``lr_min * 2^j``, j < n_grid; ``methods`` of
+    steps; lr search: ``horizon`` steps on the grid ``lr_min * sqrt(2)^j``, j < n_grid; ``methods`` of
     :data:`empirical.scb_l1.METHODS`."""
 
     N: int = 3
@@ -85,8 +85,8 @@ class L1Settings:
     n_log: int = 100
     methods: tuple[str, ...] = ("l1", "sgd")
     horizon: int = 300
-    lr_min: float = 1e-3
-    n_grid: int = 14
+    lr_min: float = 2e-3
+    n_grid: int = 16
     lam_multiples: tuple[float, ...] = (1.0, 3.0)
     eps: float = 0.1
     task_seed: int = 0
@@ -99,7 +99,7 @@ def settings(quick: bool = True, **overrides) -> L1Settings:
         base = L1Settings(batches=(64, 256))
     else:
         base = L1Settings(Ts=(128, 1024, 5000), batches=(64, 128, 256), seeds=(0, 1, 2, 3, 4),
-                          samples=0, methods=el1.METHODS, horizon=1000, lr_min=1e-5, n_grid=20,
+                          samples=0, methods=el1.METHODS, horizon=1000, lr_min=1e-5, n_grid=40,
                           lam_multiples=(0.5, 1.0, 3.0, 10.0))
     return dataclasses.replace(base, **overrides)
 
@@ -256,7 +256,7 @@ def claims_from_study(df: pd.DataFrame, s: L1Settings) -> list[Claim]:
                                       "val_loss": float(g.val_loss.median())}
                for (m, lam), g in d[d.method != "sgd"].groupby(["method", "lam"])}
     regime = (f"N={s.N} T={T} Q={s.Q} batch {B}, {len(s.seeds)} seeds, {_steps(s, T, B)[0] * B} samples, "
-              f"lr l1={v['lr_l1']:.3g} sgd={v['lr_sgd']:.3g} (own largest stable/2), lam={v['lam']:.3g} "
+              f"lr l1={v['lr_l1']:.3g} sgd={v['lr_sgd']:.3g} (own largest stable/sqrt 2), lam={v['lam']:.3g} "
               f"({v['lam_over_sigma']:.2g} sigma_B) chosen by validation loss, task_seed {s.task_seed}")
     beats = Claim(
         "l1_beats_sgd",
