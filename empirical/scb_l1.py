@@ -237,7 +237,7 @@ def largest_stable_lr(task: SCBTask, method: str, *, batch: int, seeds, horizon:
                       population: bool = False, init=None) -> dict:
     """The documented search (module docstring): geometric grid ``lr_min * ratio^j``, j < n_grid,
     prox off (``lam = 0``: the prox is non-expansive and cannot cause divergence). Returns
-    ``{"lr_max", "lr", "grid", "stable"}`` with ``lr = lr_max/ratio`` (NaN if no grid rate is stable);
+    ``{"lr_max", "lr", "ratio", "grid", "stable"}`` with ``lr = lr_max/ratio`` (NaN if no grid rate is stable);
     raises ConfigError when no grid rate is unstable (the search did not bracket divergence)."""
     if not ratio > 1:
         raise ConfigError("ratio", f"grid ratio must be > 1, got {ratio}")
@@ -253,4 +253,4 @@ def largest_stable_lr(task: SCBTask, method: str, *, batch: int, seeds, horizon:
     lr_max = float(grid[n_ok - 1]) if n_ok > 0 else float("nan")
     if stable.all():
         raise ConfigError("n_grid", f"every rate up to {grid[-1]:.3g} was stable: widen the grid")
-    return {"lr_max": lr_max, "lr": lr_max / ratio, "grid": grid, "stable": stable}
+    return {"lr_max": lr_max, "lr": lr_max / ratio, "ratio": float(ratio), "grid": grid, "stable": stable}

@@ -130,14 +130,18 @@ def _study(s: L1Settings, device: str) -> tuple[pd.DataFrame, dict]:
                   for m in s.methods}
             specs = [(m, lam) for m in s.methods for lam in (lams if m != "sgd" else [0.0])
                      if np.isfinite(lr[m]["lr"])]
-            runs = [el1.RunSpec(m, lr[m]["lr"], lam, sd) for m, lam in specs for sd in s.seeds]
+            # backoff 1 = the documented rule (lr_max / ratio); 2 = one more grid step back (the
+            # sensitivity of the verdicts to the rule, reported as evidence only)
+            backoff = [b_ for b_ in (1, 2) for m, lam in specs for sd in s.seeds]
+            runs = [el1.RunSpec(m, lr[m]["lr"] / lr[m]["ratio"] ** (b_ - 1), lam, sd)
+                    for b_ in (1, 2) for m, lam in specs for sd in s.seeds]
             out = el1.train_runs(task, runs, batch=B, steps=steps, log_every=log_every,
                                  lam_switch=s.lam_switch, device=device)
             Lpop = out["population_loss"]
             for i, r in enumerate(runs):
                 b = int(np.nanargmin(np.where(np.isfinite(Lpop[i]), Lpop[i], np.inf)))
                 rows.append({
-                    "method": r.method, "T": T, "batch": B, "seed": r.seed, "lr": r.lr,
+                    "method": r.method, "T": T, "batch": B, "seed": r.seed, "lr": r.lr, "lr_backoff": backoff[i],
                     "lr_max": lr[r.method]["lr_max"], "lam": r.lam, "lam_over_sigma": r.lam / sigma,
                     "sigma": sigma, "lam_paper": lams[1], "K": task.K,
                     "nnz_mean": float(out["nnz_mean"][i, b]), "nnz_max": int(out["nnz_max"][i, b]),
@@ -154,14 +158,16 @@ def _study(s: L1Settings, device: str) -> tuple[pd.DataFrame, dict]:
                     "min_dist_A": float(np.nanmin(out["attention_distance_to_truth"][i])),
                     "diverged": bool(not np.all(np.isfinite(Lpop[i]))),
                 })
-            curves[(T, B)] = {"samples": out["step"] * B, "runs": runs,
+            curves[(T, B)] = {"samples": out["step"] * B, "runs": runs, "backoff": backoff,
                               "dist_P": out["value_relative_distance_to_truth"],
                               "dist_A": out["attention_distance_to_truth"], "nnz_mean": out["nnz_mean"]}
     return pd.DataFrame(rows), curves
 
 
 def l1_study(quick: bool = True, device: str = "auto", **overrides) -> pd.DataFrame:
-    """One row per method x lambda x T x batch x seed. Columns: ``method, T, batch, seed, lr, lr_max,
+    """One row per method x lambda x T x batch x seed x lr_backoff. Columns: ``method, T, batch, seed,
+    lr, lr_backoff`` (1: the documented rule lr_max/ratio, used by the figure and the claims; 2: one
+    more grid step back, a sensitivity check), ``lr_max,
     lam, lam_over_sigma, sigma`` (sigma_B), ``lam_paper, K``; at the early stop (min population
     loss over the logged steps): ``nnz_mean, nnz_max`` (exact non-zeros per attention column),
     ``support_recovered`` (every column's support = S_k), ``dist_P, dist_A`` (after the final
@@ -186,8 +192,8 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
     lambda > 0; l1's other lambdas dashed) vs vanilla SGD, median and min-max band over seeds, one row per (T, batch).
     Writes ``scb_l1_vs_sgd.png`` and ``scb_l1_study.csv`` into ``outdir``."""
     s = settings(quick, **overrides)
-    df, curves = _study(s, device)
-    df = df.copy()
+    df_all, curves = _study(s, device)
+    df = df_all[df_all.lr_backoff == 1]
     sel = pd.concat([_selected(df, m) for m in s.methods if m != "sgd"])
     keys = list(curves)
     fig, axes = plt.subplots(len(keys), 2, figsize=(10, 3.3 * len(keys)), squeeze=False)
@@ -197,7 +203,8 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
         lam_sel = {m: float(g.lam.iloc[0]) for m, g in here.groupby("method")}
         groups: dict[tuple, list[int]] = {}
         for i, r in enumerate(c["runs"]):
-            groups.setdefault((r.method, r.lam), []).append(i)
+            if c["backoff"][i] == 1:
+                groups.setdefault((r.method, r.lam), []).append(i)
         for ax, key, title in zip(row, ["dist_P", "dist_A"], ["|V/colsum - P|_F / |P~|_F", "rms_k |a_k/1'a_k - q_k|"]):
             for (m, lam), idx in groups.items():
                 y = c[key][idx]
@@ -223,9 +230,9 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
     if outdir is not None:
         Path(outdir).mkdir(parents=True, exist_ok=True)
         buf = io.StringIO()
-        df.to_csv(buf, index=False)
+        df_all.to_csv(buf, index=False)
         atomic_write(Path(outdir) / "scb_l1_study.csv", lambda tmp: Path(tmp).write_text(buf.getvalue()))
-    return {"study": df, "curves": curves, "selected": sel, "png": png}
+    return {"study": df_all.copy(), "curves": curves, "selected": sel, "png": png}
 
 
 def _verdict(d: pd.DataFrame) -> dict[str, Any]:
@@ -244,9 +251,11 @@ def claims_from_study(df: pd.DataFrame, s: L1Settings) -> list[Claim]:
     """``l1_beats_sgd`` and ``l1_recovers_support`` decided at the smallest batch and largest T of
     the study, the l1 lambda > 0 chosen by median early-stopped validation loss; the verdicts at
     the other (T, batch) slices are evidence (``by_regime``)."""
+    df_all, df = df, df[df.lr_backoff == 1]
     B, T = min(df.batch), max(df["T"])
     d = df[(df.batch == B) & (df["T"] == T)]
     v = _verdict(d)
+    back = {f"T={t},B={b}": _verdict(g) for (t, b), g in df_all[df_all.lr_backoff == 2].groupby(["T", "batch"])}
     sel, sgd = _selected(d), d[d.method == "sgd"]
     by_regime = {f"T={t},B={b}": _verdict(g) for (t, b), g in df.groupby(["T", "batch"])}
     per_lam = {f"{m},lam={lam:.3g}": {"lam_over_sigma": float(g.lam_over_sigma.iloc[0]),
@@ -272,7 +281,11 @@ def claims_from_study(df: pd.DataFrame, s: L1Settings) -> list[Claim]:
                   "by_regime": {k: {"holds": x["l1_beats_sgd"], "l1_dist_P": x["median_l1_dist_P"],
                                     "sgd_dist_P": x["median_sgd_dist_P"], "l1_dist_A": x["median_l1_dist_A"],
                                     "sgd_dist_A": x["median_sgd_dist_A"], "lam_over_sigma": x["lam_over_sigma"]}
-                                for k, x in by_regime.items()}},
+                                for k, x in by_regime.items()},
+                  "one_more_lr_step_back": {k: {"holds": x["l1_beats_sgd"], "lr_l1": x["lr_l1"], "lr_sgd": x["lr_sgd"],
+                                                "l1_dist_P": x["median_l1_dist_P"], "sgd_dist_P": x["median_sgd_dist_P"],
+                                                "l1_dist_A": x["median_l1_dist_A"], "sgd_dist_A": x["median_sgd_dist_A"]}
+                                            for k, x in back.items()}},
         regime=regime)
     support = Claim(
         "l1_recovers_support",
@@ -284,7 +297,8 @@ def claims_from_study(df: pd.DataFrame, s: L1Settings) -> list[Claim]:
                   "true_nnz": s.Q, "T": T,
                   "best_fraction_any_lambda": max(x["support_fraction"] for x in per_lam.values()),
                   "by_regime": {k: {"support_fraction": x["support_fraction"], "lam_over_sigma": x["lam_over_sigma"]}
-                                for k, x in by_regime.items()}},
+                                for k, x in by_regime.items()},
+                  "one_more_lr_step_back": {k: x["support_fraction"] for k, x in back.items()}},
         regime=regime)
     return [beats, support]
 
