@@ -82,7 +82,7 @@ def compare(*, quick: bool = True, device: str = "auto", config: scb.SCBConfig |
         details["band_coverage"] = overlay["coverage"]
         report.claims = [escape_time_claim(fig_escape_time(None, quick, device=device)),
                          transfer_claim(fig_transfer(None, quick, device=device)),
-                         band_claim(overlay["coverage"], overlay["config"]),
+                         band_claim(overlay),
                          *_extra_claims(quick, device)]
     return report
 
@@ -147,6 +147,7 @@ def transfer_claim(df) -> Claim:
     ratio = (piv["pretrained V"] / piv["scratch"]).values
     ratio_va = (piv["pretrained V + attention"] / piv["scratch"]).values
     zeta0 = df[df.start == "pretrained V"].groupby("T").zeta0.first()
+    lr = df.groupby("T").lr.first().values  # escape steps x lr: time in units of the flow
     holds = bool(np.all(np.isfinite(ratio)) and np.all(ratio <= TRANSFER_RATIO))
     return Claim(
         "transfer_skips_stage1",
@@ -158,15 +159,19 @@ def transfer_claim(df) -> Claim:
          "samples_pretrained_V_and_attention": piv["pretrained V + attention"].tolist(),
          "ratio_V_over_scratch": ratio.tolist(), "ratio_V_and_attention_over_scratch": ratio_va.tolist(),
          "ode_ratio_V_over_scratch": (ode["pretrained V"] / ode["scratch"]).tolist(),
+         "escape_x_lr_scratch": (piv["scratch"] / df.batch.iloc[0] * lr).tolist(),
+         "escape_x_lr_pretrained_V": (piv["pretrained V"] / df.batch.iloc[0] * lr).tolist(),
          "zeta0_pretrained_V": zeta0.tolist(), "threshold_ratio": TRANSFER_RATIO},
         f"N=3 Q=2 lr=0.8/T batch {int(df.batch.iloc[0])}, downstream P = {df.mix.iloc[0]} P_pre + "
         f"{1 - df.mix.iloc[0]:.2g} P_indep, same q; escape = eta reaches 1/2; one seed per T",
     )
 
 
-def band_claim(coverage: dict[str, dict[str, float]], cfg: scb.SCBConfig) -> Claim:
+def band_claim(overlay: dict[str, Any]) -> Claim:
     """SDE bands calibrated: coverage of SGD points (t > 0) by the central 50/80/90% bands of the
-    minibatch SDE within :data:`BAND_TOL` of nominal, for every correlation observable."""
+    minibatch SDE within :data:`BAND_TOL` of nominal, for every correlation observable
+    (``overlay`` = :func:`fig_overlay`'s data)."""
+    coverage, se, cfg = overlay["coverage"], overlay["coverage_se"], overlay["config"]
     gaps = {f"{lvl}:{n}": cov - float(lvl) for lvl, d in coverage.items() for n, cov in d.items()}
     return Claim(
         "sde_band_calibrated",
@@ -174,9 +179,11 @@ def band_claim(coverage: dict[str, dict[str, float]], cfg: scb.SCBConfig) -> Cla
         "nominal 50/80/90% bands cover that fraction of SGD points.",
         bool(all(abs(g) <= BAND_TOL for g in gaps.values())),
         {**{f"coverage_{lvl}_{n}": cov for lvl, d in coverage.items() for n, cov in d.items()},
+         **{f"se_{lvl}_{n}": v for lvl, d in se.items() for n, v in d.items()},
          "max_abs_gap": max(abs(g) for g in gaps.values()), "tolerance": BAND_TOL},
         f"N={cfg.N} T={cfg.T} Q={cfg.Q} lr={cfg.eta_A} batch={cfg.batch} steps={cfg.steps}; "
-        f"levels {list(BAND_LEVELS)}; t = 0 excluded",
+        f"levels {list(BAND_LEVELS)}; t = 0 excluded; "
+        f"{overlay['sgd'].sizes['run']} SGD runs vs {overlay['sde'].sizes['path']} SDE paths",
     )
 
 

@@ -78,10 +78,12 @@ def overlay_config(quick: bool = True) -> scb.SCBConfig:
 
 
 def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str = "auto",
-                config: scb.SCBConfig | None = None, runs: int = 8, paths: int = 256, seed: int = 0) -> dict[str, Any]:
+                config: scb.SCBConfig | None = None, runs: int = 32, paths: int = 256, seed: int = 0) -> dict[str, Any]:
     """ODE vs SDE band vs SGD runs at small batch. ``coverage[level][name]``: the fraction of
     (run, t > 0) points of the SGD runs inside the SDE's central ``level`` band (t = 0 excluded:
-    every run and path starts at the same point)."""
+    every run and path starts at the same point); ``coverage_se``: its standard error over runs
+    (points of one run are correlated in time, so runs are the independent units; 32 runs give
+    ~2-3 points, 8 runs ~5-8)."""
     cfg = config or overlay_config(quick)
     task = scb.make_task(cfg)
     sde, t = scb.minibatch_sde(cfg)
@@ -90,14 +92,18 @@ def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str =
     ode = ode_for(cfg, t, task)
     names = list(scb.CORRELATION_OBSERVABLES)
     t_min = float(t[t > 0][0])
-    coverage = {f"{lvl:g}": {n: band_coverage(ens, sgd, n, (1 - lvl) / 2, (1 + lvl) / 2, t_min=t_min) for n in names}
-                for lvl in BAND_LEVELS}
+    per_run = {f"{lvl:g}": {n: np.array([band_coverage(ens, sgd.isel(run=[r]), n, (1 - lvl) / 2, (1 + lvl) / 2,
+                                                      t_min=t_min) for r in range(runs)]) for n in names}
+               for lvl in BAND_LEVELS}
+    coverage = {lvl: {n: float(v.mean()) for n, v in d.items()} for lvl, d in per_run.items()}
+    coverage_se = {lvl: {n: float(v.std(ddof=1) / np.sqrt(runs)) if runs > 1 else float("nan") for n, v in d.items()}
+                   for lvl, d in per_run.items()}
     fig = overlay(ode, sgd, names + ["population_loss"], sde=ens, xlabel="optimiser step",
-                  title=f"SCB: ODE vs SDE ({paths} paths, 10-90%) vs SGD ({runs} runs), batch {cfg.batch}; "
+                  title=f"SCB: ODE vs SDE ({paths} paths, 10-90% band) vs SGD ({runs} runs), batch {cfg.batch}; "
                         "coverage (t>0) at 50/80/90%: " + "; ".join(
                             "/".join(f"{coverage[f'{lvl:g}'][n]:.2f}" for lvl in BAND_LEVELS) for n in names))
     finish_figure(fig, outdir, "scb_overlay.png")
-    return {"ode": ode, "sde": ens, "sgd": sgd, "coverage": coverage, "config": cfg}
+    return {"ode": ode, "sde": ens, "sgd": sgd, "coverage": coverage, "coverage_se": coverage_se, "config": cfg}
 
 
 def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
@@ -245,7 +251,7 @@ def fig_transfer(outdir: Path | None = None, quick: bool = True, *, device: str 
             rows.append({"T": float(Tv), "start": label, "escape_steps": t_esc, "samples": t_esc * pre.batch,
                          "ode_escape_steps": simulate.first_crossing(ode, "attention_target_coefficient",
                                                                      scb.ESCAPE_LEVEL),
-                         "zeta0": y0["zeta"], "eta0": y0["eta"], "batch": pre.batch, "mix": mix})
+                         "zeta0": y0["zeta"], "eta0": y0["eta"], "batch": pre.batch, "lr": pre.eta_A, "mix": mix})
     df = pd.DataFrame(rows)
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for label, g in df.groupby("start", sort=False):
