@@ -90,6 +90,9 @@ def test_derive_python_source_reproduces_numpy_population_gradient(runner):
     (["derive", "nonsense"], "paper"),
     (["train", "scb", "--variant", "adam", "--set", "steps=1"], "variant"),
     (["train", "scb", "--device", "cuda", "--set", "steps=1"], "device"),
+    (["train", "scb", "--variant", "sgd", "--set", "lam=0.1", "--set", "steps=1"], "lam"),
+    (["train", "scb", "--variant", "preconditioned", "--set", "softmax_lr_power=1", "--set", "steps=1"],
+     "softmax_lr_power"),
 ])
 def test_bad_input_one_line_exit_2(runner, tmp_path, args, field):
     out = tmp_path / "x.nc"
