@@ -17,17 +17,8 @@ import torch
 from torch import nn
 
 from theory.errors import ConfigError
-from theory.scb import (
-    PAPER,
-    VARIANTS,
-    SCBConfig,
-    SCBTask,
-    check_variant_settings,
-    initial_parameters,
-    make_task,
-    observables_from_parameters,
-    stationary_distribution,
-)
+from theory.scb import (PAPER, VARIANTS, SCBConfig, SCBTask, check_variant_settings, initial_parameters,
+                        make_task, observables_from_parameters, stationary_distribution)
 
 from .trainer import ModuleState, Trainer
 

@@ -69,6 +69,16 @@ def spec_escape_times(Ts, *, backend: str = "diffrax") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _finish(fig, axes, outdir, name: str, xlabel: str, ylabel: str):
+    for ax in axes:
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return finish_figure(fig, outdir, name)
+
+
 # ------------------------------------------------------------------------------------------------
 def overlay_config(quick: bool = True) -> scb.SCBConfig:
     """Small batch (the SDE's regime): T = 8, batch 32 (quick) or T = 16, batch 64."""
@@ -147,13 +157,7 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
         axes[1].plot(Tv, gg["formula"].iloc[0] * lr, "r_", ms=14, label="formula" if i == 0 else None)
     axes[1].set_xscale("log")
     axes[1].set_title("real SCB tasks: escape time x learning rate")
-    for ax in axes:
-        ax.set_xlabel("T")
-        ax.set_ylabel("escape time")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "scb_escape_time.png")
+    _finish(fig, axes, outdir, "scb_escape_time.png", "T", "escape time")
     return df
 def fig_proximal_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str = "auto") -> dict[str, Any]:
     """Distance to ground truth (after normalisation) vs samples: preconditioned proximal l1 vs
@@ -259,13 +263,8 @@ def fig_transfer(outdir: Path | None = None, quick: bool = True, *, device: str 
         ax.plot(g["T"], g["ode_escape_steps"] * g["batch"], "x--", color=line.get_color(), alpha=0.6)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("T")
-    ax.set_ylabel("samples to escape (eta >= 1/2)")
     ax.set_title(f"SCB transfer (correlated P, mix {mix}), batch 256; x = ODE", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "scb_transfer.png")
+    _finish(fig, [ax], outdir, "scb_transfer.png", "T", "samples to escape (eta >= 1/2)")
     return df
 
 

@@ -62,12 +62,10 @@ class SCBConfig(ParamsBase):
     seed: int = 0
 
     def validate(self) -> None:
-        if self.N < 2:
-            raise ConfigError("N", f"vocabulary size must be >= 2, got {self.N}")
-        if self.T < 1:
-            raise ConfigError("T", f"context length must be >= 1, got {self.T}")
-        if self.Q < 1:
-            raise ConfigError("Q", f"sparsity must be >= 1, got {self.Q}")
+        for name, least, what in (("N", 2, "vocabulary size"), ("T", 1, "context length"), ("Q", 1, "sparsity"),
+                                  ("batch", 1, "batch size"), ("steps", 1, "steps"), ("log_every", 1, "log_every")):
+            if getattr(self, name) < least:
+                raise ConfigError(name, f"{what} must be >= {least}, got {getattr(self, name)}")
         if self.Q > self.T:
             raise ConfigError("Q", f"sparsity Q={self.Q} exceeds context length T={self.T}")
         if not self.alpha > 0:
@@ -78,12 +76,6 @@ class SCBConfig(ParamsBase):
                 raise ConfigError(name, f"learning rate must be a finite number > 0, got {v}")
         if not (math.isfinite(self.lam) and self.lam >= 0):
             raise ConfigError("lam", f"l1 strength must be >= 0, got {self.lam}")
-        if self.batch < 1:
-            raise ConfigError("batch", f"batch size must be >= 1, got {self.batch}")
-        if self.steps < 1:
-            raise ConfigError("steps", f"must be >= 1, got {self.steps}")
-        if self.log_every < 1:
-            raise ConfigError("log_every", f"must be >= 1, got {self.log_every}")
         for name, allowed in (
             ("transition", ("dirichlet", "doubly_stochastic")),
             ("attention", ("uniform", "dirichlet")),

@@ -100,6 +100,12 @@ def _printed(name: str, derived, printed, definitions) -> tuple[sp.Expr, ...]:
     return tuple(printed)
 
 
+def _system(name: str, state, parameters, derived, printed, definitions, **kw) -> ReducedSystem:
+    """A :class:`ReducedSystem` of this paper whose printed rhs was checked against ``derived``."""
+    return ReducedSystem(name=name, paper=PAPER, state=state, parameters=parameters,
+                         rhs=_printed(name, derived, printed, definitions), definitions=definitions, **kw)
+
+
 def _expand(expr, definitions):
     for sym, e in reversed(definitions):
         expr = expr.xreplace({sym: e})
@@ -149,13 +155,8 @@ def symmetric_system() -> ReducedSystem:
     obs = _sym_observables(xi, eta, zeta, omega, T, rho, loss)
     lin = stage1_linearisation()
     tau_of_t = sp.sqrt(eta_V * eta_A * rho * K) * TIME
-    return ReducedSystem(
-        name="symmetric",
-        paper=PAPER,
-        state=(zeta, omega, xi, eta),
-        parameters=(T, rho, K, m2, eta_V, eta_A),
-        rhs=_printed("symmetric", raw_rhs, printed, defs),
-        definitions=defs,
+    return _system(
+        "symmetric", (zeta, omega, xi, eta), (T, rho, K, m2, eta_V, eta_A), raw_rhs, printed, defs,
         observables=obs,
         invariants={},
         closed_forms={
@@ -235,13 +236,8 @@ def general_system(N: int) -> ReducedSystem:
         "attention_sum": sum(T * xis[k] + etas[k] for k in range(N)) / N,
         "population_loss": loss,
     }
-    return ReducedSystem(
-        name="general",
-        paper=PAPER,
-        state=(zeta, omega, *xis, *etas),
-        parameters=(T, K, m2, eta_V, eta_A, *mus, *rhos),
-        rhs=_printed("general", derived, printed, defs),
-        definitions=defs,
+    return _system(
+        "general", (zeta, omega, *xis, *etas), (T, K, m2, eta_V, eta_A, *mus, *rhos), derived, printed, defs,
         observables=obs,
         spec=f"{SPEC} §3.3 (general reduced ODE, N={N})",
         description="Per-query reduced flow; exact for any q^(k), mu and P (lambda = 0). "
@@ -276,13 +272,8 @@ def l1_symmetric_system() -> ReducedSystem:
     defs = ((s_, s), (n_, (T - Q) * u**2 + Q * w**2), (c_, w))  # <a, q> = Q * w * (1/Q)
     dz, do, mean = _flow_in_named_quantities(s_, n_, c_)
     printed = (dz, do, -eta_A * (K * zeta**2 * u + mean), -eta_A * (K * zeta**2 * w - K * zeta / Q + mean))
-    return ReducedSystem(
-        name="l1_symmetric",
-        paper=PAPER,
-        state=(zeta, omega, u, w),
-        parameters=(T, Q, K, m2, eta_V, eta_A),
-        rhs=_printed("l1_symmetric", raw, printed, defs),
-        definitions=defs,
+    return _system(
+        "l1_symmetric", (zeta, omega, u, w), (T, Q, K, m2, eta_V, eta_A), raw, printed, defs,
         observables={
             "value_transition_correlation": zeta,
             "value_mean_scale": omega,
