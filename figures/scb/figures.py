@@ -259,7 +259,8 @@ def fig_transfer(outdir: Path | None = None, quick: bool = True, *, device: str 
     df = pd.DataFrame(rows)
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for label, g in df.groupby("start", sort=False):
-        line, = ax.plot(g["T"], g["samples"], "o-", label=f"SGD, {label}")
+        at_start = bool((g["samples"] == 0).all())  # eta0 >= 1/2 already: nothing to draw on a log axis
+        line, = ax.plot(g["T"], g["samples"], "o-", label=f"SGD, {label}" + (" (escaped at step 0)" if at_start else ""))
         ax.plot(g["T"], g["ode_escape_steps"] * g["batch"], "x--", color=line.get_color(), alpha=0.6)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
