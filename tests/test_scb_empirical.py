@@ -142,6 +142,13 @@ def test_same_seed_same_numbers_and_resume(tmp_path):
     escb.train(dataclasses.replace(cfg, steps=20), device="cpu", seed=5, checkpoint=ck, checkpoint_every=20)
     r, _ = escb.train(cfg, device="cpu", seed=5, checkpoint=ck, checkpoint_every=20, resume=True)
     assert np.array_equal(r.value_transition_correlation.values, a.value_transition_correlation.values)
+    # the paper table's train slot (escb.run) passes checkpoint/resume through to the Trainer
+    ck2 = tmp_path / "ck2.pt"
+    cfg5 = dataclasses.replace(cfg, seed=5)
+    escb.run(dataclasses.replace(cfg5, steps=20), device="cpu", checkpoint=ck2, checkpoint_every=20)
+    assert ck2.exists()
+    r2 = escb.run(cfg5, device="cpu", checkpoint=ck2, checkpoint_every=20, resume=True)
+    assert np.array_equal(r2.value_transition_correlation.values, a.value_transition_correlation.values)
 
 
 def test_divergence_raises_with_step_and_keeps_partial_trajectory():
