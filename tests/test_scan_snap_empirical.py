@@ -134,3 +134,55 @@ def test_grid_trend_entropy_falls_with_eta_Z():
         lo = ent[(res["eta_Z"] == 0.5) & (res["ratio"] == r)].mean()
         hi = ent[(res["eta_Z"] == 3.0) & (res["ratio"] == r)].mean()
         assert hi < lo - 0.05, (r, lo, hi)
+
+
+def test_run_resumes_from_checkpoint_bit_identical(tmp_path):
+    cfg = ss.Config(steps=20, log_every=5, batch=32)
+    full = es.run(cfg, device="cpu")
+    ck = tmp_path / "ck.pt"
+    es.run(cfg.replace(steps=10), device="cpu", checkpoint=ck, checkpoint_every=10)  # "interrupted" at step 10
+    resumed = es.run(cfg, device="cpu", checkpoint=ck, checkpoint_every=10, resume=True)
+    np.testing.assert_array_equal(resumed["time"].values, cfg.ode_times())
+    for name in ("z_dt_9", "Y_own_9", "population_loss"):
+        np.testing.assert_array_equal(resumed[name].values, full[name].values)
+
+
+def test_logged_at_config_log_steps_when_log_every_does_not_divide():
+    cfg = ss.Config(steps=7, log_every=3, batch=16)
+    traj = es.run(cfg, device="cpu")
+    np.testing.assert_array_equal(traj["time"].values, cfg.ode_times())
+    np.testing.assert_allclose(traj["time"].values, np.array([0, 3, 6, 7]) / (1 - 0.9))
+
+
+def test_y_coordinates_logged_equal_the_parameters_group_means():
+    """The logged Y coordinates are the group means of Y (exact on the symmetric subspace): embed a
+    symmetric state, read it back."""
+    cfg = ss.Config(num_unique_per_next=4, num_common=3)
+    task = ss.make_task(cfg)
+    sysm = ss.full_system(cfg)
+    y = np.random.default_rng(3).normal(size=len(sysm.state))
+    Y, _ = ss.embed_symmetric_state(task, y)
+    got = ss.symmetric_y_coordinates(task, Y)
+    for i, name in enumerate(sysm.state_names):
+        if name.startswith("Y_"):
+            assert math.isclose(float(got[name]), y[i], rel_tol=1e-14, abs_tol=1e-15), name
+
+
+def test_variant_contradicting_path_and_adam_uses_momentum_as_beta1():
+    from theory.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        es.run(ss.Config(path="sequences", steps=2), device="cpu", variant="counts")
+    assert e.value.field == "variant"
+    # Adam's beta1 is the config's momentum (every setting reaches every variant)
+    g = torch.Generator().manual_seed(0)
+    p = torch.nn.Parameter(torch.randn(1, 3, 3, generator=g, dtype=torch.float64))
+    q = torch.nn.Parameter(p.detach().clone())
+    ours = es.Optimiser({"p": p}, {"p": torch.tensor([0.1], dtype=torch.float64)}, "adam", 0.5)
+    ref = torch.optim.Adam([q], lr=0.1, betas=(0.5, 0.999), eps=1e-8)
+    for _ in range(4):
+        gr = torch.randn(1, 3, 3, generator=g, dtype=torch.float64)
+        p.grad, q.grad = gr.clone(), gr.clone()
+        ours.step()
+        ref.step()
+    np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-12, atol=1e-14)
