@@ -291,9 +291,11 @@ def run(config: ScanSnapConfig, *, device: str = "auto", variant: str | None = N
 # Batched grids (Fig. 6): many runs in one computation
 # ------------------------------------------------------------------------------------------------
 def train_grid(config: ScanSnapConfig, eta_Z: list[float], ratios: list[float], seeds: int, *,
-               device: str = "cpu", snapshots: tuple[int, ...] = (), dtype=torch.float64):
+               device: str = "cpu", snapshots: tuple[int, ...] = (), dtype=torch.float64, engine: str = "torch"):
     """Train ``len(eta_Z) x len(ratios) x seeds`` runs of ``config`` (eta_Y = ratio * eta_Z) as one
-    batched computation (counts path unless ``config.path == "sequences"``). Returns a dict with
+    batched computation (counts path unless ``config.path == "sequences"``). ``engine="numpy"``
+    runs the count-vector SGD of :mod:`empirical.scan_snap_counts` (cost independent of T; SGD and
+    the counts path only, float64, CPU; other random streams than torch's). Returns a dict with
     ``eta_Z``, ``ratio``, ``seed`` (R,) arrays, ``final`` (observables dict of (R,) arrays) and
     ``Z`` snapshots {step: (R, M_in, M_in)}. Runs are independent (own data, own init); the whole
     grid is seeded by ``config.seed``."""
@@ -304,8 +306,39 @@ def train_grid(config: ScanSnapConfig, eta_Z: list[float], ratios: list[float], 
     for v in list(eta_Z) + list(ratios):
         if not (math.isfinite(v) and v > 0):
             raise ConfigError("eta_Z", f"learning rates and ratios must be > 0, got {v}")
+    check_choice("engine", engine, ("torch", "numpy"))
+    if engine == "numpy":
+        return _train_grid_numpy(config, eta_Z, ratios, seeds, snapshots)
     with torch_threads(1):
         return _train_grid(config, eta_Z, ratios, seeds, resolve_device(device), snapshots, dtype)
+
+
+def _grid_result(combos, Y, Z, snaps, task):
+    return {
+        "eta_Z": np.array([c[0] for c in combos]), "ratio": np.array([c[1] for c in combos]),
+        "seed": np.array([c[2] for c in combos]),
+        "final": observables_from_parameters(Y.astype(np.float64), Z.astype(np.float64), task),
+        "Z": snaps, "task": task,
+    }
+
+
+def _train_grid_numpy(config, eta_Z, ratios, seeds, snapshots):
+    from .scan_snap_counts import CountSGD
+
+    if config.optimizer != "sgd" or config.path != "counts":
+        field = "optimizer" if config.optimizer != "sgd" else "path"
+        raise ConfigError(field, "engine='numpy' runs count-vector SGD only (optimizer=sgd, path=counts)")
+    task = make_task(config)
+    combos = list(itertools.product(eta_Z, ratios, range(seeds)))
+    eng = CountSGD(task, [c[0] * c[1] for c in combos], [c[0] for c in combos], batch=config.batch,
+                   momentum=config.momentum, zero_init=config.zero_init, rng=np.random.default_rng(config.seed))
+    snaps = {}
+    for s in range(config.steps):
+        if s in snapshots:
+            snaps[s] = eng.Z.copy()
+        eng.step()
+    snaps[config.steps] = eng.Z.copy()
+    return _grid_result(combos, eng.Y, eng.Z, snaps, task)
 
 
 def _train_grid(config, eta_Z, ratios, seeds, dev, snapshots, dtype):
@@ -332,14 +365,7 @@ def _train_grid(config, eta_Z, ratios, seeds, dev, snapshots, dtype):
 
             raise DivergenceError(s + 1, "non-finite loss in the grid")
     snaps[config.steps] = model.Z.detach().cpu().numpy().copy()
-    Y = model.Y.detach().cpu().numpy()
-    Z = model.Z.detach().cpu().numpy()
-    return {
-        "eta_Z": np.array([c[0] for c in combos]), "ratio": np.array([c[1] for c in combos]),
-        "seed": np.array([c[2] for c in combos]),
-        "final": observables_from_parameters(Y.astype(np.float64), Z.astype(np.float64), task),
-        "Z": snaps, "task": task,
-    }
+    return _grid_result(combos, model.Y.detach().cpu().numpy(), model.Z.detach().cpu().numpy(), snaps, task)
 
 
 # ------------------------------------------------------------------------------------------------

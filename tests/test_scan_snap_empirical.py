@@ -9,6 +9,7 @@ import torch
 
 from empirical import scan_snap as es
 from theory import scan_snap as ss
+from theory.errors import ConfigError
 
 
 def _model(task, R=1, zero=False, seed=0):
@@ -186,3 +187,47 @@ def test_variant_contradicting_path_and_adam_uses_momentum_as_beta1():
         ours.step()
         ref.step()
     np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("layout", [dict(), dict(num_last=2, num_next_per_last=2, zero_init=False)])
+def test_count_sgd_gradient_equals_torch_autograd(layout):
+    """The analytic count-vector gradient (numpy, R runs) = torch autograd of the model's CE."""
+    from empirical.scan_snap_counts import CountSGD
+
+    cfg = ss.Config(T=64, batch=16, **layout)
+    task = ss.make_task(cfg)
+    eng = CountSGD(task, [1.0, 2.0], [0.5, 1.0], batch=16, momentum=0.9, zero_init=False,
+                   rng=np.random.default_rng(0))
+    eng.Y += np.random.default_rng(1).normal(size=eng.Y.shape)  # a generic point
+    n, sup_counts = eng.sample()
+    gY, gZ = eng.gradient(n, sup_counts)
+    m = es.DirectYZ(task, 2, True)
+    with torch.no_grad():
+        m.Y.copy_(torch.as_tensor(eng.Y))
+        m.Z.copy_(torch.as_tensor(eng.Z))
+    counts = np.zeros((2, 16, task.M_in))
+    np.put_along_axis(counts, eng.sup[n], sup_counts, -1)
+    nt = torch.as_tensor(n)
+    loss = es.cross_entropy(m(m.mixture_from_counts(torch.as_tensor(counts), torch.as_tensor(task.query)[nt])),
+                            torch.as_tensor(task.label)[nt]).sum()
+    tY, tZ = torch.autograd.grad(loss, [m.Y, m.Z])
+    np.testing.assert_allclose(gY, -tY.numpy(), atol=1e-13)
+    np.testing.assert_allclose(gZ, -tZ.numpy(), atol=1e-13)
+    assert counts.sum(-1).min() == counts.sum(-1).max() == cfg.T - 1
+
+
+def test_numpy_count_engine_grid_same_law_as_torch_grid():
+    """Fig. 6 trend on the numpy count-vector engine: same setting as the torch grid test; both
+    engines' final DT entropies agree within seed noise (different random streams)."""
+    cfg = ss.Config(num_last=1, num_next_per_last=2, momentum=0.9, batch=128, T=128, steps=60, zero_init=False)
+    a = es.train_grid(cfg, [0.5, 3.0], [1.0], 6, device="cpu", engine="numpy")
+    b = es.train_grid(cfg, [0.5, 3.0], [1.0], 6, device="cpu")
+    for ez in (0.5, 3.0):
+        ea, eb = a["final"]["dt_entropy"][a["eta_Z"] == ez], b["final"]["dt_entropy"][b["eta_Z"] == ez]
+        se = math.sqrt(ea.var(ddof=1) / ea.size + eb.var(ddof=1) / eb.size)
+        assert abs(ea.mean() - eb.mean()) <= 3 * se + 1e-3, (ez, ea.mean(), eb.mean(), se)
+    lo = a["final"]["dt_entropy"][a["eta_Z"] == 0.5].mean()
+    hi = a["final"]["dt_entropy"][a["eta_Z"] == 3.0].mean()
+    assert hi < lo - 0.05
+    with pytest.raises(ConfigError):
+        es.train_grid(cfg.replace(optimizer="adam"), [0.5], [1.0], 1, engine="numpy")
