@@ -228,6 +228,7 @@ def _reduced_grid(quick: bool, device: str) -> dict:
         inside = lambda dz: float(np.mean([(d <= b + 1e-12) and (b <= d / f0sq + 1e-12)  # noqa: E731
                                            for d, b in zip(dz[1:], red.B.values[1:])]))
         rows.append({"eta_Y/eta_Z": ratio, "reduced_vs_full": rel_l2(zr, zf), "reduced_vs_training": rel_l2(zr, zp),
+                     "h_full_vs_closed_form": rel_l2(_h_hat(cfg, full)[1:], red.h.values[1:]),
                      "full_vs_training": rel_l2(zp, zf),
                      "dt_entropy_drop_reduced_vs_training": rel_l2(
                          red.dt_entropy.values[0] - red.dt_entropy.values,
@@ -236,6 +237,18 @@ def _reduced_grid(quick: bool, device: str) -> dict:
                      "B_in_eqn12_bracket_training": inside(practice[f"z_dt_{len(P) - 1}"].values)})
     return {"rows": rows, "regime": (f"Syn-Small, zero init, plain SGD, batch {base.batch}, T = {base.T}, "
                                      f"{base.steps} steps, eta_Y = 1, eta_Z = 1/ratio")}
+
+
+def _h_hat(cfg, full) -> np.ndarray:
+    """Spec §6: ``h^ = (w_n[n] - mean_{j != n} w_n[j]) / M`` (Lemma 5: w_n = (M - 1) h zeta_n) from
+    the full flow's Y and f, mean over classes; compare with the reduced system's h(t/K)."""
+    task = ss.make_task(cfg)
+    Y, Z = ss.embed_symmetric_state(task, np.stack([full[n].values for n in ss.full_system(cfg).state_names], -1))
+    c = ss.attention_scores(task, Z)
+    w = np.einsum("tnl,tlk->tnk", c / np.linalg.norm(c, axis=-1, keepdims=True), Y)
+    own = np.stack([w[:, n, task.label[n]] for n in range(task.K)], -1)
+    rest = (w.sum(-1) - own) / (task.M_out - 1)
+    return ((own - rest) / cfg.M_theory).mean(-1)
 
 
 def _claim_reduced(grid) -> Claim:
