@@ -209,3 +209,19 @@ def test_gap_z_is_welchs_t():
     s, d = rng.normal(0.3, 1, 4000), rng.normal(0.0, 2, 9000)
     z = R._gap_z(s.sum(), (s * s).sum(), s.size, d.sum(), (d * d).sum(), d.size)
     assert z == pytest.approx(ttest_ind(s, d, equal_var=False).statistic, rel=1e-3)
+
+
+def test_per_layer_summary_and_drop_bounce_decision():
+    import xarray as xr
+
+    from figures.realtext import DROP_BOUNCE_NATS, _drop_bounce
+
+    steps = np.arange(0, 60, 10.0)
+    bounce = np.array([2.6, 2.0, 1.5, 1.6, 1.7, 1.8])  # drops 1.1, bounces 0.3
+    monotone = np.array([2.6, 2.4, 2.2, 2.1, 2.05, 2.0])  # never bounces
+    traj = xr.Dataset({"entropy_layer0": ("time", bounce), "entropy_layer1": ("time", monotone),
+                       "step": ("time", steps)}, coords={"time": steps})
+    s = R.per_layer_summary(traj)
+    assert s["min_step"].tolist() == [20, 50]
+    assert s["drop"].tolist() == pytest.approx([1.1, 0.6]) and s["bounce"].tolist() == pytest.approx([0.3, 0.0])
+    assert _drop_bounce(s, DROP_BOUNCE_NATS).tolist() == [True, False]
