@@ -225,3 +225,25 @@ def test_per_layer_summary_and_drop_bounce_decision():
     assert s["min_step"].tolist() == [20, 50]
     assert s["drop"].tolist() == pytest.approx([1.1, 0.6]) and s["bounce"].tolist() == pytest.approx([0.3, 0.0])
     assert _drop_bounce(s, DROP_BOUNCE_NATS).tolist() == [True, False]
+
+
+def test_full_presets_are_the_papers_protocols():
+    j = R.JomaTextConfig.full().run(n_layer=5)
+    assert (j.optimizer, j.lr, j.emsize, j.n_head, j.bptt, j.dropout, j.tie, j.batch_size, j.clip) == \
+        ("adam", 1e-4, 200, 1, 35, 0.2, False, 20, 0.5)
+    assert R.JomaTextConfig.full().layers == (1, 2, 5, 10) and len(R.JomaTextConfig.full().sweep_lrs) == 7
+    s = R.ScanSnapTextConfig.full()
+    assert (s.lr, s.ffn_lr, s.lr_decay, s.clip, s.dropout, s.layers) == (5.0, 10.0, 0.95, 0.5, 0.3, (1, 3))
+    assert list(s.log_steps()) == [0, 500, 1000, 1500] and s.sweep_lrs == (1.0, 2.0, 3.0, 4.0, 5.0)
+    t = R.TopicTextConfig.full()
+    assert (t.run().objective, t.run().tie, t.thresholds, t.num_topics) == ("mlm", True, (0.0005, 0.001, 0.002), 100)
+
+
+def test_wikitext_103_needs_the_datasets_package():
+    try:
+        import datasets  # noqa: F401
+    except ImportError:
+        with pytest.raises(ConfigError, match="datasets"):
+            text.check_corpus("wikitext-103")
+    else:  # pragma: no cover
+        assert text.check_corpus("wikitext-103") == "wikitext-103"
