@@ -30,9 +30,8 @@ import pandas as pd
 import torch
 
 from theory.errors import ConfigError
-from theory.params import ParamsBase
 
-from .textrun import TextExperiment, TextRunConfig, corpus_for, train_text
+from .textrun import TextExperiment, TextRunConfig, TextSettings, corpus_for, train_text
 from .trainer import resolve_device
 
 __all__ = ["ScanSnapTextConfig", "JomaTextConfig", "TopicTextConfig", "scan_snap_protocol", "joma_protocol",
@@ -43,16 +42,10 @@ FULL_VOCAB = 40000
 
 
 @dataclass(frozen=True)
-class _TextProtocol(ParamsBase):
-    """Fields shared by the protocols; ``steps``/``log_every`` are those of the main runs (time
-    unit: one minibatch; no reduced ODE on real text, so ``ode_time(step) = step``)."""
+class _TextProtocol(TextSettings):
+    """A protocol's shared settings; ``steps``/``log_every`` are those of its main runs."""
 
-    corpus: str = ""
     vocab_size: int = 1000
-    max_train_tokens: int = 0
-    emsize: int = 200
-    d_hid: int = 200
-    dropout: float = 0.2
     steps: int = 240
     log_every: int = 80
     eval_chunks: int = 8
@@ -63,9 +56,6 @@ class _TextProtocol(ParamsBase):
             v = getattr(self, f.name)
             if isinstance(v, tuple) and (not v or any(not x > 0 for x in v)):
                 raise ConfigError(f.name, f"must be a non-empty tuple of positive numbers, got {v!r}")
-
-    def ode_time(self, step: int | float) -> float:
-        return float(step)
 
     def run(self, **changes) -> TextRunConfig:
         """The :class:`TextRunConfig` of one run of this protocol."""

@@ -38,28 +38,41 @@ from . import text
 from .trainer import ModuleState, Trainer
 from .transformer import TransformerLM, attention_entropy, stable_rank
 
-__all__ = ["TextRunConfig", "TextExperiment", "train_text", "corpus_for", "PAPER"]
+__all__ = ["TextSettings", "TextRunConfig", "TextExperiment", "train_text", "corpus_for", "PAPER"]
 
 PAPER = "realtext"
 
 
 @dataclass(frozen=True)
-class TextRunConfig(ParamsBase):
-    """One real-text training run. ``corpus=""`` means the default (``--corpus`` or
-    ``../shared/data/wikitext-2``); ``max_train_tokens=0`` keeps the whole training split;
-    ``ffn_lr=0`` uses ``lr`` for the FFN too; ``lr_decay`` multiplies every learning rate after each
-    epoch (StepLR); ``clip=0`` disables gradient clipping; ``eval_chunks=0`` evaluates on every
-    validation chunk. Time unit: one minibatch (``ode_time(step) = step``)."""
+class TextSettings(ParamsBase):
+    """Settings every real-text config has (a run's and a protocol's). ``corpus=""`` means the
+    default (``--corpus`` or ``../shared/data/wikitext-2``); ``max_train_tokens=0`` keeps the whole
+    training split; ``eval_chunks=0`` evaluates on every validation chunk. Time unit: one minibatch
+    (no reduced ODE on real text, so ``ode_time(step) = step``)."""
 
     corpus: str = ""
     vocab_size: int = 2000
     max_train_tokens: int = 0
-    objective: str = "lm"
-    n_layer: int = 1
-    n_head: int = 1
     emsize: int = 200
     d_hid: int = 200
     dropout: float = 0.2
+    steps: int = 200
+    log_every: int = 50
+    eval_chunks: int = 10
+
+    def ode_time(self, step: int | float) -> float:
+        return float(step)
+
+
+@dataclass(frozen=True)
+class TextRunConfig(TextSettings):
+    """One real-text training run (fields of :class:`TextSettings` plus model and optimiser):
+    ``ffn_lr=0`` uses ``lr`` for the FFN too; ``lr_decay`` multiplies every learning rate after each
+    epoch (StepLR); ``clip=0`` disables gradient clipping."""
+
+    objective: str = "lm"
+    n_layer: int = 1
+    n_head: int = 1
     tie: bool = False
     optimizer: str = "adam"
     lr: float = 1e-4
@@ -69,9 +82,6 @@ class TextRunConfig(ParamsBase):
     batch_size: int = 20
     eval_batch_size: int = 10
     bptt: int = 35
-    steps: int = 200
-    log_every: int = 50
-    eval_chunks: int = 10
     snapshot_chunk: int = 100
     seed: int = 1
 
@@ -94,9 +104,6 @@ class TextRunConfig(ParamsBase):
                 raise ConfigError(name, f"must be >= 0, got {getattr(self, name)}")
         if not 0 < self.lr_decay <= 1:
             raise ConfigError("lr_decay", f"must lie in (0, 1], got {self.lr_decay}")
-
-    def ode_time(self, step: int | float) -> float:
-        return float(step)
 
 
 @functools.lru_cache(maxsize=8)
