@@ -169,6 +169,11 @@ class Trainer:
                     break
             if bar is not None:
                 bar.update(1)
+                post = {k: f"{float(v):.4g}" for k, v in last.items()}
+                rate, per_step = bar.format_dict.get("rate"), getattr(experiment, "tokens_per_step", None)
+                if rate and per_step:  # experiments that train on tokens show tokens/s
+                    post["tok/s"] = f"{rate * per_step:.0f}"
+                bar.set_postfix(post, refresh=False)
             if ckpt and self.checkpoint_every and done % self.checkpoint_every == 0:
                 state = {"experiment": experiment.state_dict(), "generator": gen.get_state(),
                          "rows": rows, "times": times, "steps": steps_logged, "step": done}

@@ -172,14 +172,31 @@ def compare(paper, quick, as_json, device):
         sys.exit(1)
 
 
+_corpus_option = click.option("--corpus", default=None, metavar="DIR",
+                              help="WikiText directory for the real-text figures (default ../shared/data/wikitext-2 "
+                                   "beside the repository; 'wikitext-103' with the datasets package).")
+
+
+def _checked_corpus(corpus):
+    """Validate ``--corpus`` up front (one-line error, exit 2) and make it the default."""
+    from empirical import text
+
+    if corpus is not None:
+        text.check_corpus(corpus)
+    return text.using_corpus(corpus)
+
+
 @main.command()
 @_paper_arg
 @click.option("--quick/--full", default=True, show_default=True)
 @click.option("--outdir", type=click.Path(file_okay=False), default=None)
 @click.option("--device", default="auto", show_default=True)
-def figures(paper, quick, outdir, device):
+@_corpus_option
+def figures(paper, quick, outdir, device, corpus):
     """Regenerate a paper's figures into figures/out/<paper>/."""
-    _figures(get(paper), quick, outdir, device)
+    row = get(paper)
+    with _checked_corpus(corpus):
+        _figures(row, quick, outdir, device)
 
 
 def _figures(row, quick, outdir, device):
@@ -194,11 +211,13 @@ def _figures(row, quick, outdir, device):
 @main.command()
 @click.option("--quick/--full", default=True, show_default=True)
 @click.option("--device", default="auto", show_default=True)
-def reproduce(quick, device):
+@_corpus_option
+def reproduce(quick, device, corpus):
     """Regenerate the figures of every paper in the table."""
-    for row in PAPERS.values():
-        click.echo(f"== {row.name}")
-        _figures(row, quick, None, device)
+    with _checked_corpus(corpus):
+        for row in PAPERS.values():
+            click.echo(f"== {row.name}")
+            _figures(row, quick, None, device)
 
 
 if __name__ == "__main__":  # pragma: no cover
