@@ -128,8 +128,6 @@ def solve(
         raise ConfigError("y0", "initial state is not finite")
 
     if backend == "scipy":
-        from scipy.integrate import solve_ivp
-
         method = method or "Radau"
         check_choice("method", method, _SCIPY_METHODS)
         f = system.to_numpy()
@@ -141,13 +139,7 @@ def solve(
                               system.jacobian(), modules="numpy", cse=True)
             jac_f = lambda tt, yy: np.asarray(jac(tt, yy, p), dtype=float)  # noqa: E731
         extra = {"jac": jac_f} if jac_f is not None else {}
-        with np.errstate(all="ignore"):
-            sol = solve_ivp(lambda tt, yy: f(tt, yy, p), (ts[0], ts[-1]), y, method=method, t_eval=ts,
-                            rtol=rtol, atol=atol, **extra)
-        Y = np.full((ts.size, y.size), np.nan)
-        Y[: sol.y.shape[1]] = sol.y.T
-        status, message = int(sol.status), str(sol.message)
-        nfev = int(sol.nfev)
+        Y, status, message, nfev = _scipy_steps(lambda tt, yy: f(tt, yy, p), ts, y, method, rtol, atol, extra)
     else:
         method = method or "Kvaerno5"
         check_choice("method", method, _DIFFRAX_METHODS)
@@ -180,6 +172,40 @@ def solve(
         t_reached = float(ts[good - 1]) if good > 0 else float(ts[0])
         raise SolverError(system.paper, system.name, t_reached, message, partial=traj)
     return traj
+
+
+#: |state| beyond which the scipy backend stops (divergence); diffrax stops at ``max_steps``
+STATE_BOUND = 1e150
+
+
+def _scipy_steps(fun, ts, y0, method, rtol, atol, extra):
+    """``solve_ivp``'s stepping loop, kept by hand so that a failure (a non-finite right-hand side or
+    Jacobian, which makes scipy raise, or ``|y| > STATE_BOUND``) still returns the output times
+    reached. Returns ``(Y (n, dim) NaN after the last good time, status, message, nfev)``."""
+    from scipy.integrate._ivp.ivp import METHODS
+
+    Y = np.full((ts.size, y0.size), np.nan)
+    Y[0] = y0
+    i, status, message = 1, 0, "The solver successfully reached the end of the integration interval."
+    with np.errstate(all="ignore"):
+        solver = METHODS[method](fun, ts[0], y0, ts[-1], rtol=rtol, atol=atol, **extra)
+        while i < ts.size:
+            try:
+                failure = solver.step()
+            except (ValueError, ArithmeticError, np.linalg.LinAlgError) as err:
+                status, message = -1, f"{method} stopped after t={solver.t:.6g}: {' '.join(str(err).split())}"
+                break
+            if solver.status == "failed":
+                status, message = -1, f"{method} failed after t={solver.t:.6g}: {failure}"
+                break
+            if not np.all(np.isfinite(solver.y)) or np.max(np.abs(solver.y)) > STATE_BOUND:
+                status, message = -1, f"state left |y| <= {STATE_BOUND:.0e} at t={solver.t:.6g} (diverged)"
+                break
+            dense = solver.dense_output()
+            while i < ts.size and ts[i] <= solver.t:
+                Y[i] = dense(ts[i])
+                i += 1
+    return Y, status, message, int(solver.nfev)
 
 
 def first_crossing(ds, variable: str, level: float, dim: str = "time") -> np.ndarray | float:
