@@ -401,6 +401,41 @@ def _figures(row, quick, outdir, device):
 
 
 @main.command()
+@_paper_arg
+@click.option("--grid", "grid", multiple=True, required=True, metavar="KEY=V1,V2,...",
+              help="A swept config field (repeatable; the sweep is their product).")
+@click.option("--seeds", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Repeat each point for seed = 0 .. N-1.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Local processes.")
+@click.option("--ray", "ray_address", default=None, metavar="ADDRESS", help="Run on a Ray cluster (or 'auto').")
+@click.option("--store", default="sweeps", show_default=True, metavar="DIR",
+              help="Result store (NetCDF per cell + index.csv); finished cells are skipped.")
+@click.option("--kind", type=click.Choice(["train", "ode"]), default="train", show_default=True)
+@click.option("--variant", default=None)
+@click.option("--device", default="cpu", show_default=True)
+@_set_option
+@_large_option
+def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device, assignments, allow_large):
+    """Run a grid of training runs (or ODE solves) into a resumable result store."""
+    from .sweep import KINDS, plan
+    from empirical.sweeps import run_cells
+
+    cells = plan(paper, grid, seeds=seeds, overrides=assignments, kind=kind, variant=variant, device=device,
+                 allow_large=allow_large)
+    _check_outdir(store, "store")
+
+    def progress(key, status, err):
+        click.echo(f"{key} {status}{': ' + err if err else ''}")
+
+    idx = run_cells(KINDS[kind], cells, store, workers=workers, ray=ray_address, progress=progress)
+    n_ok, n = int((idx["status"] == "ok").sum()), len(idx)
+    click.echo(f"{n_ok}/{n} cells done in {Path(store) / 'index.csv'}")
+    if n_ok < n:
+        click.echo(f"error: sweep: {n - n_ok} cell(s) failed (see index.csv); rerun to retry them", err=True)
+        sys.exit(1)
+
+
+@main.command()
 @click.option("--quick/--full", default=True, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 def reproduce(quick, device):
