@@ -98,7 +98,7 @@ class ParamsBase:
         changes: dict[str, Any] = {}
         for item in assignments:
             if "=" not in item:
-                raise ConfigError(item, "expected key=value")
+                raise ConfigError("set", f"expected key=value, got {item!r}")
             key, raw = (s.strip() for s in item.split("=", 1))
             if key not in fields:
                 raise ConfigError(key, f"unknown parameter; known: {', '.join(sorted(fields))}")
