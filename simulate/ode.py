@@ -29,6 +29,13 @@ _SCIPY_METHODS = ("Radau", "BDF", "LSODA", "RK45", "DOP853", "RK23")
 _DIFFRAX_METHODS = ("Kvaerno5", "Kvaerno3", "Tsit5", "Dopri8", "Dopri5")
 
 
+#: |state| beyond which both backends stop and report divergence (with the partial trajectory)
+STATE_BOUND = 1e150
+#: diffrax stops (``dt_min_reached``) when its step falls below this fraction of the horizon: a
+#: finite-time blow-up shrinks the step geometrically, which would otherwise spin to ``max_steps``
+DT_MIN_FRACTION = 1e-12
+
+
 def _enable_x64():
     import jax
 
@@ -47,13 +54,19 @@ def _diffrax_solver(system: ReducedSystem, method: str, rtol: float, atol: float
     term = diffrax.ODETerm(lambda t, y, p: f(t, y, p))
     solver = getattr(diffrax, method)()
 
+    import jax.numpy as jnp
+
+    # divergence stops the solve at once (else the step size shrinks until max_steps)
+    diverged = diffrax.Event(lambda t, y, args, **kw: ~(jnp.max(jnp.abs(y)) <= STATE_BOUND))
+
     @jax.jit
     def run(y0, p, ts):
         return diffrax.diffeqsolve(
             term, solver, t0=ts[0], t1=ts[-1], dt0=None, y0=y0, args=p,
             saveat=diffrax.SaveAt(ts=ts),
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-            max_steps=max_steps, throw=False,
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmin=(ts[-1] - ts[0]) * DT_MIN_FRACTION,
+                                                      force_dtmin=False),
+            max_steps=max_steps, throw=False, event=diverged,
         )
 
     return run
@@ -152,6 +165,8 @@ def solve(
         ok = bool(sol.result == diffrax.RESULTS.successful)
         status, message = (0, "The solver successfully reached the end of the integration interval.") if ok else (
             -1, str(diffrax.RESULTS[sol.result]) if hasattr(diffrax.RESULTS, "__getitem__") else "diffrax solver failed")
+        if bool(sol.result == diffrax.RESULTS.event_occurred):
+            status, message = -1, f"state left |y| <= {STATE_BOUND:.0e} (diverged)"
         nfev = int(sol.stats.get("num_steps", -1))
 
     finite = np.all(np.isfinite(Y), axis=1)
@@ -172,10 +187,6 @@ def solve(
         t_reached = float(ts[good - 1]) if good > 0 else float(ts[0])
         raise SolverError(system.paper, system.name, t_reached, message, partial=traj)
     return traj
-
-
-#: |state| beyond which the scipy backend stops (divergence); diffrax stops at ``max_steps``
-STATE_BOUND = 1e150
 
 
 def _scipy_steps(fun, ts, y0, method, rtol, atol, extra):
