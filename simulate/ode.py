@@ -161,7 +161,8 @@ def solve(
 
         run = _diffrax_solver(system, method, float(rtol), float(atol), int(max_steps))
         sol = run(jnp.asarray(y), jnp.asarray(p), jnp.asarray(ts))
-        Y = np.asarray(sol.ys, dtype=np.float64)
+        Y = np.array(sol.ys, dtype=np.float64)
+        Y[0] = y  # the solution at t[0] is the initial state (diffrax fills it with inf on some failures)
         ok = bool(sol.result == diffrax.RESULTS.successful)
         status, message = (0, "The solver successfully reached the end of the integration interval.") if ok else (
             -1, str(diffrax.RESULTS[sol.result]) if hasattr(diffrax.RESULTS, "__getitem__") else "diffrax solver failed")
