@@ -112,8 +112,10 @@ def solve(
     Returns a Trajectory with one variable per state and per observable.
     Raises :class:`SolverError` (with ``.partial``) when the solver fails or leaves finite values.
     """
+    config = None
     if isinstance(system, Problem):
         problem = system
+        config = getattr(problem, "config", None)  # recorded in full when the Problem carries it
         opts = problem.options(backend)
         system = problem.system
         params = problem.params if params is None else params
@@ -182,7 +184,7 @@ def solve(
         ts[:good], variables, paper=system.paper, system=system.name, source="ode", backend=backend,
         parameters={**{n: float(v) for n, v in zip(system.parameter_names, p)},
                     "rtol": rtol, "atol": atol, "method": method},
-        status=status, message=message, extra_attrs={"n_steps": nfev},
+        status=status, message=message, extra_attrs={"n_steps": nfev}, config=config,
     )
     if status != 0:
         t_reached = float(ts[good - 1]) if good > 0 else float(ts[0])

@@ -219,3 +219,23 @@ def test_log_steps_invariants(steps, every):
     assert g[0] == 0 and g[-1] == steps and (g.dtype.kind == "i")
     d = g[1:] - g[:-1]
     assert (d > 0).all() and (d[:-1] == every).all() and d[-1] <= every
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [
+    ["joma", "--set", "lr=100"],  # finite-time blow-up: was 10^6 steps, 245 s
+    ["scb", "--set", "eta_V=1e300", "--set", "steps=50"],  # was 10^6 steps, ~60 s
+])
+def test_diffrax_stops_early_and_keeps_the_initial_state(tmp_path, args):
+    """Divergence stops diffrax early: at |y| > 1e150 or at the step-size floor, whichever first."""
+    from click.testing import CliRunner
+
+    import simulate
+    from figures.cli import main
+
+    out = tmp_path / "x.nc"
+    res = CliRunner().invoke(main, ["simulate", *args, "--out", str(out)])
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "(diverged)" in res.stderr or "minimum step size" in res.stderr, res.stderr
+    part = simulate.load(tmp_path / "x.partial.nc")
+    assert part.sizes["time"] >= 1 and int(part.attrs["n_steps"]) < 10**5
