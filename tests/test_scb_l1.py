@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from empirical import scb_l1 as el1
-from figures import scb_l1 as fl1
+from figures.scb import l1 as fl1
 from theory import scb
 
 

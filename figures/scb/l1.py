@@ -62,8 +62,8 @@ from empirical import scb_l1 as el1
 from simulate.trajectory import atomic_write
 from theory import scb
 
-from .core import finish_figure
-from .report import Claim
+from ..core import finish_figure
+from ..report import Claim
 
 __all__ = ["L1Settings", "settings", "l1_study", "fig_l1_vs_sgd", "l1_claims", "claims_from_study",
            "paper_lambda"]
