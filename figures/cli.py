@@ -413,15 +413,17 @@ def _figures(row, quick, outdir, device):
 @click.option("--kind", type=click.Choice(["train", "ode"]), default="train", show_default=True)
 @click.option("--variant", default=None)
 @click.option("--device", default="cpu", show_default=True)
+@click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
+              help="ODE cells: the solver backend.")
 @_set_option
 @_large_option
-def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device, assignments, allow_large):
+def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device, backend, assignments, allow_large):
     """Run a grid of training runs (or ODE solves) into a resumable result store."""
     from .sweep import KINDS, plan
     from empirical.sweeps import run_cells
 
     cells = plan(paper, grid, seeds=seeds, overrides=assignments, kind=kind, variant=variant, device=device,
-                 allow_large=allow_large)
+                 backend=backend, allow_large=allow_large)
     _check_outdir(store, "store")
 
     def progress(key, status, err):
