@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from click.core import ParameterSource
 from theory.errors import ConfigError, DivergenceError, SolverError, TdynError
 
 from .papers import PAPERS, get
+from .validation import check_out, check_outdir, read_from
 
 __all__ = ["main"]
 
@@ -101,47 +100,6 @@ _from_option = click.option("--from", "from_file", type=str, default=None, metav
 # ------------------------------------------------------------------------------------------------
 # The validation pass (no computation, no file created)
 # ------------------------------------------------------------------------------------------------
-def _check_writable_dir(field: str, d: Path) -> None:
-    if not d.exists():
-        raise ConfigError(field, f"directory does not exist: {d}")
-    if not d.is_dir():
-        raise ConfigError(field, f"not a directory: {d}")
-    try:  # a real probe (root ignores permission bits; read-only mounts do not)
-        fd, probe = tempfile.mkstemp(prefix=".tdyn-probe.", dir=d)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as err:
-        raise ConfigError(field, f"directory is not writable: {d} ({err.strerror})") from None
-
-
-def _check_out(out: str | None, field: str = "out") -> Path | None:
-    """``--out FILE.nc``: a .nc name, not a directory, in an existing writable directory."""
-    if out is None:
-        return None
-    p = Path(out)
-    if p.suffix != ".nc":
-        raise ConfigError(field, f"expected a .nc file name, got {out!r}")
-    if p.is_dir():
-        raise ConfigError(field, f"is a directory: {out}")
-    _check_writable_dir(field, p.parent if str(p.parent) else Path("."))
-    return p
-
-
-def _check_outdir(outdir: str | None, field: str = "outdir") -> Path | None:
-    """An output folder: an existing writable directory, or a new one under an existing writable one."""
-    if outdir is None:
-        return None
-    p = Path(outdir)
-    if p.exists():
-        _check_writable_dir(field, p)
-        return p
-    anc = p.parent
-    while not anc.exists() and anc != anc.parent:
-        anc = anc.parent
-    _check_writable_dir(field, anc)
-    return p
-
-
 @dataclass
 class _Run:
     """What the validation pass hands to a command."""
@@ -150,26 +108,6 @@ class _Run:
     cfg: Any
     out: Path | None = None
     invocation: dict | None = None
-
-
-def _read_from(from_file: str) -> tuple[str, dict, dict]:
-    """``(paper, config fields, invocation)`` recorded in a trajectory file."""
-    import h5py
-
-    p = Path(from_file)
-    if not p.is_file():
-        raise ConfigError("from", f"no such file: {from_file}")
-    try:
-        with h5py.File(p, "r") as f:
-            attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
-    except OSError as err:
-        raise ConfigError("from", f"not a NetCDF trajectory: {from_file} ({err})") from None
-    if "config" not in attrs or "paper" not in attrs:
-        raise ConfigError("from", f"{from_file} records no config (written before tdyn recorded provenance)")
-    try:
-        return str(attrs["paper"]), json.loads(attrs["config"]), json.loads(attrs.get("invocation", "{}"))
-    except ValueError as err:
-        raise ConfigError("from", f"unreadable config in {from_file}: {err}") from None
 
 
 def _validate(command: str, paper: str | None, assignments=(), *, variant=None, out=None, paths=0,
@@ -181,7 +119,7 @@ def _validate(command: str, paper: str | None, assignments=(), *, variant=None, 
 
     recorded, invocation = None, {}
     if from_file is not None:
-        paper_f, recorded, invocation = _read_from(from_file)
+        paper_f, recorded, invocation = read_from(from_file)
         if paper is not None and paper != paper_f:
             raise ConfigError("paper", f"{from_file} is a {paper_f} trajectory, not {paper}")
         paper = paper_f
@@ -195,7 +133,7 @@ def _validate(command: str, paper: str | None, assignments=(), *, variant=None, 
         raise ConfigError("paper", "give a paper name (or --from FILE.nc)")
     row = get(paper)
     row.check_variant(variant)
-    out_path = _check_out(out)
+    out_path = check_out(out)
     cfg = row.Config.from_dict(recorded, field="from") if recorded is not None else row.Config()
     cfg = cfg.with_overrides(list(assignments))
     kind = "sde" if command == "simulate" and options and options.get("sde") else command
@@ -319,7 +257,7 @@ def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
     d = Path(checkpoint)
     if d.exists() and not d.is_dir():
         raise ConfigError("checkpoint", f"not a directory: {checkpoint}")
-    _check_outdir(checkpoint, "checkpoint")
+    check_outdir(checkpoint, "checkpoint")
     saved = read_fingerprint(d) if resume and d.is_dir() else None
     if saved is not None:
         why = fingerprint_mismatch({k: saved.get(k) for k in ("paper", "config", "code_version")},
@@ -388,7 +326,7 @@ def compare(paper, quick, as_json, device):
 def figures(paper, quick, outdir, device):
     """Regenerate a paper's figures into figures/out/<paper>/."""
     row = get(paper)
-    _figures(row, quick, _check_outdir(outdir), device)
+    _figures(row, quick, check_outdir(outdir), device)
 
 
 def _figures(row, quick, outdir, device):
@@ -424,7 +362,7 @@ def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device
 
     cells = plan(paper, grid, seeds=seeds, overrides=assignments, kind=kind, variant=variant, device=device,
                  backend=backend, allow_large=allow_large)
-    _check_outdir(store, "store")
+    check_outdir(store, "store")
 
     def progress(key, status, err):
         click.echo(f"{key} {status}{': ' + err if err else ''}")
@@ -444,7 +382,7 @@ def reproduce(quick, device):
     """Regenerate the figures of every paper in the table."""
     from .core import OUT_DIR
 
-    _check_outdir(str(OUT_DIR))
+    check_outdir(str(OUT_DIR))
     for row in PAPERS.values():
         click.echo(f"== {row.name}")
         _figures(row, quick, None, device)
