@@ -256,6 +256,6 @@ def fig_softmax_vs_linear(outdir: Path | None = None, quick: bool = True, *, dev
 def make_figures(outdir: Path, *, quick: bool = True, device: str = "auto") -> list[Path]:
     """Every SCB figure into ``outdir`` (the paper table's ``figures`` slot)."""
     outdir = Path(outdir)
-        for fig in (fig_overlay, fig_escape_time, fig_l1_vs_sgd, fig_transfer, fig_softmax_vs_linear):
+    for fig in (fig_overlay, fig_escape_time, fig_l1_vs_sgd, fig_transfer, fig_softmax_vs_linear):
         fig(outdir, quick, device=device)
     return sorted([*outdir.glob("scb_*.png"), *outdir.glob("scb_*.csv")])
