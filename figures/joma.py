@@ -312,4 +312,6 @@ def make_figures(outdir, *, quick: bool = True, device: str = "auto") -> list[Pa
     outdir.mkdir(parents=True, exist_ok=True)
     for fig in FIGURES:
         fig(outdir, quick, device=device)
-    return [outdir / n for n in OUTPUTS]
+    from .realtext import paper_realtext_figures
+
+    return [outdir / n for n in OUTPUTS] + paper_realtext_figures("joma", outdir, quick=quick, device=device)

@@ -212,4 +212,6 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
                "final_accuracy": float(traj["accuracy"].values[-1]), "headline_is": "mixture (CE top, tanh, softmax)",
                "derivation_check_regime": (f"exp attention, linear MLP, Mc={d['config'].Mc}, K={d['config'].K}, "
                                            f"fixed g = I - 11^T/K, lr={d['config'].lr}, {d['config'].steps} steps")}
-    return Report("joma", regime, obs, [inv, ent, order], breaks, details)
+    from .realtext import paper_realtext_claims
+
+    return Report("joma", regime, obs, [inv, ent, order, *paper_realtext_claims("joma", quick, device)], breaks, details)

@@ -9,6 +9,7 @@ The protocols and their quick / full presets are in :mod:`empirical.realtext`.
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,13 @@ from scipy.stats import spearmanr  # noqa: E402
 from empirical import realtext as R  # noqa: E402
 from empirical import text  # noqa: E402
 from simulate.trajectory import atomic_write  # noqa: E402
-from theory.errors import check_choice  # noqa: E402
+from theory.errors import ConfigError, check_choice  # noqa: E402
 
 from .core import finish_figure  # noqa: E402
 from .report import Claim  # noqa: E402
 
-__all__ = ["make_realtext_figures", "claims_for", "results", "config_for", "fig_scan_snap_maps",
+__all__ = ["make_realtext_figures", "claims_for", "corpus_available", "paper_realtext_figures",
+           "paper_realtext_claims", "results", "config_for", "fig_scan_snap_maps",
            "fig_scan_snap_entropy_vs_lr", "fig_joma_entropy", "fig_joma_lr_sweep", "fig_topic_ratios",
            "DROP_BOUNCE_NATS", "STABLE_RANK_REL"]
 
@@ -313,3 +315,29 @@ def _topic_claims(res) -> list[Claim]:
                     bool(all((ct[f"{s}_gap_z"].abs() < 2).all() for s in stats)), {**ev(ct, "ratio"), **ev(ct, "gap_z")},
                     regime)
     return [trained, control]
+
+
+def corpus_available(corpus=None) -> bool:
+    """Whether the corpus (default: ``../shared/data/wikitext-2``, or the CLI's ``--corpus``) is
+    usable. An explicit ``--corpus`` that is missing is refused up front by the CLI (exit 2); a
+    missing *default* corpus only skips the real-text figures and claims (with a note)."""
+    try:
+        text.check_corpus(corpus)
+    except ConfigError:
+        return False
+    return True
+
+
+def paper_realtext_figures(paper: str, outdir, *, quick: bool = True, device: str = "auto") -> list[Path]:
+    """:func:`make_realtext_figures` for a paper's ``make_figures``; ``[]`` (and a note on stderr)
+    when no corpus is present."""
+    if not corpus_available():
+        print(f"note: {paper}: no WikiText corpus at {text.resolve_corpus(None)}; real-text figures skipped",
+              file=sys.stderr)
+        return []
+    return make_realtext_figures(paper, outdir, quick=quick, device=device)
+
+
+def paper_realtext_claims(paper: str, quick: bool = True, device: str = "auto") -> list[Claim]:
+    """:func:`claims_for` for a paper's ``compare``; ``[]`` when no corpus is present."""
+    return claims_for(paper, quick, device) if corpus_available() else []

@@ -253,4 +253,6 @@ def make_figures(outdir, *, quick: bool = True, device: str = "auto") -> list[Pa
     table(pd.DataFrame(report.details["reduced_grid"]), "reduced_vs_full_vs_training.csv")
     table(fig_invariant_spread(out, quick, device=device), "invariant_spread.csv")
     paths.append(out / "invariant_spread.png")
-    return paths
+    from .realtext import paper_realtext_figures
+
+    return paths + paper_realtext_figures("scan-snap", out, quick=quick, device=device)

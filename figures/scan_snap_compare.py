@@ -369,7 +369,10 @@ def compare_data(quick: bool = True, device: str = "auto"):
     observables = [Observable(k, v, COMPARE_TOL if k in judged else None) for k, v in inside.items()]
     gap = _momentum_gap(quick, device)
     grid = _reduced_grid(quick, device)
-    claims = [_claim_reduced(grid), _claim_scan_snap(quick, device), _claim_entropy(quick, device)]
+    from .realtext import paper_realtext_claims
+
+    claims = [_claim_reduced(grid), _claim_scan_snap(quick, device), _claim_entropy(quick, device),
+              *paper_realtext_claims("scan-snap", quick, device)]
     report = Report(
         paper=ss.PAPER,
         regime=(f"Syn-Small, zero init, SGD momentum 0, eta_Y = eta_Z = {cfg.eta_Y}, batch {cfg.batch}, "
