@@ -29,7 +29,12 @@ def test_compare_quick_json_report_and_claims(runner):
     for k in ("v", "z"):
         assert obs[f"mixture_fixed_top_{k}"]["rel_l2"] < 0.1 * obs[f"mixture_{k}_full_run"]["rel_l2"]
     claims = {c["name"]: c for c in rep["claims"]}
-    assert set(claims) == {"invariant_holds", "entropy_drops_then_bounces", "learning_order_lowest_LCA_first"}
+    assert {"invariant_holds", "entropy_drops_then_bounces", "learning_order_lowest_LCA_first"} <= set(claims)
+    from figures.realtext import corpus_available
+
+    wikitext = {"wikitext_entropy_drop_and_bounce", "wikitext_stable_rank_drop_and_bounce", "wikitext_bounce_at_best_lr"}
+    assert set(claims) - {"invariant_holds", "entropy_drops_then_bounces", "learning_order_lowest_LCA_first"} == (
+        wikitext if corpus_available() else set())
     for c in claims.values():
         assert isinstance(c["holds"], bool) and c["evidence"]
     assert {row["observable"] for row in rep["where_agreement_breaks"]} == {"v", "z"}

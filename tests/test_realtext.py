@@ -175,12 +175,14 @@ def test_tiny_training_beats_the_unigram_model():
 
 
 @pytest.mark.parametrize("objective", ["lm", "mlm"])
-def test_resume_is_bit_identical(tmp_path, objective):
+def test_resume_is_bit_identical(tmp_path, objective, interrupt_at):
     corpus = _tiny_corpus()
     cfg = dataclasses.replace(TINY, objective=objective, tie=objective == "mlm", steps=12, log_every=4)
     full, exp_full, _ = train_text(cfg, device="cpu", corpus=corpus)
     ck = tmp_path / "ck.pt"
-    train_text(dataclasses.replace(cfg, steps=8), device="cpu", corpus=corpus, checkpoint=ck, checkpoint_every=4)
+    interrupt_at(8)
+    with pytest.raises(KeyboardInterrupt):
+        train_text(cfg, device="cpu", corpus=corpus, checkpoint=ck, checkpoint_every=4)
     res, exp_res, _ = train_text(cfg, device="cpu", corpus=corpus, checkpoint=ck, checkpoint_every=4, resume=True)
     for name in full.data_vars:
         assert np.array_equal(full[name].values, res[name].values, equal_nan=True), name

@@ -137,11 +137,13 @@ def test_grid_trend_entropy_falls_with_eta_Z():
         assert hi < lo - 0.05, (r, lo, hi)
 
 
-def test_run_resumes_from_checkpoint_bit_identical(tmp_path):
+def test_run_resumes_from_checkpoint_bit_identical(tmp_path, interrupt_at):
     cfg = ss.Config(steps=20, log_every=5, batch=32)
     full = es.run(cfg, device="cpu")
     ck = tmp_path / "ck.pt"
-    es.run(cfg.replace(steps=10), device="cpu", checkpoint=ck, checkpoint_every=10)  # "interrupted" at step 10
+    interrupt_at(10)
+    with pytest.raises(KeyboardInterrupt):
+        es.run(cfg, device="cpu", checkpoint=ck, checkpoint_every=10)
     resumed = es.run(cfg, device="cpu", checkpoint=ck, checkpoint_every=10, resume=True)
     np.testing.assert_array_equal(resumed["time"].values, cfg.ode_times())
     for name in ("z_dt_9", "Y_own_9", "population_loss"):

@@ -130,7 +130,7 @@ def test_softmax_lr_power_reaches_the_softmax_update():
     assert np.isclose(moves[2.0] / moves[1.0], 8.0, rtol=1e-9)
 
 
-def test_same_seed_same_numbers_and_resume(tmp_path):
+def test_same_seed_same_numbers_and_resume(tmp_path, interrupt_at):
     cfg = scb.SCBConfig(N=3, T=8, Q=2, batch=64, steps=40, log_every=10)
     a, _ = escb.train(cfg, device="cpu", seed=5)
     b, _ = escb.train(cfg, device="cpu", seed=5)
@@ -139,13 +139,17 @@ def test_same_seed_same_numbers_and_resume(tmp_path):
     assert not np.array_equal(a.value_transition_correlation.values, c.value_transition_correlation.values)
     # interrupted at step 20 (checkpoint), resumed -> identical to the uninterrupted run
     ck = tmp_path / "ck.pt"
-    escb.train(dataclasses.replace(cfg, steps=20), device="cpu", seed=5, checkpoint=ck, checkpoint_every=20)
+    interrupt_at(20)
+    with pytest.raises(KeyboardInterrupt):
+        escb.train(cfg, device="cpu", seed=5, checkpoint=ck, checkpoint_every=20)
     r, _ = escb.train(cfg, device="cpu", seed=5, checkpoint=ck, checkpoint_every=20, resume=True)
     assert np.array_equal(r.value_transition_correlation.values, a.value_transition_correlation.values)
     # the paper table's train slot (escb.run) passes checkpoint/resume through to the Trainer
     ck2 = tmp_path / "ck2.pt"
     cfg5 = dataclasses.replace(cfg, seed=5)
-    escb.run(dataclasses.replace(cfg5, steps=20), device="cpu", checkpoint=ck2, checkpoint_every=20)
+    interrupt_at(20)
+    with pytest.raises(KeyboardInterrupt):
+        escb.run(cfg5, device="cpu", checkpoint=ck2, checkpoint_every=20)
     assert ck2.exists()
     r2 = escb.run(cfg5, device="cpu", checkpoint=ck2, checkpoint_every=20, resume=True)
     assert np.array_equal(r2.value_transition_correlation.values, a.value_transition_correlation.values)
