@@ -11,10 +11,11 @@ as the Itô term of an energy). Output times need not be multiples of ``dt``: th
 output times is cut into ``ceil(length/dt)`` equal steps (so every step is <= dt and each output
 time is hit exactly).
 
-Randomness: path ``p`` owns the key ``split(PRNGKey(seed), paths)[p]``; step ``n`` uses
-``fold_in(path_key, n)`` (split into the Brownian increment's key and the diffusion's key). So the
-numbers of a path depend only on (seed, path index, step) — not on the chunk size or on how many
-paths are run beside it. Float64 (x64 enabled).
+Randomness: path ``p`` owns the key ``split(PRNGKey(seed), paths)[p]``; on a uniform plan output
+interval ``i`` draws its step keys and Brownian increments from ``fold_in(path_key, i)`` in one
+call each (otherwise step ``n`` uses ``fold_in(path_key, n)``). So the numbers of a path depend
+only on (seed, path index, output grid, dt) — not on the chunk size or on how many paths run
+beside it. Float64 (x64 enabled).
 
 Why not diffrax: a diffrax ``Euler`` SDE solve carries per-step control-flow and Brownian-path
 overhead that dominates small SDEs (~200x a plain scan; diffrax issue #517). The ODE solver stays
@@ -53,8 +54,13 @@ def chunk_size_for(paths: int, n_save: int, dim: int, noise_dim: int, chunk: int
 
 
 @lru_cache(maxsize=32)
-def _chunk_runner(sde: Any):
-    """``run(keys (P,), y0 (dim,), args, t0, n (I,), h (I,)) -> Y (P, I+1, dim)``, jitted."""
+def _chunk_runner(sde: Any, n_static: int | None):
+    """``run(keys (P,), y0 (dim,), args, t0, n (I,), h (I,)) -> Y (P, I+1, dim)``, jitted.
+
+    ``n_static``: the common number of steps per output interval (uniform grids, the usual case):
+    each interval then draws its keys and Brownian increments in one call (``split`` and
+    ``normal`` over the interval) and runs a static inner ``scan``. ``None``: intervals of varying
+    length, one ``fold_in`` per step inside a ``fori_loop``."""
     import jax
     import jax.numpy as jnp
 
@@ -66,22 +72,40 @@ def _chunk_runner(sde: Any):
             return sde.drift(t, y, args), sde.diffusion(t, y, args, key)
 
     def one_path(key, y0, args, t0, n_steps, h_steps):
-        def step(carry, _h):
-            y, t, i = carry
-            k = jax.random.fold_in(key, i)
-            bkey, dkey = jax.random.split(k)
-            dw = jax.random.normal(bkey, (M,), dtype=y.dtype) * jnp.sqrt(_h)
+        def advance(y, t, h, dkey, z):
             f, g = terms(t, y, args, dkey)
-            y_new = y + f * _h + g @ dw
-            return (y_new, t + _h, i + 1)
+            return y + f * h + g @ (z * jnp.sqrt(h))
 
-        def interval(carry, nh):
-            n, h = nh
-            carry = jax.lax.fori_loop(0, n, lambda _, c: step(c, h), carry)
-            return carry, carry[0]
+        if n_static is not None:
+            def interval(carry, xs):
+                idx, h = xs
+                ks = jax.random.split(jax.random.fold_in(key, idx), n_static + 1)
+                Z = jax.random.normal(ks[-1], (n_static, M), dtype=y0.dtype)
 
-        carry0 = (y0, t0, jnp.asarray(0, dtype=jnp.int64))
-        _, ys = jax.lax.scan(interval, carry0, (n_steps, h_steps))
+                def step(c, kz):
+                    y, t = c
+                    return (advance(y, t, h, kz[0], kz[1]), t + h), None
+
+                carry, _ = jax.lax.scan(step, carry, (ks[:-1], Z))
+                return carry, carry[0]
+
+            carry0 = (y0, t0)
+            xs = (jnp.arange(n_steps.shape[0], dtype=jnp.uint32), h_steps)
+        else:
+            def one_step(carry, h):
+                y, t, i = carry
+                bkey, dkey = jax.random.split(jax.random.fold_in(key, i))
+                z = jax.random.normal(bkey, (M,), dtype=y.dtype)
+                return (advance(y, t, h, dkey, z), t + h, i + 1)
+
+            def interval(carry, nh):
+                n, h = nh
+                carry = jax.lax.fori_loop(0, n, lambda _, c: one_step(c, h), carry)
+                return carry, carry[0]
+
+            carry0 = (y0, t0, jnp.asarray(0, dtype=jnp.int64))
+            xs = (n_steps, h_steps)
+        _, ys = jax.lax.scan(interval, carry0, xs)
         return jnp.concatenate([y0[None], ys], axis=0)
 
     return jax.jit(jax.vmap(one_path, in_axes=(0, None, None, None, None, None)))
@@ -98,7 +122,7 @@ def em_paths(sde: Any, ts: np.ndarray, dt: float, keys, y0: np.ndarray, *, chunk
     paths = int(keys.shape[0])
     y0 = np.asarray(y0, dtype=np.float64)
     size = chunk_size_for(paths, ts.size, y0.size, int(sde.noise_dim), chunk)
-    run = _chunk_runner(sde)
+    run = _chunk_runner(sde, int(n[0]) if np.all(n == n[0]) else None)
     args = sde.args()
     jn, jh, jy0, jt0 = jnp.asarray(n), jnp.asarray(h), jnp.asarray(y0), jnp.asarray(float(ts[0]))
     out = np.empty((paths, ts.size, y0.size), dtype=np.float64)

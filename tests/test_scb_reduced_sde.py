@@ -113,7 +113,7 @@ def test_reduced_sde_matches_full_sde_moments(task):
     t = np.linspace(0, CFG.steps, CFG.steps // CFG.log_every + 1)
     full = simulate.solve_sde(R.FastMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 64), t,
                               paths=1000, seed=11, keep_state=True)
-    red = simulate.solve_sde(R.ReducedMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 8), t, paths=1000, seed=12)
+    red = simulate.solve_sde(R.ReducedMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 2), t, paths=1000, seed=12)
     yf = R.reduced_coordinates(full["V"].values, full["A"].values, task)
     N = task.N
     pairs = {

@@ -314,7 +314,7 @@ def _grid(config: scb.SCBConfig) -> np.ndarray:
     return np.linspace(0.0, float(config.steps), config.steps // config.log_every + 1)
 
 
-def minibatch_sde_reduced(config: scb.SCBConfig, mc_samples: int = 8):
+def minibatch_sde_reduced(config: scb.SCBConfig, mc_samples: int = 2):
     """``(sde, t)`` for `tdyn simulate scb --sde`: the reduced minibatch-SGD SDE (spec §3.6)."""
     task = scb.make_task(config)
     return ReducedMinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples), _grid(config)
