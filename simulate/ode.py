@@ -48,15 +48,30 @@ def _diffrax_solver(system: ReducedSystem, method: str, rtol: float, atol: float
     solver = getattr(diffrax, method)()
 
     @jax.jit
-    def run(y0, p, ts):
-        return diffrax.diffeqsolve(
+    def run(y0, p, ts):  # only what solve() reads leaves the device: (ys, result code, steps)
+        sol = diffrax.diffeqsolve(
             term, solver, t0=ts[0], t1=ts[-1], dt0=None, y0=y0, args=p,
             saveat=diffrax.SaveAt(ts=ts),
             stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
             max_steps=max_steps, throw=False,
         )
+        return sol.ys, sol.result._value, sol.stats["num_steps"]
 
     return run
+
+
+@lru_cache(maxsize=64)
+def _observables_fn(system: ReducedSystem):
+    """``system.observables_numpy()`` lambdifies on every call (tens of ms): once per system."""
+    return system.observables_numpy()
+
+
+@lru_cache(maxsize=64)
+def _scipy_jacobian(system: ReducedSystem):
+    import sympy as sp
+
+    return sp.lambdify((sp.Symbol("t", real=True), system.state, system.parameters),
+                       system.jacobian(), modules="numpy", cse=True)
 
 
 def _validate_time(t) -> np.ndarray:
@@ -135,10 +150,7 @@ def solve(
         f = system.to_numpy()
         jac_f = None
         if method in ("Radau", "BDF", "LSODA"):
-            import sympy as sp
-
-            jac = sp.lambdify((sp.Symbol("t", real=True), system.state, system.parameters),
-                              system.jacobian(), modules="numpy", cse=True)
+            jac = _scipy_jacobian(system)
             jac_f = lambda tt, yy: np.asarray(jac(tt, yy, p), dtype=float)  # noqa: E731
         extra = {"jac": jac_f} if jac_f is not None else {}
         with np.errstate(all="ignore"):
@@ -152,15 +164,16 @@ def solve(
         method = method or "Kvaerno5"
         check_choice("method", method, _DIFFRAX_METHODS)
         import diffrax
+        import jax
         import jax.numpy as jnp
 
         run = _diffrax_solver(system, method, float(rtol), float(atol), int(max_steps))
-        sol = run(jnp.asarray(y), jnp.asarray(p), jnp.asarray(ts))
-        Y = np.asarray(sol.ys, dtype=np.float64)
-        ok = bool(sol.result == diffrax.RESULTS.successful)
+        ys, code, n_steps = jax.device_get(run(jnp.asarray(y), jnp.asarray(p), jnp.asarray(ts)))
+        Y = np.asarray(ys, dtype=np.float64)
+        ok = int(code) == int(diffrax.RESULTS.successful._value)
         status, message = (0, "The solver successfully reached the end of the integration interval.") if ok else (
-            -1, str(diffrax.RESULTS[sol.result]) if hasattr(diffrax.RESULTS, "__getitem__") else "diffrax solver failed")
-        nfev = int(sol.stats.get("num_steps", -1))
+            -1, f"diffrax solver failed (result code {int(code)})")
+        nfev = int(n_steps)
 
     finite = np.all(np.isfinite(Y), axis=1)
     good = int(np.argmin(finite)) if not finite.all() else ts.size
@@ -169,7 +182,7 @@ def solve(
     variables = {n: Y[:good, i] for i, n in enumerate(system.state_names)}
     if observables and good > 0:
         with np.errstate(all="ignore"):
-            variables.update(system.observables_numpy()(Y[:good], p))
+            variables.update(_observables_fn(system)(Y[:good], p))
     traj = make_trajectory(
         ts[:good], variables, paper=system.paper, system=system.name, source="ode", backend=backend,
         parameters={**{n: float(v) for n, v in zip(system.parameter_names, p)},
