@@ -302,10 +302,11 @@ class FastMinibatchSDE(scb.MinibatchSDE):
         xs = jnp.take_along_axis(x, pos[:, None], axis=1)[:, 0]
         xo = _inverse_cdf(u[:, T_ + 2], args["cdf_P"][xs])  # target ~ P[:, x_s]
         a = A.T[k]  # (M, T)
-        Xa = jnp.zeros((M, N), y.dtype).at[jnp.arange(M)[:, None], x].add(a)  # X a^(k_m)
+        X = (x[..., None] == jnp.arange(N)).astype(y.dtype)  # (M, T, N) one-hot: no scatter on CPU
+        Xa = jnp.einsum("mtn,mt->mn", X, a)  # X a^(k_m)
         r = Xa @ V.T - jax.nn.one_hot(xo, N, dtype=y.dtype)
         gV = r[:, :, None] * Xa[:, None, :] / mu[None, None, :]
-        ga = jnp.take_along_axis(r @ V, x, axis=1) / mu[k][:, None]
+        ga = jnp.einsum("mtn,mn->mt", X, r @ V) / mu[k][:, None]
         gA = ga[:, :, None] * jax.nn.one_hot(k, N, dtype=y.dtype)[:, None, :]
         return jnp.concatenate([args["lr_V"] * gV.reshape(M, -1), args["lr_A"] * gA.reshape(M, -1)], axis=1)
 
