@@ -241,8 +241,7 @@ def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 5
     """Real-SGD escape times (first step with eta >= 1/2, spec §3.4) vs T, one row per (T, seed):
     ``{T, seed, lr, steps_run, escape_time (nan if not reached within max_steps), formula}``.
     ``lr = lr_fraction / T`` (stability bound ~ 2/(m2 T), Decision 6). For the escape-time figure."""
-    import math
-
+    from simulate import first_crossing
     from theory import scb
 
     rows = []
@@ -258,10 +257,8 @@ def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 5
         for s in range(seeds):
             tr, _ = train_fast(cfg, device=device, seed=s, task=task,
                                stop_when=lambda o: o["attention_target_coefficient"] >= 0.6)
-            eta = tr["attention_target_coefficient"].values
-            hit = np.nonzero(eta >= scb.ESCAPE_LEVEL)[0]
             rows.append({"T": int(Tv), "seed": s, "lr": lr, "N": N, "batch": batch,
                          "steps_run": int(tr["step"].values[-1]),
-                         "escape_time": float(tr["time"].values[hit[0]]) if hit.size else math.nan,
+                         "escape_time": float(first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL)),
                          "formula": formula})
     return rows
