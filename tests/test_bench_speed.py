@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+import timeit
 from functools import lru_cache
 from pathlib import Path
 
@@ -55,12 +56,7 @@ def _table():
 
 
 def _best_of(fn, n=3):
-    best = np.inf
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return min(timeit.repeat(fn, number=1, repeat=n))
 
 
 @lru_cache(maxsize=4)
