@@ -65,14 +65,13 @@ def reduced_coordinates(V, A, task: scb.SCBTask) -> np.ndarray:
     zeta = np.einsum("...ij,jk,ik->...", Vt, Sig, Pt) / K
     R = Vt - zeta[..., None, None] * Pt
     E_V = np.einsum("...ij,jk,...ik->...", R, Sig, R)
-    ones, rho = np.ones(task.T), task.rho
+    rho = task.rho
     i1, iq = A.sum(-2), (A * Qm).sum(-2)  # <a_k, 1>, <a_k, q_k>
     det = task.T * rho - 1.0
     xi = (rho * i1 - iq) / det
     eta = (task.T * iq - i1) / det
     n = (A**2).sum(-2)
     E_a = n - (task.T * xi**2 + 2 * xi * eta + rho * eta**2)
-    del ones
     return np.concatenate([zeta[..., None], omega[..., None], xi, eta, E_V[..., None], E_v[..., None], E_a], -1)
 
 
@@ -166,7 +165,7 @@ class ReducedMinibatchSDE:
     eta_V: float
     eta_A: float
     batch: int
-    mc_samples: int = 8
+    mc_samples: int = 2  # centred on the exact mean, any M >= 1 gives the right covariance in mean
     paper: str = scb.PAPER
     name: str = "minibatch_sgd_reduced"
 
@@ -246,6 +245,7 @@ class ReducedMinibatchSDE:
         return f, jnp.concatenate([D, jnp.zeros((2 + N, M), y.dtype)], axis=0)
 
     def diffusion(self, t, y, args, key):
+        """The noise matrix alone (the engine calls :meth:`drift_and_diffusion`)."""
         return self.drift_and_diffusion(t, y, args, key)[1]
 
     def observables(self, Y: np.ndarray) -> dict[str, np.ndarray]:
