@@ -27,18 +27,19 @@ from torch import nn
 from theory.errors import ConfigError, check_choice
 from theory.scan_snap import (
     PAPER,
+    VARIANTS,
     ScanSnapConfig,
     ScanSnapTask,
+    count_vector_objective,
     make_task,
     observables_from_parameters,
-    ode_time,
+    symmetric_y_coordinates,
 )
 
-from .trainer import ModuleState, Trainer
+from .trainer import ModuleState, Trainer, torch_threads
 
-__all__ = ["Sampler", "DirectYZ", "Optimiser", "ScanSnapExperiment", "train", "train_grid", "run", "VARIANTS"]
-
-VARIANTS = ("counts", "sequences")
+__all__ = ["Sampler", "DirectYZ", "Optimiser", "ScanSnapExperiment", "train", "train_grid", "run", "VARIANTS",
+           "sgd_ensemble"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -158,7 +159,8 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 # ------------------------------------------------------------------------------------------------
 class Optimiser:
     """PyTorch's SGD (momentum ``mu``, dampening 0, no weight decay: ``v = mu v + g; p -= lr v``)
-    or Adam (betas 0.9/0.999, eps 1e-8), with learning-rate tensors of shape (R,) per parameter."""
+    or Adam (betas ``mu``/0.999, eps 1e-8: the config's momentum is Adam's beta1, 0.9 by default
+    as PyTorch's), with learning-rate tensors of shape (R,) per parameter."""
 
     def __init__(self, params: dict[str, nn.Parameter], lrs: dict[str, torch.Tensor], method: str, momentum: float):
         self.params, self.method, self.mu = params, method, momentum
@@ -175,9 +177,9 @@ class Optimiser:
                 st["m"].mul_(self.mu).add_(g) if self.t > 1 else st["m"].copy_(g)
                 p.sub_(lr * st["m"])
             else:
-                st["m"].mul_(0.9).add_(0.1 * g)
+                st["m"].mul_(self.mu).add_((1 - self.mu) * g)
                 st["v"].mul_(0.999).add_(0.001 * g * g)
-                mh = st["m"] / (1 - 0.9**self.t)
+                mh = st["m"] / (1 - self.mu**self.t)
                 vh = st["v"] / (1 - 0.999**self.t)
                 p.sub_(lr * mh / (vh.sqrt() + 1e-8))
 
@@ -205,9 +207,10 @@ def loss_step(model: DirectYZ, sampler: Sampler, R: int, B: int, path: str) -> t
 @dataclass
 class ScanSnapExperiment(ModuleState):
     """One training run; ``variant`` is the data path (``counts`` or ``sequences``). Logs the
-    spec §6 observables from the parameters, and (``log_z_rows``) every moving attention logit as
-    ``z_{n}_{l}`` (class n, token l) plus the symmetric-coordinate means ``z_dt_j``, ``z_c`` that
-    the T = inf system integrates."""
+    spec §6 observables from the parameters, the symmetric-coordinate means of ``Y`` (``Y_own_j``,
+    ``Y_xlab_j``, ``Y_o_j``, ``Y_c_lab``, ``Y_c_o``) and of ``Z`` (``z_dt_j``, ``z_c``) that the
+    T = inf system integrates, and (``log_z_rows``) every moving attention logit as ``z_{n}_{l}``
+    (class n, token l)."""
 
     config: ScanSnapConfig
     variant: str = "counts"
@@ -242,37 +245,45 @@ class ScanSnapExperiment(ModuleState):
 
     def observables(self) -> dict[str, float]:
         Y, Z = self.parameters_numpy()
-        obs = {k: float(v) for k, v in observables_from_parameters(Y, Z, self.task).items()}
+        t = self.task
+        obs = {k: float(v) for k, v in observables_from_parameters(Y, Z, t).items()}
+        obs.update({k: float(v) for k, v in symmetric_y_coordinates(t, Y).items()})
+        for j in range(t.dt.shape[1]):
+            obs[f"z_dt_{j}"] = float(np.mean([Z[t.query[n], t.dt[n, j]] for n in range(t.K)]))
+        if t.common.size:
+            obs["z_c"] = float(Z[np.unique(t.query)][:, t.common].mean())
         if self.log_z_rows:
-            t = self.task
             for n in range(t.K):
                 for l in t.support(n):
                     obs[f"z_{n}_{l}"] = float(Z[t.query[n], l])
-            for j in range(t.dt.shape[1]):
-                obs[f"z_dt_{j}"] = float(np.mean([Z[t.query[n], t.dt[n, j]] for n in range(t.K)]))
-            if t.common.size:
-                obs["z_c"] = float(Z[np.unique(t.query)][:, t.common].mean())
         return obs
 
     def time_of_step(self, step: int) -> float:
-        return ode_time(step, self.config.momentum if self.config.optimizer == "sgd" else 0.0)
-
+        return self.config.ode_time(step)
 
     def parameters_info(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "variant": self.variant, "K": self.task.K, "M_out": self.task.M_out}
 
 
 def train(config: ScanSnapConfig, *, variant: str | None = None, device: str = "auto", seed: int | None = None,
-          progress: bool = False, log_z_rows: bool = True):
-    """Train one model; returns ``(trajectory, experiment)`` (time = per-sample ODE time)."""
+          progress: bool = False, log_z_rows: bool = True, checkpoint=None, checkpoint_every: int = 0,
+          resume: bool = False):
+    """Train one model, logged at ``config.log_steps()`` (time ``config.ode_times()``); returns
+    ``(trajectory, experiment)``. ``variant`` is the data path (default ``config.path``)."""
     exp = ScanSnapExperiment(config, variant=variant or config.path, log_z_rows=log_z_rows)
-    trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress)
-    return trainer.run(exp, config.steps, config.log_every), exp
+    trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress,
+                      checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
+    return trainer.run(exp, config.steps, log_steps=config.log_steps()), exp
 
 
-def run(config: ScanSnapConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False):
-    """`tdyn train scan-snap`: one run, returns the trajectory."""
-    traj, _ = train(config, variant=variant, device=device, progress=progress, log_z_rows=config.K <= 4)
+def run(config: ScanSnapConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False,
+        checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
+    """``tdyn train scan-snap``: one run, returns the trajectory. ``variant`` (``counts`` or
+    ``sequences``) is the data path; it must agree with ``config.path`` when that was changed."""
+    if variant is not None and config.path != "counts" and variant != config.path:
+        raise ConfigError("variant", f"variant {variant!r} contradicts path={config.path!r}; set one of them")
+    traj, _ = train(config, variant=variant, device=device, progress=progress, log_z_rows=config.K <= 4,
+                    checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
     return traj
 
 
@@ -280,9 +291,11 @@ def run(config: ScanSnapConfig, *, device: str = "auto", variant: str | None = N
 # Batched grids (Fig. 6): many runs in one computation
 # ------------------------------------------------------------------------------------------------
 def train_grid(config: ScanSnapConfig, eta_Z: list[float], ratios: list[float], seeds: int, *,
-               device: str = "cpu", snapshots: tuple[int, ...] = (), dtype=torch.float64):
+               device: str = "cpu", snapshots: tuple[int, ...] = (), dtype=torch.float64, engine: str = "torch"):
     """Train ``len(eta_Z) x len(ratios) x seeds`` runs of ``config`` (eta_Y = ratio * eta_Z) as one
-    batched computation (counts path unless ``config.path == "sequences"``). Returns a dict with
+    batched computation (counts path unless ``config.path == "sequences"``). ``engine="numpy"``
+    runs the count-vector SGD of :mod:`empirical.scan_snap_counts` (cost independent of T; SGD and
+    the counts path only, float64, CPU; other random streams than torch's). Returns a dict with
     ``eta_Z``, ``ratio``, ``seed`` (R,) arrays, ``final`` (observables dict of (R,) arrays) and
     ``Z`` snapshots {step: (R, M_in, M_in)}. Runs are independent (own data, own init); the whole
     grid is seeded by ``config.seed``."""
@@ -293,7 +306,42 @@ def train_grid(config: ScanSnapConfig, eta_Z: list[float], ratios: list[float], 
     for v in list(eta_Z) + list(ratios):
         if not (math.isfinite(v) and v > 0):
             raise ConfigError("eta_Z", f"learning rates and ratios must be > 0, got {v}")
-    dev = resolve_device(device)
+    check_choice("engine", engine, ("torch", "numpy"))
+    if engine == "numpy":
+        return _train_grid_numpy(config, eta_Z, ratios, seeds, snapshots)
+    with torch_threads(1):
+        return _train_grid(config, eta_Z, ratios, seeds, resolve_device(device), snapshots, dtype)
+
+
+def _grid_result(combos, Y, Z, snaps, task):
+    return {
+        "eta_Z": np.array([c[0] for c in combos]), "ratio": np.array([c[1] for c in combos]),
+        "seed": np.array([c[2] for c in combos]),
+        "final": observables_from_parameters(Y.astype(np.float64), Z.astype(np.float64), task),
+        "Z": snaps, "task": task,
+    }
+
+
+def _train_grid_numpy(config, eta_Z, ratios, seeds, snapshots):
+    from .scan_snap_counts import CountSGD
+
+    if config.optimizer != "sgd" or config.path != "counts":
+        field = "optimizer" if config.optimizer != "sgd" else "path"
+        raise ConfigError(field, "engine='numpy' runs count-vector SGD only (optimizer=sgd, path=counts)")
+    task = make_task(config)
+    combos = list(itertools.product(eta_Z, ratios, range(seeds)))
+    eng = CountSGD(task, [c[0] * c[1] for c in combos], [c[0] for c in combos], batch=config.batch,
+                   momentum=config.momentum, zero_init=config.zero_init, rng=np.random.default_rng(config.seed))
+    snaps = {}
+    for s in range(config.steps):
+        if s in snapshots:
+            snaps[s] = eng.Z.copy()
+        eng.step()
+    snaps[config.steps] = eng.Z.copy()
+    return _grid_result(combos, eng.Y, eng.Z, snaps, task)
+
+
+def _train_grid(config, eta_Z, ratios, seeds, dev, snapshots, dtype):
     task = make_task(config)
     combos = list(itertools.product(eta_Z, ratios, range(seeds)))
     R = len(combos)
@@ -317,11 +365,64 @@ def train_grid(config: ScanSnapConfig, eta_Z: list[float], ratios: list[float], 
 
             raise DivergenceError(s + 1, "non-finite loss in the grid")
     snaps[config.steps] = model.Z.detach().cpu().numpy().copy()
-    Y = model.Y.detach().cpu().numpy()
-    Z = model.Z.detach().cpu().numpy()
-    return {
-        "eta_Z": np.array([c[0] for c in combos]), "ratio": np.array([c[1] for c in combos]),
-        "seed": np.array([c[2] for c in combos]),
-        "final": observables_from_parameters(Y.astype(np.float64), Z.astype(np.float64), task),
-        "Z": snaps, "task": task,
-    }
+    return _grid_result(combos, model.Y.detach().cpu().numpy(), model.Z.detach().cpu().numpy(), snaps, task)
+
+
+# ------------------------------------------------------------------------------------------------
+# The same finite-T SGD as a jax stochastic map (count vectors), vmapped over seeds and learning rates
+# ------------------------------------------------------------------------------------------------
+def sgd_ensemble(config: ScanSnapConfig, lrs, paths_per_lr: int, *, seed: int = 0):
+    """Finite-T SGD (momentum ``config.momentum``, batch ``config.batch``, ``T - 1`` contextual
+    tokens drawn as count vectors) as a stochastic map in jax: its gradient is ``jax.grad`` of
+    :func:`theory.scan_snap.count_vector_objective`; ``paths_per_lr`` seeds for each ``(eta_Y,
+    eta_Z)`` in ``lrs``, all vmapped, steps by ``lax.scan``; zero or default init as the config
+    says. Logged at ``config.log_steps()``. Returns ``(times, Y, Z, lr)`` with times
+    ``config.ode_times()``, Y (paths, n_logged, M_in, M_out), Z (paths, n_logged, M_in, M_in), the
+    per-path learning rates (paths, 2). Float64."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    task = make_task(config)
+    P = jnp.asarray(task.P)
+    query, label = jnp.asarray(task.query), jnp.asarray(task.label)
+    B, L, mu = config.batch, config.T - 1, config.momentum
+    logs = config.log_steps()
+    slot = np.full(config.steps + 1, len(logs), dtype=np.int64)  # step -> buffer slot (last = discard)
+    slot[logs] = np.arange(len(logs))
+    slot = jnp.asarray(slot)
+    lr = jnp.asarray(np.repeat(np.asarray(lrs, float).reshape(-1, 2), paths_per_lr, axis=0))
+    grad = jax.grad(count_vector_objective, argnums=(0, 1))
+
+    def one_path(key, lr_p):
+        kinit, kloop = jax.random.split(key)
+        if config.zero_init:
+            Y0 = jnp.zeros((task.M_in, task.M_out))
+            Z0 = jnp.zeros((task.M_in, task.M_in))
+        else:
+            k1, k2 = jax.random.split(kinit)
+            b = 1.0 / np.sqrt(task.M_in)
+            Y0 = jax.random.uniform(k1, (task.M_in, task.M_out), minval=-b, maxval=b)
+            Z0 = jax.random.uniform(k2, (task.M_in, task.M_in), minval=-b, maxval=b)
+
+        def step(carry, inp):
+            Y, Z, vY, vZ, bY, bZ = carry
+            key, i = inp
+            k1, k2 = jax.random.split(key)
+            n = jax.random.randint(k1, (B,), 0, task.K)
+            counts = jax.random.multinomial(k2, L, P[n])
+            gY, gZ = grad(Y, Z, counts, n, query, label)
+            vY, vZ = mu * vY + gY, mu * vZ + gZ  # PyTorch momentum, ascent on J
+            Y, Z = Y + lr_p[0] * vY, Z + lr_p[1] * vZ
+            bY, bZ = bY.at[slot[i + 1]].set(Y), bZ.at[slot[i + 1]].set(Z)
+            return (Y, Z, vY, vZ, bY, bZ), None
+
+        bY = jnp.zeros((len(logs) + 1,) + Y0.shape).at[0].set(Y0)
+        bZ = jnp.zeros((len(logs) + 1,) + Z0.shape).at[0].set(Z0)
+        init = (Y0, Z0, jnp.zeros_like(Y0), jnp.zeros_like(Z0), bY, bZ)
+        out, _ = jax.lax.scan(step, init, (jax.random.split(kloop, config.steps), jnp.arange(config.steps)))
+        return out[4][:-1], out[5][:-1]
+
+    keys = jax.random.split(jax.random.PRNGKey(seed), lr.shape[0])
+    Y, Z = jax.jit(jax.vmap(one_path))(keys, lr)
+    return config.ode_times(), np.asarray(Y), np.asarray(Z), np.asarray(lr)

@@ -16,29 +16,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from theory.errors import ConfigError, check_choice
-from theory.scb import (
-    PAPER,
-    SCBConfig,
-    SCBTask,
-    initial_parameters,
-    make_task,
-    observables_from_parameters,
-    stationary_distribution,
-)
+from theory.errors import ConfigError
+from theory.scb import (PAPER, VARIANTS, SCBConfig, SCBTask, check_variant_settings, initial_parameters,
+                        make_task, observables_from_parameters, stationary_distribution)
 
 from .trainer import ModuleState, Trainer
 
-__all__ = ["SCBSampler", "LinearSCB", "SoftmaxSCB", "SCBExperiment", "train", "ode_time",
+__all__ = ["SCBSampler", "LinearSCB", "SoftmaxSCB", "SCBExperiment", "train", "run",
            "correlated_transition", "VARIANTS"]
-
-VARIANTS = ("preconditioned", "sgd", "softmax")
-
-
-def ode_time(step: int) -> float:
-    """Training step -> ODE time. The reduced ODE carries the learning rates (eta_V, eta_A) in its
-    right-hand side, so its time unit is one optimiser step on the batch-mean gradient."""
-    return float(step)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -127,8 +112,8 @@ class SCBExperiment(ModuleState):
 
     ``variant``: ``preconditioned`` (V D^{-1}, a_k/mu_k, proximal l1 once <a,q>T >= lam_switch),
     ``sgd`` (plain SGD, same learning rates, no l1) or ``softmax`` (a = softmax(W), plain SGD, the
-    attention learning rate scaled by T^2, spec §6.1). ``init`` optionally gives (V0, A0), e.g. a
-    pretrained model for transfer.
+    attention learning rate scaled by ``T**softmax_lr_power``, spec §6.1). ``init`` optionally gives
+    (V0, A0), e.g. a pretrained model for transfer. A setting the variant ignores is a ConfigError.
     """
 
     config: SCBConfig
@@ -140,7 +125,7 @@ class SCBExperiment(ModuleState):
     name: str = field(init=False)
 
     def __post_init__(self):
-        check_choice("variant", self.variant, VARIANTS)
+        check_variant_settings(self.config, self.variant)
         self.name = self.variant
         self.task = self.task or make_task(self.config)
 
@@ -177,9 +162,9 @@ class SCBExperiment(ModuleState):
             elif self.variant == "sgd":
                 m.V -= c.eta_V * gV
                 m.A -= c.eta_A * gA
-            else:  # softmax: plain SGD, attention lr x T^2 (spec §6.1 decision)
+            else:  # softmax: plain SGD, attention lr x T^power (spec §6.1 decision: T^2)
                 m.V -= c.eta_V * gV
-                m.A -= c.eta_A * self.task.T**2 * gA
+                m.A -= c.eta_A * float(self.task.T) ** c.softmax_lr_power * gA
         return {"loss": float(loss.detach())}
 
     def parameters_numpy(self) -> tuple[np.ndarray, np.ndarray]:
@@ -201,7 +186,7 @@ class SCBExperiment(ModuleState):
         return {k: float(v) for k, v in obs.items()}
 
     def time_of_step(self, step: int) -> float:
-        return ode_time(step)
+        return self.config.ode_time(step)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "lam_on": self.lam_on}
@@ -220,11 +205,11 @@ def train(config: SCBConfig, *, variant: str = "preconditioned", device: str = "
           task: SCBTask | None = None, init=None, progress: bool = False, stop_when=None,
           checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
     """Train one network and return ``(trajectory, experiment)``. The trajectory holds the
-    theory's observables every ``config.log_every`` steps, time in ODE units (steps)."""
+    theory's observables at ``config.log_steps()``, time ``config.ode_times()`` (steps)."""
     exp = SCBExperiment(config, variant=variant, task=task, init=init)
     trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress,
                       checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
-    traj = trainer.run(exp, config.steps, config.log_every, stop_when=stop_when)
+    traj = trainer.run(exp, config.steps, stop_when=stop_when, log_steps=config.log_steps())
     Vn, An = exp.normalised_parameters()
     traj.attrs["final_distance_P"] = float(np.linalg.norm(Vn - exp.task.P))
     traj.attrs["final_distance_Q"] = float(np.linalg.norm(An - exp.task.Qm))
@@ -250,7 +235,9 @@ def correlated_transition(P_pre: np.ndarray, mix: float, seed: int, alpha: float
     return P
 
 
-def run(config: SCBConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False):
-    """`tdyn train scb`: one run, returns the trajectory."""
-    traj, _ = train(config, variant=variant or "preconditioned", device=device, progress=progress)
+def run(config: SCBConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False,
+        checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
+    """`tdyn train scb`: one run (default variant ``preconditioned``), returns the trajectory."""
+    traj, _ = train(config, variant=variant or "preconditioned", device=device, progress=progress,
+                    checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
     return traj

@@ -15,12 +15,21 @@ A paper's experiment is an object with this interface (see ``empirical/scb.py``)
 ``Trainer.run`` logs observables every ``log_every`` steps (and at step 0 and the last step) into
 a Trajectory with the same layout as ODE solves. NaN/Inf in the step's scalars or observables
 raises :class:`DivergenceError` carrying the partial trajectory.
+
+Checkpoints (``checkpoint=`` a file, or a directory holding ``checkpoint.pt`` and a readable
+``checkpoint.json``) store the experiment's state, every RNG state, the rows logged so far and a
+**fingerprint** (paper, experiment, seed, steps, logging grid, the full config, code version).
+Resuming from a checkpoint whose fingerprint differs is ``ConfigError("resume", ...)``: a run is
+never silently mixed with another one. Interrupted-then-resumed equals uninterrupted, bit for bit.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
+import random
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +38,11 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from simulate.trajectory import atomic_write, make_trajectory
+from simulate.trajectory import _jsonable, atomic_write, code_version, make_trajectory
 from theory.errors import ConfigError, DivergenceError
 
-__all__ = ["Trainer", "Experiment", "ModuleState", "resolve_device", "stack_runs", "torch_threads"]
+__all__ = ["Trainer", "Experiment", "ModuleState", "resolve_device", "stack_runs", "torch_threads",
+           "checkpoint_paths", "read_fingerprint", "fingerprint_mismatch"]
 
 
 @contextmanager
@@ -88,11 +98,46 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
+def checkpoint_paths(checkpoint: str | os.PathLike) -> tuple[Path, Path]:
+    """``(state file, fingerprint JSON)`` of a checkpoint given as a directory (no suffix, or an
+    existing directory: ``DIR/checkpoint.pt``) or as a file (``FILE`` and ``FILE.json``)."""
+    p = Path(checkpoint)
+    if p.is_dir() or not p.suffix:
+        return p / "checkpoint.pt", p / "checkpoint.json"
+    return p, p.with_name(p.name + ".json")
+
+
+def read_fingerprint(checkpoint: str | os.PathLike) -> dict[str, Any] | None:
+    """The fingerprint stored beside a checkpoint (``None`` if there is no checkpoint yet).
+    A checkpoint without a readable fingerprint is ``ConfigError("resume", ...)``."""
+    state, meta = checkpoint_paths(checkpoint)
+    if not state.exists():
+        return None
+    try:
+        return json.loads(meta.read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError("resume", f"checkpoint {state} has no readable fingerprint ({meta}): {err}") from None
+
+
+def fingerprint_mismatch(saved: dict[str, Any], current: dict[str, Any]) -> str | None:
+    """A one-line description of how two fingerprints differ (``None`` when they match)."""
+    diffs = []
+    sc, cc = saved.get("config") or {}, current.get("config") or {}
+    for k in sorted(set(sc) | set(cc)):
+        if sc.get(k) != cc.get(k):
+            diffs.append(f"{k} {sc.get(k)!r} -> {cc.get(k)!r}")
+    for k in sorted(set(saved) | set(current)):
+        if k != "config" and saved.get(k) != current.get(k):
+            diffs.append(f"{k} {saved.get(k)!r} -> {current.get(k)!r}")
+    return None if not diffs else "checkpoint was written by a different run: " + ", ".join(diffs[:6])
+
+
 @dataclass
 class Trainer:
-    """Runs an Experiment. ``checkpoint`` (a path) is written every ``checkpoint_every`` steps,
-    atomically; with ``resume=True`` a run restarts from it and produces the same numbers as an
-    uninterrupted run."""
+    """Runs an Experiment. ``checkpoint`` (a directory or file, see :func:`checkpoint_paths`) is
+    written atomically every ``checkpoint_every`` steps (0: at every logging step) and at the last
+    step; with ``resume=True`` a run restarts from it (after checking its fingerprint) and produces
+    the same numbers as an uninterrupted run."""
 
     device: str = "auto"
     seed: int = 0
@@ -102,6 +147,18 @@ class Trainer:
     resume: bool = False
     #: CPU threads for torch during the run (see :func:`torch_threads`); ``None`` keeps torch's.
     cpu_threads: int | None = 1
+    #: the run's Config (recorded in the trajectory and the checkpoint fingerprint); default:
+    #: the experiment's ``config`` attribute
+    config: Any = None
+
+    def fingerprint(self, experiment, steps: int, log_steps) -> dict[str, Any]:
+        """What must match for a checkpoint to be resumed (JSON-able)."""
+        cfg = self.config if self.config is not None else getattr(experiment, "config", None)
+        cfg = cfg.to_dict() if hasattr(cfg, "to_dict") else cfg
+        grid = hashlib.sha256(np.asarray(sorted(log_steps), dtype=np.int64).tobytes()).hexdigest()[:16]
+        return {"paper": experiment.paper, "experiment": experiment.name, "seed": int(self.seed),
+                "steps": int(steps), "log_steps": grid, "config": _jsonable(cfg),
+                "code_version": code_version()}
 
     def run(self, experiment: Experiment, steps: int, log_every: int = 1, *, stop_when=None, log_steps=None):
         """Train for ``steps`` steps, logging at ``log_steps`` (a config's ``log_steps()``: 0 and
@@ -130,12 +187,30 @@ class Trainer:
         times: list[float] = []
         steps_logged: list[int] = []
         start = 0
-        ckpt = Path(self.checkpoint) if self.checkpoint else None
-        if self.resume and ckpt and ckpt.exists():
+        grid = sorted(log_steps) if log_steps is not None else sorted(
+            {*range(0, steps + 1, log_every), steps})
+        fp = self.fingerprint(experiment, steps, grid)
+        ckpt, meta = checkpoint_paths(self.checkpoint) if self.checkpoint else (None, None)
+        if self.resume and ckpt is not None and ckpt.exists():
+            why = fingerprint_mismatch(read_fingerprint(self.checkpoint), fp)
+            if why:
+                raise ConfigError("resume", why)
             state = torch.load(ckpt, map_location=dev, weights_only=False)
-            experiment.load_state_dict(state["experiment"])
+            try:
+                experiment.load_state_dict(state["experiment"])
+            except (RuntimeError, KeyError, ValueError) as err:
+                raise ConfigError("resume", f"checkpoint {ckpt} does not fit this experiment: "
+                                            f"{' '.join(str(err).split())[:200]}") from None
             gen.set_state(state["generator"].to("cpu") if dev.type == "cpu" else state["generator"])
+            _set_global_rng(state.get("rng"))
             rows, times, steps_logged, start = state["rows"], state["times"], state["steps"], state["step"]
+
+        def save_checkpoint(done: int):
+            state = {"experiment": experiment.state_dict(), "generator": gen.get_state(), "rng": _global_rng(),
+                     "rows": rows, "times": times, "steps": steps_logged, "step": done}
+            ckpt.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(meta, lambda tmp: Path(tmp).write_text(json.dumps(fp, sort_keys=True)))
+            atomic_write(ckpt, lambda tmp: torch.save(state, tmp))
 
         def log(step: int, extra: dict[str, float]):
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # NaN/Inf reported below
@@ -169,10 +244,14 @@ class Trainer:
                     break
             if bar is not None:
                 bar.update(1)
-            if ckpt and self.checkpoint_every and done % self.checkpoint_every == 0:
-                state = {"experiment": experiment.state_dict(), "generator": gen.get_state(),
-                         "rows": rows, "times": times, "steps": steps_logged, "step": done}
-                atomic_write(ckpt, lambda tmp: torch.save(state, tmp))
+                post = {k: f"{float(v):.4g}" for k, v in last.items()}
+                rate, per_step = bar.format_dict.get("rate"), getattr(experiment, "tokens_per_step", None)
+                if rate and per_step:  # experiments that train on tokens show tokens/s
+                    post["tok/s"] = f"{rate * per_step:.0f}"
+                bar.set_postfix(post, refresh=False)
+            if ckpt is not None and (done == steps or (done % self.checkpoint_every == 0 if self.checkpoint_every
+                                                       else steps_logged[-1] == done)):
+                save_checkpoint(done)
         if bar is not None:
             bar.close()
         return self._trajectory(experiment, rows, times, steps_logged)
@@ -182,11 +261,30 @@ class Trainer:
         variables = {n: np.array([r.get(n, np.nan) for r in rows]) for n in names}
         variables["step"] = np.asarray(steps_logged, dtype=np.float64)
         info = experiment.parameters_info() if hasattr(experiment, "parameters_info") else {}
+        cfg = self.config if self.config is not None else getattr(experiment, "config", None)
         return make_trajectory(
             np.asarray(times), variables, paper=experiment.paper, system=experiment.name, source="train",
             backend=f"torch-{resolve_device(self.device).type}", parameters=info, seed=self.seed,
-            status=status, message=message,
+            status=status, message=message, config=cfg if hasattr(cfg, "to_dict") or isinstance(cfg, dict) else None,
         )
+
+
+def _global_rng() -> dict[str, Any]:
+    """The global RNG states an experiment might draw from besides its generator."""
+    out = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = torch.cuda.get_rng_state_all()
+    return out
+
+
+def _set_global_rng(state: dict[str, Any] | None) -> None:
+    if not state:
+        return
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def stack_runs(trajs) -> "Any":

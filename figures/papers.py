@@ -170,5 +170,5 @@ register(Paper(
     train="empirical.joma:run",
     compare="figures.joma:compare",
     figures="figures.joma:make_figures",
-    variants=("fixed", "ce", "probe", "hblt", "hier"),
+    variants=("fixed", "ce", "mixture", "probe", "hblt", "hier"),
 ))

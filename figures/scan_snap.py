@@ -1,13 +1,9 @@
-"""Scan & Snap figures and the theory-vs-practice comparison (papers/scan_snap.md §5).
+"""Scan & Snap figures (papers/scan_snap.md §5) and the theory-vs-practice report.
 
-* :func:`compare` — trains the direct (Y, Z) model on Syn-Small inside the theory's regime (zero
-  init, plain SGD, large batch, small learning rates, long sequences via the count-vector path)
-  and reports rel_l2 of every moving attention logit (the z rows) and of the DT entropy against
-  the full T = inf ODE; a second, official-like regime (T = 128, batch 128, momentum 0.9) is
-  reported as the place where agreement breaks.
-* Figure functions return the data they plot: :func:`fig3_growth`, :func:`fig4_heatmaps`,
-  :func:`fig6_entropy`, :func:`fig8_h`, :func:`fig9_B`, :func:`fig_overlay`,
-  :func:`fig_invariant_spread`.
+Every figure function has the signature ``fig_x(outdir | None, quick, *, device) -> data``: it
+returns the data it plots and ends in :func:`figures.core.finish_figure` (saved as
+``outdir/<name>.png`` when ``outdir`` is given). :func:`compare` (``tdyn compare scan-snap``) lives
+in :mod:`figures.scan_snap_compare` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -17,103 +13,31 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from figures.core import rel_l2, save_figure
+from figures.core import finish_figure
+from figures.scan_snap_compare import (COMPARE_TOL, FIG6_GRID, compare, compare_data, fig6_panel, theory_trajectory,
+                                       z_rows_agreement)
 from theory import scan_snap as ss
 
 __all__ = ["compare", "make_figures", "fig3_growth", "fig4_heatmaps", "fig6_entropy", "fig8_h", "fig9_B",
-           "fig_overlay", "fig_invariant_spread", "COMPARE_TOL", "theory_trajectory", "z_rows_agreement"]
-
-#: Acceptance tolerance on rel_l2 (issue 3, criterion 2).
-COMPARE_TOL = 0.05
+           "fig_overlay", "fig_invariant_spread", "fig_momentum_gap", "COMPARE_TOL", "theory_trajectory",
+           "z_rows_agreement"]
 
 
-def theory_trajectory(config: ss.ScanSnapConfig, t: np.ndarray | None = None):
-    """The full T = inf ODE for ``config`` (scipy DOP853: the flow is not stiff in this regime and
-    this avoids a jit compile); ``t`` defaults to the training's logged times."""
-    import simulate as sim
-
-    run = ss.default_run(config)
-    return sim.solve(run["system"], run["params"], run["y0"], run["t"] if t is None else t,
-                     backend="scipy", method="DOP853", rtol=1e-9, atol=1e-11)
-
-
-def z_rows_agreement(theory, practice, task, worst: bool = False) -> float:
-    """rel_l2 over (time, class, support token) of the trained z rows vs the ODE's; with ``worst``
-    the largest rel_l2 of a single logit's time series instead."""
-    y = np.stack([theory[n].values for n in ss.full_system(task.config).state_names], -1)
-    _, Zth = ss.embed_symmetric_state(task, y)
-    zth = ss.z_rows(task, Zth)  # (time, K, S)
-    times = practice["time"].values
-    th = np.stack([[np.interp(times, theory["time"].values, zth[:, n, i]) for i in range(zth.shape[2])]
-                   for n in range(task.K)])  # (K, S, time)
-    pr = np.stack([[practice[f"z_{n}_{l}"].values for l in task.support(n)] for n in range(task.K)])
-    if worst:
-        return max(rel_l2(pr[n, i], th[n, i]) for n in range(pr.shape[0]) for i in range(pr.shape[1]))
-    return rel_l2(pr, th)
-
-
-def _regime(quick: bool) -> ss.ScanSnapConfig:
-    # zero init, plain SGD (t = step), large batch, long sequences (count path: cost independent of T)
-    return ss.Config(eta_Y=1.0, eta_Z=1.0, momentum=0.0, batch=1024 if quick else 4096, T=4096,
-                     steps=100 if quick else 300, log_every=5, zero_init=True, path="counts", seed=0)
-
-
-def _agreement(cfg, device):
-    from empirical.scan_snap import train
-
-    task = ss.make_task(cfg)
-    practice, _ = train(cfg, device=device)
-    theory = theory_trajectory(cfg, practice["time"].values)
-    h0 = float(theory.dt_entropy.values[0])
-    out = {
-        "z_rows": z_rows_agreement(theory, practice, task),
-        "z_rows_worst_single_logit": z_rows_agreement(theory, practice, task, worst=True),
-        "dt_entropy": rel_l2(practice.dt_entropy.values, theory.dt_entropy.values),
-        "dt_entropy_drop": rel_l2(h0 - practice.dt_entropy.values, h0 - theory.dt_entropy.values),
-        "population_loss": rel_l2(practice.population_loss.values, theory.population_loss.values),
-    }
-    return out, theory, practice
-
-
-def _compare_data(quick: bool, device: str):
-    cfg = _regime(quick)
-    inside, theory, practice = _agreement(cfg, device)
-    official = cfg.replace(batch=128, T=128, momentum=0.9, steps=50 if quick else 100, log_every=5)
-    outside, _, _ = _agreement(official, device)
-    report = {
-        "paper": ss.PAPER,
-        "regime": (f"Syn-Small, zero init, SGD momentum 0, eta_Y = eta_Z = {cfg.eta_Y}, batch {cfg.batch}, "
-                   f"T = {cfg.T} (count vectors), {cfg.steps} steps (t = step) vs the full T = inf ODE"),
-        "observables": {k: {"rel_l2": v, "tolerance": COMPARE_TOL if k in ("z_rows", "dt_entropy") else None}
-                        for k, v in inside.items()},
-        "passed": bool(inside["z_rows"] <= COMPARE_TOL and inside["dt_entropy"] <= COMPARE_TOL),
-        "where_agreement_breaks": {
-            "regime": f"official Fig. 4 setting: T = 128, batch 128, momentum 0.9 (t = step/(1-mu)), {official.steps} steps",
-            "observables": {k: {"rel_l2": v} for k, v in outside.items()},
-        },
-    }
-    return report, theory, practice
-
-
-def compare(quick: bool = True, device: str = "auto") -> dict:
-    """`tdyn compare scan-snap`: trained model vs the full T = inf ODE (z rows, DT entropy)."""
-    return _compare_data(quick, device)[0]
-
-
-# ------------------------------------------------------------------------------------------------
-# Figures
-# ------------------------------------------------------------------------------------------------
-def fig3_growth(C0: float = 1.0):
-    """Fig. 3: bounds of chi_{l0}(t) (Eqn. 12) for eta_Y in {0.5, 1, 2, 5}, eta_Z = 0.5, K = 10,
-    M = 1000; f_{n l0}(0)^2 of the Syn profile; dotted lines at t0 (Decision 14)."""
+def _plt():
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def fig3_growth(outdir=None, quick: bool = True, *, device: str = "auto", C0: float = 1.0) -> pd.DataFrame:
+    """Fig. 3: bounds of chi_{l0}(t) (Eqn. 12) for eta_Y in {0.5, 1, 2, 5}, eta_Z = 0.5, K = 10,
+    M = 1000; f_{n l0}(0)^2 of the Syn profile; dotted lines at t0 (Decision 14)."""
     t = np.linspace(0, 700, 701)
     task = ss.make_task(ss.Config())
     p = task.P[0, task.support(0)]
     f0sq = float(task.P[0, task.dt[0, -1]] ** 2 / (p**2).sum())
     rows = []
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    fig, ax = _plt().subplots(figsize=(5.5, 3.6))
     for eta in (0.5, 1, 2, 5):
         lo, hi = ss.chi_bounds(t, 1000, 10, eta, 0.5, f0sq, C0)
         line, = ax.plot(t, hi, label=f"eta_Y={eta} (upper)")
@@ -125,21 +49,21 @@ def fig3_growth(C0: float = 1.0):
     ax.set_title(f"Fig. 3: growth factor bounds (K=10, M=1000, C0={C0})", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    return fig, pd.DataFrame(rows)
+    finish_figure(fig, outdir, "fig3_growth.png")
+    return pd.DataFrame(rows)
 
 
-def fig4_heatmaps(device: str = "cpu", steps: int = 100):
+def fig4_heatmaps(outdir=None, quick: bool = True, *, device: str = "auto", steps: int = 100) -> dict:
     """Fig. 4: c_n over tokens 0-29 at iterations 0, 2, ..., 10 and Final, Syn-Small, SGD momentum
-    0.9, batch 128, T = 128, zero init, eta_Y/eta_Z = 1/1 and 10/1 (spec §5.3)."""
-    import matplotlib.pyplot as plt
-
+    0.9, batch 128, T = 128, zero init, eta_Y/eta_Z = 1/1 and 10/1 (spec §5.3). Returns
+    ``{"maps": {(ratio, class): (7, 30) array}, "dt_entropy": {name: final DT entropy}}``."""
     from empirical.scan_snap import train_grid
 
     cfg = ss.Config(eta_Z=1.0, momentum=0.9, batch=128, T=128, steps=steps, zero_init=True, seed=2)
     iters = (0, 2, 4, 6, 8, 10)
     res = train_grid(cfg, [1.0], [1.0, 10.0], 1, device=device, snapshots=iters)
     task = res["task"]
-    fig, axes = plt.subplots(2, 2, figsize=(9, 5), squeeze=False)
+    fig, axes = _plt().subplots(2, 2, figsize=(9, 5), squeeze=False)
     data = {}
     for r, ratio in enumerate((1.0, 10.0)):
         for n in range(task.K):
@@ -151,33 +75,23 @@ def fig4_heatmaps(device: str = "cpu", steps: int = 100):
             ax.set_title(f"eta_Y/eta_Z = {ratio:g}/1, class {n + 1}", fontsize=8)
     fig.suptitle("Fig. 4: c_n on Syn-Small (common 0-9 | distinct 10-29)", fontsize=9)
     fig.tight_layout()
+    finish_figure(fig, outdir, "fig4_heatmaps.png")
     ent = {f"ratio_{k[0]:g}_class_{k[1]}": float(ss.entropy(v[-1][task.dt[k[1]]])) for k, v in data.items()}
-    return fig, data, ent
+    return {"maps": data, "dt_entropy": ent}
 
 
-def fig6_entropy(quick: bool = True, device: str = "cpu", seeds: int | None = None, zero_init: bool = False):
+def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds: int | None = None,
+                 zero_init: bool = False) -> pd.DataFrame:
     """Fig. 6: DT entropy at iteration 100 vs eta_Y/eta_Z in {1, 2, 5, 10}, one line per eta_Z in
     {0.5, 1, 2, 3}, panels #last = 1, 3, 5, 10 (Syn-Medium), SGD momentum 0.9, batch 128, T = 128,
     default init (official sweep). Quick: 2 seeds in float32; full: 10 seeds in float64. Returns
-    the table (mean, std, n)."""
-    import torch
-    import matplotlib.pyplot as plt
-
-    from empirical.scan_snap import train_grid
-
+    the table (num_last, eta_Z, ratio, mean, std, count)."""
     seeds = seeds or (2 if quick else 10)
-    eta_Z, ratios, panels = [0.5, 1.0, 2.0, 3.0], [1.0, 2.0, 5.0, 10.0], [1, 3, 5, 10]
-    rows = []
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2), squeeze=False)
-    for ax, nl in zip(axes[0], panels):
-        cfg = ss.Config(num_last=nl, num_next_per_last=2, momentum=0.9, batch=128, T=128, steps=100,
-                        zero_init=zero_init, seed=nl)
-        res = train_grid(cfg, eta_Z, ratios, seeds, device=device, dtype=torch.float32 if quick else torch.float64)
-        df = pd.DataFrame({"eta_Z": res["eta_Z"], "ratio": res["ratio"], "entropy": res["final"]["dt_entropy"]})
-        g = df.groupby(["eta_Z", "ratio"])["entropy"].agg(["mean", "std", "count"]).reset_index()
-        g.insert(0, "num_last", nl)
-        rows.append(g)
-        for ez in eta_Z:
+    panels = FIG6_GRID["num_last"]
+    tables = [fig6_panel(nl, seeds, device, quick, zero_init) for nl in panels]
+    fig, axes = _plt().subplots(1, len(panels), figsize=(4 * len(panels), 3.2), squeeze=False)
+    for ax, nl, g in zip(axes[0], panels, tables):
+        for ez in FIG6_GRID["eta_Z"]:
             s = g[g.eta_Z == ez]
             ax.errorbar(s.ratio, s["mean"], yerr=s["std"], marker="o", ms=3, capsize=2, label=f"eta_Z={ez}")
         ax.set_xscale("log")
@@ -186,14 +100,13 @@ def fig6_entropy(quick: bool = True, device: str = "cpu", seeds: int | None = No
     axes[0][0].set_ylabel("DT entropy")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    return fig, pd.concat(rows, ignore_index=True)
+    finish_figure(fig, outdir, "fig6_entropy.png")
+    return pd.concat(tables, ignore_index=True)
 
 
-def fig8_h():
+def fig8_h(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
     """Fig. 8: discrete h* (Eqn. 33) vs continuous h (Eqn. 45)."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, axes = _plt().subplots(1, 2, figsize=(9, 3.4))
     rows = []
     for ax, (M, etas, tmax) in zip(axes, ((50, (0.1, 0.2, 0.5, 1, 2), 80), (1000, (0.2, 0.5, 1, 2, 4), 70))):
         s = np.arange(tmax + 1)
@@ -206,52 +119,69 @@ def fig8_h():
         ax.set_xlabel("s")
         ax.legend(fontsize=6)
     fig.tight_layout()
-    return fig, pd.DataFrame(rows)
+    finish_figure(fig, outdir, "fig8_h.png")
+    return pd.DataFrame(rows)
 
 
-def fig9_B(K: int = 2, C0: float = 1.0):
-    """Fig. 9: B_n(t) at fixed nu = eta_Y/eta_Z for several eta_Z, dots at B_n(t0) (Decision 15)."""
-    import matplotlib.pyplot as plt
+def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2, C0: float = 1.0) -> pd.DataFrame:
+    """Fig. 9: B_n(t) at fixed nu = eta_Y/eta_Z for several eta_Z, dots at B_n(t0) (Decision 15).
+    B is the snap system's closed form (Eqn. 124, ``closed_forms_numpy``) of h(t/K) (Eqn. 45)."""
+    snap = ss.snap_system()
+    forms = snap.closed_forms_numpy()
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    def B(t, M, ey, ez):
+        t = np.atleast_1d(np.asarray(t, float))
+        p = snap.parameter_vector({"M": M, "K": K, "eta_Y": ey, "eta_Z": ez, "C_0": C0})
+        y = np.zeros((len(snap.state), t.size))
+        y[snap.state_names.index("h")] = ss.h_closed_form(t / K, M, ey)
+        return forms(t, p, y)["B"]
+
+    fig, axes = _plt().subplots(1, 2, figsize=(9, 3.4))
     rows = []
     for ax, (nu, M, ezs, tmax) in zip(axes, ((10, 100, (0.5, 1, 2, 4, 8), 5), (1, 10000, (0.5, 1, 2, 4, 8), 50))):
         t = np.linspace(0, tmax, 501)
         for ez in ezs:
             ey = nu * ez
-            B = ss.B_of_t(t, M, K, ey, ez, C0)
-            line, = ax.plot(t, B, label=f"eta_Z={ez}")
+            b = B(t, M, ey, ez)
+            line, = ax.plot(t, b, label=f"eta_Z={ez}")
             t0 = ss.transition_times(M, K, ey)[1]
-            B0 = float(ss.B_of_t(t0, M, K, ey, ez, C0))
+            b0 = float(B(t0, M, ey, ez)[0])
             if t0 <= tmax:
-                ax.plot([t0], [B0], "o", color=line.get_color())
+                ax.plot([t0], [b0], "o", color=line.get_color())
                 ax.axvline(t0, color=line.get_color(), ls=":", lw=0.8)
-            rows.append({"nu": nu, "M": M, "eta_Z": ez, "t0": t0, "B_at_t0": B0, "B_end": float(B[-1])})
+            rows.append({"nu": nu, "M": M, "eta_Z": ez, "t0": t0, "B_at_t0": b0, "B_end": float(b[-1])})
         ax.set_title(f"Fig. 9: nu = {nu}, M = {M}, K = {K}", fontsize=9)
         ax.set_xlabel("t")
         ax.legend(fontsize=6)
     fig.tight_layout()
-    return fig, pd.DataFrame(rows)
+    finish_figure(fig, outdir, "fig9_B.png")
+    return pd.DataFrame(rows)
 
 
-def fig_overlay(theory, practice):
-    """T = inf ODE (dashed) vs the trained model: DT logits, common logit, DT entropy."""
+def fig_overlay(outdir=None, quick: bool = True, *, device: str = "auto", data=None):
+    """T = inf ODE (dashed) vs the trained model in the theory regime: DT logits, common logit,
+    a Y coordinate, DT entropy, loss. ``data`` = ``(theory, practice)`` (else computed). Returns it."""
     from figures.core import overlay
+    from figures.scan_snap_compare import _agreement, theory_regime
 
-    names = ["z_dt_0", "z_dt_5", "z_dt_9", "z_c", "dt_entropy", "population_loss"]
-    return overlay(theory, practice, names, title="Scan & Snap: T = inf ODE vs trained (Y, Z) model",
-                   xlabel="t (per-sample time)")
+    if data is None:
+        _, theory, practice = _agreement(theory_regime(quick), device)
+        data = (theory, practice)
+    names = ["z_dt_0", "z_dt_9", "z_c", "Y_own_9", "dt_entropy", "population_loss"]
+    fig = overlay(*data, names, title="Scan & Snap: T = inf ODE vs trained (Y, Z) model", xlabel="t (per-sample time)")
+    finish_figure(fig, outdir, "overlay_ode_vs_trained.png")
+    return data
 
 
-def fig_invariant_spread(ratios=(1, 10, 100), eta_Z: float = 0.2, t_end: float = 300.0):
+def fig_invariant_spread(outdir=None, quick: bool = True, *, device: str = "auto", ratios=(1, 10, 100),
+                         eta_Z: float = 0.2) -> pd.DataFrame:
     """Reduced-vs-full: spread max/min of the scanning invariant I_l over class 1's DTs in the full
     T = inf flow (zero init) as eta_Y/eta_Z grows; the reduced ODE keeps it at exactly 1."""
-    import matplotlib.pyplot as plt
-
+    t_end = 150.0 if quick else 300.0
     rows = []
     task = ss.make_task(ss.Config())
     t = np.linspace(0, t_end, 61)
-    fig, ax = plt.subplots(figsize=(5, 3.4))
+    fig, ax = _plt().subplots(figsize=(5, 3.4))
     for r in ratios:
         cfg = ss.Config(eta_Z=eta_Z, eta_Y=eta_Z * r, momentum=0.0, steps=int(t_end), log_every=int(t_end))
         th = theory_trajectory(cfg, t)
@@ -266,38 +196,63 @@ def fig_invariant_spread(ratios=(1, 10, 100), eta_Z: float = 0.2, t_end: float =
     ax.set_ylabel("max/min I_l over DTs")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    return fig, pd.DataFrame(rows)
+    finish_figure(fig, outdir, "invariant_spread.png")
+    return pd.DataFrame(rows)
 
 
-def make_figures(outdir, quick: bool = True, device: str = "cpu") -> list[Path]:
-    """Write every figure (PNG) and the tables (CSV) into ``outdir``."""
+def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto", report=None) -> pd.DataFrame:
+    """Where the T = inf ODE and training part in the official Fig. 4 regime (momentum 0.9): z-row
+    rel_l2 vs the learning rate (steps = 50/lr, same ODE-time horizon) of the discrete momentum map
+    on grad J_inf against the ODE, and of training against the ODE and the E_counts[J] map. Uses
+    ``report.details`` when given (else runs :func:`compare`)."""
+    report = report or compare(quick=quick, device=device)
+    df = pd.DataFrame(report.details["momentum_gap_lr_sweep"])
+    fig, ax = _plt().subplots(figsize=(5.2, 3.6))
+    for col, label in (("map_Jinf_vs_ode", "momentum map on grad J_inf vs ODE"),
+                       ("training_vs_ode", "training vs ODE"),
+                       ("training_vs_map_EcountsJ", "training vs momentum map on grad E_counts[J]")):
+        ax.plot(df.lr, df[col], "o-", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("learning rate (eta_Y = eta_Z), momentum 0.9")
+    ax.set_ylabel("rel_l2 of z rows")
+    ax.set_title("Scan & Snap: the momentum gap closes as lr -> 0", fontsize=9)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    finish_figure(fig, outdir, "momentum_gap.png")
+    return df
+
+
+def make_figures(outdir, *, quick: bool = True, device: str = "auto") -> list[Path]:
+    """Write every figure (PNG) and the tables (CSV) into ``outdir``; return the paths."""
     from simulate.trajectory import atomic_write
 
     out = Path(outdir)
-    paths = []
+    paths: list[Path] = []
 
     def table(df, name):
         p = out / name
         atomic_write(p, lambda tmp: df.to_csv(tmp, index=False))
         paths.append(p)
 
-    fig, df = fig3_growth()
-    paths.append(save_figure(fig, out / "fig3_growth.png"))
-    fig, df = fig8_h()
-    paths.append(save_figure(fig, out / "fig8_h.png"))
-    table(df, "fig8_gap.csv")
-    fig, df = fig9_B()
-    paths.append(save_figure(fig, out / "fig9_B.png"))
-    table(df, "fig9_B.csv")
-    fig, _, ent = fig4_heatmaps(device)
-    paths.append(save_figure(fig, out / "fig4_heatmaps.png"))
-    table(pd.DataFrame([ent]), "fig4_dt_entropy.csv")
-    fig, df = fig6_entropy(quick, device)
-    paths.append(save_figure(fig, out / "fig6_entropy.png"))
-    table(df, "fig6_entropy.csv")
-    report, theory, practice = _compare_data(True, device)
-    paths.append(save_figure(fig_overlay(theory, practice), out / "overlay_ode_vs_trained.png"))
-    fig, df = fig_invariant_spread(t_end=150.0 if quick else 300.0)
-    paths.append(save_figure(fig, out / "invariant_spread.png"))
-    table(df, "invariant_spread.csv")
-    return paths
+    fig3_growth(out, quick, device=device)
+    paths.append(out / "fig3_growth.png")
+    table(fig8_h(out, quick, device=device), "fig8_gap.csv")
+    paths.append(out / "fig8_h.png")
+    table(fig9_B(out, quick, device=device), "fig9_B.csv")
+    paths.append(out / "fig9_B.png")
+    table(pd.DataFrame([fig4_heatmaps(out, quick, device=device)["dt_entropy"]]), "fig4_dt_entropy.csv")
+    paths.append(out / "fig4_heatmaps.png")
+    table(fig6_entropy(out, quick, device=device), "fig6_entropy.csv")
+    paths.append(out / "fig6_entropy.png")
+    report, theory, practice = compare_data(quick, device)
+    fig_overlay(out, quick, device=device, data=(theory, practice))
+    paths.append(out / "overlay_ode_vs_trained.png")
+    table(fig_momentum_gap(out, quick, device=device, report=report), "momentum_gap.csv")
+    paths.append(out / "momentum_gap.png")
+    table(pd.DataFrame(report.details["reduced_grid"]), "reduced_vs_full_vs_training.csv")
+    table(fig_invariant_spread(out, quick, device=device), "invariant_spread.csv")
+    paths.append(out / "invariant_spread.png")
+    from .realtext import paper_realtext_figures
+
+    return paths + paper_realtext_figures("scan-snap", out, quick=quick, device=device)

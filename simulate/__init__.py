@@ -7,7 +7,7 @@ Nothing here is paper-specific: every function takes a ReducedSystem (or an SDE 
 from .ode import BACKENDS, first_crossing, solve
 from .sde import ReducedSDE, solve_sde
 from .sweep import sweep
-from .trajectory import atomic_write, load, make_trajectory, parameters_of, save
+from .trajectory import atomic_write, code_version, config_of, load, make_trajectory, parameters_of, save
 
 __all__ = [
     "solve",
@@ -21,4 +21,6 @@ __all__ = [
     "save",
     "load",
     "atomic_write",
+    "code_version",
+    "config_of",
 ]

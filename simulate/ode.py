@@ -29,6 +29,13 @@ _SCIPY_METHODS = ("Radau", "BDF", "LSODA", "RK45", "DOP853", "RK23")
 _DIFFRAX_METHODS = ("Kvaerno5", "Kvaerno3", "Tsit5", "Dopri8", "Dopri5")
 
 
+#: |state| beyond which both backends stop and report divergence (with the partial trajectory)
+STATE_BOUND = 1e150
+#: diffrax stops (``dt_min_reached``) when its step falls below this fraction of the horizon: a
+#: finite-time blow-up shrinks the step geometrically, which would otherwise spin to ``max_steps``
+DT_MIN_FRACTION = 1e-12
+
+
 def _enable_x64():
     import jax
 
@@ -47,15 +54,20 @@ def _diffrax_solver(system: ReducedSystem, method: str, rtol: float, atol: float
     term = diffrax.ODETerm(lambda t, y, p: f(t, y, p))
     solver = getattr(diffrax, method)()
 
+    import jax.numpy as jnp
+
+    # divergence stops the solve at once (else the step size shrinks until max_steps)
+    diverged = diffrax.Event(lambda t, y, args, **kw: ~(jnp.max(jnp.abs(y)) <= STATE_BOUND))
+
     @jax.jit
-    def run(y0, p, ts):  # only what solve() reads leaves the device: (ys, result code, steps)
-        sol = diffrax.diffeqsolve(
+    def run(y0, p, ts):
+        return diffrax.diffeqsolve(
             term, solver, t0=ts[0], t1=ts[-1], dt0=None, y0=y0, args=p,
             saveat=diffrax.SaveAt(ts=ts),
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-            max_steps=max_steps, throw=False,
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmin=(ts[-1] - ts[0]) * DT_MIN_FRACTION,
+                                                      force_dtmin=False),
+            max_steps=max_steps, throw=False, event=diverged,
         )
-        return sol.ys, sol.result._value, sol.stats["num_steps"]
 
     return run
 
@@ -114,8 +126,10 @@ def solve(
     Returns a Trajectory with one variable per state and per observable.
     Raises :class:`SolverError` (with ``.partial``) when the solver fails or leaves finite values.
     """
+    config = None
     if isinstance(system, Problem):
         problem = system
+        config = getattr(problem, "config", None)  # recorded in full when the Problem carries it
         opts = problem.options(backend)
         system = problem.system
         params = problem.params if params is None else params
@@ -143,8 +157,6 @@ def solve(
         raise ConfigError("y0", "initial state is not finite")
 
     if backend == "scipy":
-        from scipy.integrate import solve_ivp
-
         method = method or "Radau"
         check_choice("method", method, _SCIPY_METHODS)
         f = system.to_numpy()
@@ -153,13 +165,7 @@ def solve(
             jac = _scipy_jacobian(system)
             jac_f = lambda tt, yy: np.asarray(jac(tt, yy, p), dtype=float)  # noqa: E731
         extra = {"jac": jac_f} if jac_f is not None else {}
-        with np.errstate(all="ignore"):
-            sol = solve_ivp(lambda tt, yy: f(tt, yy, p), (ts[0], ts[-1]), y, method=method, t_eval=ts,
-                            rtol=rtol, atol=atol, **extra)
-        Y = np.full((ts.size, y.size), np.nan)
-        Y[: sol.y.shape[1]] = sol.y.T
-        status, message = int(sol.status), str(sol.message)
-        nfev = int(sol.nfev)
+        Y, status, message, nfev = _scipy_steps(lambda tt, yy: f(tt, yy, p), ts, y, method, rtol, atol, extra)
     else:
         method = method or "Kvaerno5"
         check_choice("method", method, _DIFFRAX_METHODS)
@@ -168,12 +174,15 @@ def solve(
         import jax.numpy as jnp
 
         run = _diffrax_solver(system, method, float(rtol), float(atol), int(max_steps))
-        ys, code, n_steps = jax.device_get(run(jnp.asarray(y), jnp.asarray(p), jnp.asarray(ts)))
-        Y = np.asarray(ys, dtype=np.float64)
-        ok = int(code) == int(diffrax.RESULTS.successful._value)
+        sol = run(jnp.asarray(y), jnp.asarray(p), jnp.asarray(ts))
+        Y = np.array(sol.ys, dtype=np.float64)
+        Y[0] = y  # the solution at t[0] is the initial state (diffrax fills it with inf on some failures)
+        ok = bool(sol.result == diffrax.RESULTS.successful)
         status, message = (0, "The solver successfully reached the end of the integration interval.") if ok else (
-            -1, f"diffrax solver failed (result code {int(code)})")
-        nfev = int(n_steps)
+            -1, str(diffrax.RESULTS[sol.result]) if hasattr(diffrax.RESULTS, "__getitem__") else "diffrax solver failed")
+        if bool(sol.result == diffrax.RESULTS.event_occurred):
+            status, message = -1, f"state left |y| <= {STATE_BOUND:.0e} (diverged)"
+        nfev = int(sol.stats.get("num_steps", -1))
 
     finite = np.all(np.isfinite(Y), axis=1)
     good = int(np.argmin(finite)) if not finite.all() else ts.size
@@ -187,12 +196,42 @@ def solve(
         ts[:good], variables, paper=system.paper, system=system.name, source="ode", backend=backend,
         parameters={**{n: float(v) for n, v in zip(system.parameter_names, p)},
                     "rtol": rtol, "atol": atol, "method": method},
-        status=status, message=message, extra_attrs={"n_steps": nfev},
+        status=status, message=message, extra_attrs={"n_steps": nfev}, config=config,
     )
     if status != 0:
         t_reached = float(ts[good - 1]) if good > 0 else float(ts[0])
         raise SolverError(system.paper, system.name, t_reached, message, partial=traj)
     return traj
+
+
+def _scipy_steps(fun, ts, y0, method, rtol, atol, extra):
+    """``solve_ivp``'s stepping loop, kept by hand so that a failure (a non-finite right-hand side or
+    Jacobian, which makes scipy raise, or ``|y| > STATE_BOUND``) still returns the output times
+    reached. Returns ``(Y (n, dim) NaN after the last good time, status, message, nfev)``."""
+    from scipy.integrate._ivp.ivp import METHODS
+
+    Y = np.full((ts.size, y0.size), np.nan)
+    Y[0] = y0
+    i, status, message = 1, 0, "The solver successfully reached the end of the integration interval."
+    with np.errstate(all="ignore"):
+        solver = METHODS[method](fun, ts[0], y0, ts[-1], rtol=rtol, atol=atol, **extra)
+        while i < ts.size:
+            try:
+                failure = solver.step()
+            except (ValueError, ArithmeticError, np.linalg.LinAlgError) as err:
+                status, message = -1, f"{method} stopped after t={solver.t:.6g}: {' '.join(str(err).split())}"
+                break
+            if solver.status == "failed":
+                status, message = -1, f"{method} failed after t={solver.t:.6g}: {failure}"
+                break
+            if not np.all(np.isfinite(solver.y)) or np.max(np.abs(solver.y)) > STATE_BOUND:
+                status, message = -1, f"state left |y| <= {STATE_BOUND:.0e} at t={solver.t:.6g} (diverged)"
+                break
+            dense = solver.dense_output()
+            while i < ts.size and ts[i] <= solver.t:
+                Y[i] = dense(ts[i])
+                i += 1
+    return Y, status, message, int(solver.nfev)
 
 
 def first_crossing(ds, variable: str, level: float, dim: str = "time") -> np.ndarray | float:

@@ -29,7 +29,7 @@ def _vmapped(system, method, rtol, atol, max_steps):
     import jax
 
     run = _diffrax_solver(system, method, rtol, atol, max_steps)
-    return jax.jit(jax.vmap(lambda y0, p, ts: run(y0, p, ts)[0], in_axes=(0, 0, None)))
+    return jax.jit(jax.vmap(lambda y0, p, ts: run(y0, p, ts).ys, in_axes=(0, 0, None)))
 
 
 def sweep(

@@ -4,15 +4,24 @@ Layout (shared by ODE solves, SDE ensembles and real training runs, so that figu
 any two): dimension ``time`` (plus ``path`` for SDE ensembles, ``run`` for stacked training runs);
 one data variable per state and per observable; attributes ``paper``, ``system``, ``source``
 (``ode``/``sde``/``train``), ``backend``, ``parameters`` (JSON), ``seed``, ``versions`` (JSON),
-``git_commit``, ``status`` and ``message`` (as scipy's solve_ivp).
+``git_commit``, ``code_version`` (hash of tdyn's source), ``status`` and ``message`` (as scipy's
+solve_ivp); with a config, ``config`` (JSON of every field, seeds included) and ``config_class``:
+enough to re-run it (``tdyn simulate/train --from FILE.nc``).
+
+Writes are atomic (a temporary file renamed onto the target) and honour the umask; an interrupt
+(SIGINT, or SIGTERM while a write is in progress) removes the temporary file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import signal
 import subprocess
 import tempfile
+import threading
+from contextlib import contextmanager
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -23,7 +32,8 @@ import xarray as xr
 
 from theory.errors import ConfigError
 
-__all__ = ["make_trajectory", "save", "load", "versions", "git_commit", "atomic_write"]
+__all__ = ["make_trajectory", "save", "load", "versions", "git_commit", "code_version", "atomic_write",
+           "parameters_of", "config_of", "Terminated"]
 
 Trajectory = xr.Dataset
 
@@ -52,6 +62,22 @@ def git_commit() -> str:
         return "unknown"
 
 
+_PACKAGES = ("theory", "simulate", "empirical", "figures")
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """16 hex digits of a SHA-256 over tdyn's Python source (the four packages, sorted by path):
+    changes with any edit, committed or not, and works without git (an installed wheel)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for pkg in _PACKAGES:
+        for f in sorted((root / pkg).rglob("*.py")):
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _jsonable(v: Any) -> Any:
     if isinstance(v, np.ndarray):
         return v.tolist()
@@ -78,9 +104,11 @@ def make_trajectory(
     message: str = "",
     extra_attrs: Mapping[str, Any] | None = None,
     lead_dims: tuple[str, ...] = (),
+    config: Any = None,
 ) -> xr.Dataset:
     """Build a trajectory Dataset. ``variables`` maps name -> array with leading dims
-    ``lead_dims + ("time",)`` or name -> (extra_dims, array) for array-valued states."""
+    ``lead_dims + ("time",)`` or name -> (extra_dims, array) for array-valued states.
+    ``config`` (a paper Config, or a dict of its fields) is recorded in full (provenance)."""
     data_vars = {}
     for name, val in variables.items():
         if isinstance(val, tuple) and len(val) == 2 and isinstance(val[0], tuple):
@@ -97,33 +125,82 @@ def make_trajectory(
         "seed": -1 if seed is None else int(seed),
         "versions": json.dumps(versions(), sort_keys=True),
         "git_commit": git_commit(),
+        "code_version": code_version(),
         "status": int(status),
         "message": message,
     }
+    if config is not None:
+        attrs.update(config_attrs(config))
     for k, v in (extra_attrs or {}).items():
         attrs[k] = v if isinstance(v, (str, int, float)) else json.dumps(_jsonable(v))
     return xr.Dataset(data_vars, coords={"time": np.asarray(time, dtype=np.float64)}, attrs=attrs)
+
+
+def config_attrs(config: Any) -> dict[str, str]:
+    """``{"config": JSON of every field, "config_class": "module:Class"}`` for a Config (or dict)."""
+    if isinstance(config, Mapping):
+        return {"config": json.dumps(_jsonable(dict(config)), sort_keys=True)}
+    return {"config": json.dumps(_jsonable(config.to_dict()), sort_keys=True),
+            "config_class": f"{type(config).__module__}:{type(config).__qualname__}"}
 
 
 def parameters_of(ds: xr.Dataset) -> dict[str, Any]:
     return json.loads(ds.attrs.get("parameters", "{}"))
 
 
+def config_of(ds: xr.Dataset) -> dict[str, Any]:
+    """The full config recorded in a trajectory (``{}`` for a file written without one)."""
+    return json.loads(ds.attrs.get("config", "{}"))
+
+
+class Terminated(BaseException):
+    """Raised in the main thread on SIGTERM while :func:`atomic_write` (or the CLI) runs, so that
+    ``finally`` blocks clean up as they do on Ctrl-C (``KeyboardInterrupt``)."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(f"terminated by signal {signum}")
+
+
+@contextmanager
+def terminate_as_exception():
+    """Within the block, SIGTERM raises :class:`Terminated` (main thread only; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _umask() -> int:
+    old = os.umask(0)
+    os.umask(old)
+    return old
+
+
 def atomic_write(path: str | os.PathLike, write_fn) -> Path:
-    """Call ``write_fn(tmp_path)`` then rename onto ``path``: readers never see a partial file."""
+    """Call ``write_fn(tmp_path)`` then rename onto ``path``: readers never see a partial file.
+    The result has mode ``0o666 & ~umask`` (as ``open`` would give); on any exception, Ctrl-C or
+    SIGTERM the temporary file is removed and ``path`` is left as it was."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.exists():
         raise ConfigError("out", f"directory does not exist: {parent}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-    os.close(fd)
-    try:
-        write_fn(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with terminate_as_exception():
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+            os.close(fd)
+            write_fn(tmp)
+            os.chmod(tmp, 0o666 & ~_umask())
+            os.replace(tmp, path)
+        except BaseException:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
     return path
 
 

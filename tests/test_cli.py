@@ -35,9 +35,11 @@ def test_derive_json_holds_the_4d_system(runner):
 
     # the strings parse back to the derived expressions
     S = scb.symmetric_system()
-    local = {str(s): s for s in S.state + S.parameters}
-    for s, f in zip(S.state, S.rhs):
-        assert sp.simplify(sp.sympify(sym["rhs"][str(s)], locals=local) - f) == 0
+    local = {str(s): s for s in S.state + S.parameters + tuple(d for d, _ in S.definitions)}
+    assert [d for d, _ in sym["definitions"]] == ["s", "n", "c"]  # the spec's named quantities (§3.3)
+    for s, f in zip(S.state, S.expanded_rhs):
+        parsed = S.expand_definitions(sp.sympify(sym["rhs"][str(s)], locals=local))
+        assert sp.simplify(parsed - f) == 0
 
 
 def test_derive_latex_renders_as_math(runner):
@@ -52,7 +54,7 @@ def test_derive_latex_renders_as_math(runner):
     for block in blocks:
         body = block.split("\\end{aligned}")[0]
         for line in body.strip().split("\\\\"):
-            lhs, rhs = line.split("&=")
+            lhs, rhs = line.replace("&:=", "&=").split("&=")
             buf = io.BytesIO()
             mathtext.math_to_image(f"${lhs.strip()} = {rhs.strip()}$", buf, format="png")  # raises if not valid math
             assert buf.getbuffer().nbytes > 100
@@ -88,6 +90,9 @@ def test_derive_python_source_reproduces_numpy_population_gradient(runner):
     (["derive", "nonsense"], "paper"),
     (["train", "scb", "--variant", "adam", "--set", "steps=1"], "variant"),
     (["train", "scb", "--device", "cuda", "--set", "steps=1"], "device"),
+    (["train", "scb", "--variant", "sgd", "--set", "lam=0.1", "--set", "steps=1"], "lam"),
+    (["train", "scb", "--variant", "preconditioned", "--set", "softmax_lr_power=1", "--set", "steps=1"],
+     "softmax_lr_power"),
 ])
 def test_bad_input_one_line_exit_2(runner, tmp_path, args, field):
     out = tmp_path / "x.nc"

@@ -13,14 +13,41 @@ def runner():
     return CliRunner()
 
 
-def test_compare_quick_json_within_tolerance(runner):
+def test_compare_quick_json_report_and_claims(runner):
     res = runner.invoke(main, ["compare", "joma", "--quick", "--json"])
     assert res.exit_code == 0, res.output
     rep = json.loads(res.stdout[res.stdout.index("{"):])
     assert rep["paper"] == "joma" and rep["passed"] is True
-    assert rep["observables"]["v"]["rel_l2"] <= 0.05
-    assert rep["observables"]["z"]["rel_l2"] <= 0.05
-    assert rep["details"]["invariant_relative_drift_trained"] <= 1e-3
+    obs = rep["observables"]
+    for k in ("v", "z"):  # headline: the CE/tanh/softmax network inside the Assumption-1 window
+        o = obs[f"mixture_{k}_assumption1_window"]
+        assert o["tolerance"] is not None and o["rel_l2"] <= o["tolerance"]
+    # the derivation check (the ODE's own objective): only the SGD step error remains
+    assert obs["derivation_check_v"]["rel_l2"] < 1e-3 and obs["derivation_check_z"]["rel_l2"] < 5e-3
+    assert obs["derivation_check_invariant_drift"]["rel_l2"] < 1e-3
+    # the same mixture network with the ODE's own objective: the CE gap is Assumption 1, not a bug
+    for k in ("v", "z"):
+        assert obs[f"mixture_fixed_top_{k}"]["rel_l2"] < 0.1 * obs[f"mixture_{k}_full_run"]["rel_l2"]
+    claims = {c["name"]: c for c in rep["claims"]}
+    assert set(claims) == {"invariant_holds", "entropy_drops_then_bounces", "learning_order_lowest_LCA_first"}
+    for c in claims.values():
+        assert isinstance(c["holds"], bool) and c["evidence"]
+    assert {row["observable"] for row in rep["where_agreement_breaks"]} == {"v", "z"}
+
+
+def test_train_hier_uses_the_learning_rate_and_ignored_settings_exit_2(runner, tmp_path):
+    import xarray as xr
+
+    out = tmp_path / "hier.nc"
+    res = runner.invoke(main, ["train", "joma", "--variant", "hier", "--set", "lr=0.5", "--set", "steps=2",
+                               "--set", "log_every=1", "--no-progress", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    with xr.open_dataset(out) as ds:
+        assert json.loads(ds.attrs["parameters"])["lr"] == 0.5
+    for variant, setting in (("probe", "Mc=4"), ("fixed", "batch=4"), ("hier", "kind=softmax")):
+        res = runner.invoke(main, ["train", "joma", "--variant", variant, "--set", setting, "--no-progress"])
+        assert res.exit_code == 2, (variant, res.output)
+        assert res.stderr.strip().startswith(f"error: {setting.split('=')[0]}:"), res.stderr
 
 
 @pytest.mark.parametrize("cmd,setting,field", [

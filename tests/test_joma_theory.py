@@ -151,7 +151,11 @@ def test_nonlinear_exp_entropy_anchor_values():
 
     mu = np.array(J.FIG4_MU)
     sysm = J.nonlinear_exp_system(len(mu))
-    assert sp.simplify(sysm.rhs[0] - (sysm.parameters[0] - sysm.state[0]) * sp.exp(sysm.state[0] ** 2 / 2)) == 0
+    # cross-derivation: Theorem 2's rhs (derived from the block flow) with Delta_l -> mu_l - v_l
+    th2 = J.theorem2_system(len(mu), 1)
+    for l in range(len(mu)):
+        sub = {th2.parameters[l]: sysm.parameters[l] - sysm.state[l], th2.state[l]: sysm.state[l]}
+        assert sp.simplify(th2.rhs[l].xreplace(sub) - sysm.rhs[l]) == 0
     f = sysm.to_numpy()
     t = np.linspace(0, 6, 6001)
     sol = solve_ivp(lambda tt, y: f(tt, y, mu), (0, 6), np.zeros(len(mu)), t_eval=t, rtol=1e-10, atol=1e-12, method="LSODA")
@@ -170,6 +174,39 @@ def test_nonlinear_exp_entropy_anchor_values():
         assert cross == pytest.approx(tj, abs=2e-3)
     times = [J.convergence_time(m, eps) for m in mu]
     assert np.all(np.diff(times) < 0)  # salient components converge first
+
+
+@pytest.mark.parametrize("kind", J.KINDS)
+@pytest.mark.parametrize("activation", J.ACTIVATIONS)
+def test_population_block_flow_is_the_derived_flow(kind, activation):
+    """theory.joma.block_flow (the xp formula the SDE and the mixture ODE use) == sympy rhs."""
+    Mc, K, N = 3, 2, 4
+    X, G, V, s, z = _random_point(np.random.default_rng(5), Mc, K, N)
+    tau = 0.7 if kind != "linear" else 1.0
+    sysm = J.block_system(kind, activation, Mc, K, N)
+    y, params = _pack(X, G, V, s, z, tau, Mc, K, N)
+    want = sysm.to_numpy()(0.0, y, sysm.parameter_vector(params))
+    Vd, sd, zd = J.block_flow(kind, activation, X, G, V, s, z, tau)
+    np.testing.assert_allclose(np.concatenate([zd, Vd.ravel(), sd]), want, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.slow
+def test_fig4_recursion_matches_spec_values():
+    """Spec §5 Fig. 4 / §4 item 3: the official update v <- v + eta (mu - v) o softmax(v^2/T), T = 3,
+    eta = 0.02, v(0) = 0.05: entropy starts at ln 10 = 2.3026, goes down then up, and ends at the
+    fixed point H(softmax(mu^2/3)) = 1.6217 (tolerances: the spec's last printed digit)."""
+    mu = np.array(J.FIG4_MU)
+    v = np.full(10, 0.05)
+    H = []
+    for _ in range(150_000):
+        a = np.exp(v**2 / 3.0)
+        a /= a.sum()
+        H.append(-(a * np.log(a)).sum())
+        v = v + 0.02 * (mu - v) * a
+    H = np.array(H)
+    assert H[0] == pytest.approx(2.3026, abs=1e-4)
+    assert H[-1] == pytest.approx(1.6217, abs=1e-4)
+    assert H.min() < H[-1] - 0.1 and 0 < int(np.argmin(H)) < len(H) - 1  # down, then up
 
 
 def test_softmax_variant_fixed_point_entropy():
@@ -209,3 +246,44 @@ def test_bad_config_names_the_field(field, value):
     with pytest.raises(ConfigError) as e:
         J.JomaConfig().replace(**{field: value})
     assert e.value.field == field or (field == "K" and e.value.field in ("K", "N"))
+
+
+def test_every_setting_reaches_its_variant_and_ignored_ones_are_errors():
+    cfg = J.JomaConfig(lr=0.5, steps=7)
+    for v in J.VARIANTS:
+        bound = cfg.for_variant(v)
+        assert bound.lr == 0.5 and bound.steps == 7 and bound.variant == v
+    # unset fields follow the variant's defaults
+    assert J.JomaConfig().for_variant("probe").temperature == J.VARIANT_DEFAULTS["probe"]["temperature"]
+    with pytest.raises(ConfigError) as e:
+        J.JomaConfig(Mc=4, d=8).for_variant("hier")
+    assert e.value.field in ("Mc", "d")
+    with pytest.raises(ConfigError) as e:
+        J.JomaConfig(hidden=7).for_variant("fixed")
+    assert e.value.field == "hidden"
+
+
+def test_time_unit_is_lr_times_step_and_problem_uses_the_log_grid():
+    cfg = J.JomaConfig(lr=0.02, steps=50, log_every=15)
+    np.testing.assert_array_equal(cfg.log_steps(), [0, 15, 30, 45, 50])
+    np.testing.assert_allclose(cfg.ode_times(), 0.02 * np.array([0, 15, 30, 45, 50]), rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(J.problem(cfg).t, cfg.ode_times())
+    assert J.JomaConfig(variant="hier").ode_time(40) == 40.0  # Adam: no gradient-flow time
+
+
+def test_named_intermediates_round_trip_through_json():
+    """Softmax/tanh block: A_n and u_n_k are definitions (spec §1.1); JSON -> load_system gives an
+    equivalent system, and the numeric rhs (definitions expanded) equals the spec listing."""
+    import json
+
+    from theory import load_system, systems_to_json
+
+    sysm = J.block_system("softmax", "tanh", 3, 2, 2)
+    assert [str(s) for s, _ in sysm.definitions] == ["A_1", "A_2", "u_1_1", "u_1_2", "u_2_1", "u_2_2"]
+    back = load_system(json.loads(systems_to_json("joma", [sysm]))["systems"][0])
+    assert back.equivalent(sysm)
+    X, G, V, s, z = _random_point(np.random.default_rng(9), 3, 2, 2)
+    y, params = _pack(X, G, V, s, z, 1.0, 3, 2, 2)
+    got = back.to_numpy()(0.0, y, back.parameter_vector(params))
+    Vdot, sdot, zdot = spec_block_rhs("softmax", "tanh", X, G, V, s, z, 1.0)
+    np.testing.assert_allclose(got, np.concatenate([zdot, Vdot.ravel(), sdot]), rtol=1e-12, atol=1e-13)

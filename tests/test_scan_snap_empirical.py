@@ -9,6 +9,7 @@ import torch
 
 from empirical import scan_snap as es
 from theory import scan_snap as ss
+from theory.errors import ConfigError
 
 
 def _model(task, R=1, zero=False, seed=0):
@@ -134,3 +135,99 @@ def test_grid_trend_entropy_falls_with_eta_Z():
         lo = ent[(res["eta_Z"] == 0.5) & (res["ratio"] == r)].mean()
         hi = ent[(res["eta_Z"] == 3.0) & (res["ratio"] == r)].mean()
         assert hi < lo - 0.05, (r, lo, hi)
+
+
+def test_run_resumes_from_checkpoint_bit_identical(tmp_path):
+    cfg = ss.Config(steps=20, log_every=5, batch=32)
+    full = es.run(cfg, device="cpu")
+    ck = tmp_path / "ck.pt"
+    es.run(cfg.replace(steps=10), device="cpu", checkpoint=ck, checkpoint_every=10)  # "interrupted" at step 10
+    resumed = es.run(cfg, device="cpu", checkpoint=ck, checkpoint_every=10, resume=True)
+    np.testing.assert_array_equal(resumed["time"].values, cfg.ode_times())
+    for name in ("z_dt_9", "Y_own_9", "population_loss"):
+        np.testing.assert_array_equal(resumed[name].values, full[name].values)
+
+
+def test_logged_at_config_log_steps_when_log_every_does_not_divide():
+    cfg = ss.Config(steps=7, log_every=3, batch=16)
+    traj = es.run(cfg, device="cpu")
+    np.testing.assert_array_equal(traj["time"].values, cfg.ode_times())
+    np.testing.assert_allclose(traj["time"].values, np.array([0, 3, 6, 7]) / (1 - 0.9))
+
+
+def test_y_coordinates_logged_equal_the_parameters_group_means():
+    """The logged Y coordinates are the group means of Y (exact on the symmetric subspace): embed a
+    symmetric state, read it back."""
+    cfg = ss.Config(num_unique_per_next=4, num_common=3)
+    task = ss.make_task(cfg)
+    sysm = ss.full_system(cfg)
+    y = np.random.default_rng(3).normal(size=len(sysm.state))
+    Y, _ = ss.embed_symmetric_state(task, y)
+    got = ss.symmetric_y_coordinates(task, Y)
+    for i, name in enumerate(sysm.state_names):
+        if name.startswith("Y_"):
+            assert math.isclose(float(got[name]), y[i], rel_tol=1e-14, abs_tol=1e-15), name
+
+
+def test_variant_contradicting_path_and_adam_uses_momentum_as_beta1():
+    from theory.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        es.run(ss.Config(path="sequences", steps=2), device="cpu", variant="counts")
+    assert e.value.field == "variant"
+    # Adam's beta1 is the config's momentum (every setting reaches every variant)
+    g = torch.Generator().manual_seed(0)
+    p = torch.nn.Parameter(torch.randn(1, 3, 3, generator=g, dtype=torch.float64))
+    q = torch.nn.Parameter(p.detach().clone())
+    ours = es.Optimiser({"p": p}, {"p": torch.tensor([0.1], dtype=torch.float64)}, "adam", 0.5)
+    ref = torch.optim.Adam([q], lr=0.1, betas=(0.5, 0.999), eps=1e-8)
+    for _ in range(4):
+        gr = torch.randn(1, 3, 3, generator=g, dtype=torch.float64)
+        p.grad, q.grad = gr.clone(), gr.clone()
+        ours.step()
+        ref.step()
+    np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("layout", [dict(), dict(num_last=2, num_next_per_last=2, zero_init=False)])
+def test_count_sgd_gradient_equals_torch_autograd(layout):
+    """The analytic count-vector gradient (numpy, R runs) = torch autograd of the model's CE."""
+    from empirical.scan_snap_counts import CountSGD
+
+    cfg = ss.Config(T=64, batch=16, **layout)
+    task = ss.make_task(cfg)
+    eng = CountSGD(task, [1.0, 2.0], [0.5, 1.0], batch=16, momentum=0.9, zero_init=False,
+                   rng=np.random.default_rng(0))
+    eng.Y += np.random.default_rng(1).normal(size=eng.Y.shape)  # a generic point
+    n, sup_counts = eng.sample()
+    gY, gZ = eng.gradient(n, sup_counts)
+    m = es.DirectYZ(task, 2, True)
+    with torch.no_grad():
+        m.Y.copy_(torch.as_tensor(eng.Y))
+        m.Z.copy_(torch.as_tensor(eng.Z))
+    counts = np.zeros((2, 16, task.M_in))
+    np.put_along_axis(counts, eng.sup[n], sup_counts, -1)
+    nt = torch.as_tensor(n)
+    loss = es.cross_entropy(m(m.mixture_from_counts(torch.as_tensor(counts), torch.as_tensor(task.query)[nt])),
+                            torch.as_tensor(task.label)[nt]).sum()
+    tY, tZ = torch.autograd.grad(loss, [m.Y, m.Z])
+    np.testing.assert_allclose(gY, -tY.numpy(), atol=1e-13)
+    np.testing.assert_allclose(gZ, -tZ.numpy(), atol=1e-13)
+    assert counts.sum(-1).min() == counts.sum(-1).max() == cfg.T - 1
+
+
+def test_numpy_count_engine_grid_same_law_as_torch_grid():
+    """Fig. 6 trend on the numpy count-vector engine: same setting as the torch grid test; both
+    engines' final DT entropies agree within seed noise (different random streams)."""
+    cfg = ss.Config(num_last=1, num_next_per_last=2, momentum=0.9, batch=128, T=128, steps=60, zero_init=False)
+    a = es.train_grid(cfg, [0.5, 3.0], [1.0], 6, device="cpu", engine="numpy")
+    b = es.train_grid(cfg, [0.5, 3.0], [1.0], 6, device="cpu")
+    for ez in (0.5, 3.0):
+        ea, eb = a["final"]["dt_entropy"][a["eta_Z"] == ez], b["final"]["dt_entropy"][b["eta_Z"] == ez]
+        se = math.sqrt(ea.var(ddof=1) / ea.size + eb.var(ddof=1) / eb.size)
+        assert abs(ea.mean() - eb.mean()) <= 3 * se + 1e-3, (ez, ea.mean(), eb.mean(), se)
+    lo = a["final"]["dt_entropy"][a["eta_Z"] == 0.5].mean()
+    hi = a["final"]["dt_entropy"][a["eta_Z"] == 3.0].mean()
+    assert hi < lo - 0.05
+    with pytest.raises(ConfigError):
+        es.train_grid(cfg.replace(optimizer="adam"), [0.5], [1.0], 1, engine="numpy")

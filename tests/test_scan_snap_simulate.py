@@ -31,7 +31,8 @@ def test_jax_count_objective_gradient_equals_torch_model():
 def test_sgd_ensemble_mean_follows_the_T_inf_ode_for_two_learning_rates():
     cfg = ss.Config(momentum=0.0, batch=256, T=4096, steps=40, log_every=5)
     lrs = [(1.0, 1.0), (2.0, 2.0)]
-    times, Y, Z, lr = ss.sgd_ensemble(cfg, lrs, 3)
+    times, Y, Z, lr = es.sgd_ensemble(cfg, lrs, 3)
+    np.testing.assert_array_equal(times, cfg.ode_times())
     task = ss.make_task(cfg)
     assert Y.shape[:2] == (6, 9) and np.allclose(lr[:3], [1.0, 1.0]) and np.allclose(lr[3:], [2.0, 2.0])
     for i, (ey, ez) in enumerate(lrs):

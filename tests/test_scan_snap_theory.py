@@ -307,13 +307,14 @@ def test_full_ode_backends_agree_and_invariants_and_theorem2():
     import simulate as sim
 
     cfg = ss.Config(steps=40, log_every=4, momentum=0.0, eta_Y=1.0, eta_Z=1.0, num_unique_per_next=5, num_common=4)
-    run = ss.default_run(cfg)
-    a = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend="scipy", method="DOP853")
-    b = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend="diffrax", method="Tsit5")
-    for n in run["system"].state_names:
+    prob = ss.problem(cfg)
+    np.testing.assert_array_equal(prob.t, cfg.ode_times())
+    a = sim.solve(prob, backend="scipy")
+    b = sim.solve(prob, backend="diffrax")
+    for n in prob.system.state_names:
         np.testing.assert_allclose(a[n].values, b[n].values, rtol=1e-6, atol=1e-9)
     task = ss.make_task(cfg)
-    Yall = np.stack([a[n].values for n in run["system"].state_names], -1)
+    Yall = np.stack([a[n].values for n in prob.system.state_names], -1)
     Y, Z = ss.embed_symmetric_state(task, Yall)
     assert np.abs(Y.sum(-1)).max() < 1e-9 and np.abs(Z.sum(-1)).max() < 1e-9  # row sums stay 0
     # Theorem 2 signs: DT logits rise, the common-token logit falls

@@ -59,8 +59,24 @@ def test_symmetric_rhs_equals_spec_equations():
         eta_A * K * zeta * (1 - zeta * eta),
     ]
     assert S.state == (zeta, omega, xi, eta)
-    for derived, printed in zip(S.rhs, spec):
+    for derived, printed in zip(S.expanded_rhs, spec):
         assert sp.simplify(derived - printed) == 0
+    # the exported form keeps the spec's named quantities s = 1'a, n = |a|^2, c = <a,q> (§3.3)
+    assert [str(d) for d, _ in S.definitions] == ["s", "n", "c"]
+    assert {str(x) for r in S.rhs for x in r.free_symbols} >= {"s", "n", "c"}
+
+
+def test_printed_form_is_checked_against_the_derivation():
+    """The printed (named-quantity) rhs is accepted only if it equals the derived flow."""
+    from theory.scb.derive import _printed, _symmetric_loss_and_flow, c_, n_, s_
+
+    derived = _symmetric_loss_and_flow()[1]
+    defs = ((s_, T * xi + eta), (n_, T * xi**2 + 2 * xi * eta + rho * eta**2), (c_, xi + rho * eta))
+    good = scb.symmetric_system().rhs
+    assert _printed("t", derived, good, defs) == tuple(good)
+    wrong = (eta_V * (c_ - n_ * zeta * 2), *good[1:])  # a factor 2 typo in the zeta equation
+    with pytest.raises(AssertionError, match="rhs 0"):
+        _printed("t", derived, wrong, defs)
 
 
 def test_symmetric_loss_matches_spec_reduced_loss():
@@ -165,6 +181,25 @@ def test_numpy_population_gradient_matches_finite_differences():
             assert abs(fd - G[idx]) < 1e-7
 
 
+def test_population_formulas_share_numpy_and_jax():
+    """population.py's one formula under xp=jax.numpy equals xp=numpy (the SDE drift uses jax)."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    task = _random_task(N=3, T_=7, Q_=2, attention="dirichlet", seed=6)
+    rng = np.random.default_rng(8)
+    V, A = rng.normal(size=(3, 3)), rng.normal(size=(7, 3))
+    arrays = scb.TaskArrays(*(jnp.asarray(x) for x in (task.P, task.mu, task.Qm, task.Sigma)))
+    j = jax.jit(lambda V, A: (scb.population_loss(V, A, arrays, xp=jnp),
+                              *scb.preconditioned_flow(V, A, arrays, 0.3, 0.7, xp=jnp)))
+    loss_j, dV_j, dA_j = j(jnp.asarray(V), jnp.asarray(A))
+    dV, dA = scb.preconditioned_flow(V, A, task, 0.3, 0.7)
+    assert np.isclose(float(loss_j), scb.population_loss(V, A, task), rtol=1e-13)
+    assert np.allclose(np.asarray(dV_j), dV, rtol=1e-12, atol=1e-13)
+    assert np.allclose(np.asarray(dA_j), dA, rtol=1e-12, atol=1e-13)
+
+
 def test_population_loss_matches_monte_carlo():
     """Exact population loss vs a Monte-Carlo estimate (spec Appendix), in units of its SE."""
     task = _random_task(N=3, T_=6, Q_=2, attention="dirichlet", seed=5)
@@ -264,6 +299,16 @@ def test_stage1_closed_form_solves_the_linear_system():
     assert x.subs(tau, 0) == 0 and sp.simplify(y.subs(tau, 0)) == 0
 
 
+def test_escape_time_closed_form_numpy_equals_sympy_formula():
+    """Figures read the escape time from closed_forms_numpy(); it is the sympy formula's value."""
+    S = scb.symmetric_system()
+    p = dict(T=321.0, rho=0.25, K=0.07, m2=0.4, eta_V=0.3, eta_A=0.2)
+    got = S.closed_forms_numpy()(0.0, S.parameter_vector(p))["escape_time"]
+    want = float(scb.escape_time_formula().subs({T: 321, rho: sp.Rational(1, 4), K: sp.Rational(7, 100),
+                                                eta_V: sp.Rational(3, 10), eta_A: sp.Rational(1, 5)}))
+    assert abs(float(got) - want) < 1e-12 * want
+
+
 @pytest.mark.parametrize("backend", ["scipy", "diffrax"])
 def test_escape_times_within_10_percent_of_formula(backend):
     """Acceptance 4: ODE escape (eta reaches 1/2) for T = 1e2, 1e3, 1e4 vs log(T sqrt(rho))/sqrt(eta_V eta_A rho K)."""
@@ -285,4 +330,4 @@ def test_fixed_points_are_rescaled_ground_truth():
     S = scb.symmetric_system()
     c = sp.Symbol("c", positive=True)
     pt = {zeta: 1 / c, omega: 1 / c, xi: 0, eta: c}
-    assert all(sp.simplify(r.subs(pt)) == 0 for r in S.rhs)
+    assert all(sp.simplify(r.subs(pt)) == 0 for r in S.expanded_rhs)

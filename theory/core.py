@@ -208,11 +208,21 @@ class ReducedSystem:
 
     # -- numeric callables -------------------------------------------------------------------------
     def _lambdify(self, exprs, modules):
-        return sp.lambdify((TIME, self.state, self.parameters), exprs, modules=modules, cse=True)
+        """Numeric callable of ``exprs`` (which may use the definitions' symbols): the definitions
+        become leading assignments of the generated function (as in the exported source), then
+        common subexpressions; substituting them symbolically first can take minutes."""
+        defs = list(self.definitions)
+
+        def cse(items):
+            reps, reduced = sp.cse(items, optimizations="basic")
+            return defs + list(reps), reduced
+
+        return sp.lambdify((TIME, self.state, self.parameters), exprs, modules=modules,
+                           cse=cse if defs else True)
 
     def to_numpy(self) -> Callable[[float, np.ndarray, np.ndarray], np.ndarray]:
         """``f(t, y, p) -> dy/dt`` as a numpy array (float64)."""
-        f = self._lambdify(list(self.expanded_rhs), numpy_modules())
+        f = self._lambdify(list(self.rhs), numpy_modules())
 
         def rhs(t, y, p):
             return np.asarray(f(t, y, p), dtype=np.float64).reshape(len(self.state))
@@ -223,7 +233,7 @@ class ReducedSystem:
         """``f(t, y, p) -> dy/dt`` traceable by jax (jit/vmap/grad)."""
         import jax.numpy as jnp
 
-        f = self._lambdify(list(self.expanded_rhs), jax_modules())
+        f = self._lambdify(list(self.rhs), jax_modules())
 
         def rhs(t, y, p):
             out = f(t, y, p)
@@ -235,7 +245,7 @@ class ReducedSystem:
         names = list(table)
         if not names:
             return names, None
-        exprs = [self.expand_definitions(sp.sympify(table[n])) for n in names]
+        exprs = [sp.sympify(table[n]) for n in names]
         return names, self._lambdify(exprs, numpy_modules())
 
     def observables_numpy(self) -> Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]]:

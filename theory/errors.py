@@ -27,7 +27,9 @@ class ConfigError(TdynError, ValueError):
 
 
 class SolverError(TdynError, RuntimeError):
-    """An ODE/SDE solver failed. Carries the time reached and, when available, the partial result."""
+    """An ODE/SDE solver failed. Carries the last time at which the state was finite
+    (``t_reached``) and, when available, the partial result up to it. One line:
+    ``solve: paper/system failed: <why> (last finite state at t=...)``."""
 
     def __init__(self, paper: str, system: str, t_reached: float, message: str, partial: Any = None):
         self.paper = paper
@@ -36,18 +38,28 @@ class SolverError(TdynError, RuntimeError):
         self.message = message
         self.partial = partial
         super().__init__(
-            f"solver failed for {paper}/{system} at t={self.t_reached:.6g}: {message}"
+            f"solve: {paper}/{system} failed: {message} (last finite state at t={self.t_reached:.6g})"
         )
+
+    def with_note(self, note: str) -> "SolverError":
+        """The same error with ``note`` appended to its message (e.g. where the partial result went)."""
+        err = SolverError(self.paper, self.system, self.t_reached, f"{self.message}; {note}", self.partial)
+        err.field = getattr(self, "field", "solve")
+        return err
 
 
 class DivergenceError(TdynError, FloatingPointError):
-    """Training produced NaN/Inf. Carries the step and the partial trajectory logged so far."""
+    """Training produced NaN/Inf. Carries the step and the partial trajectory logged so far.
+    One line: ``train: training diverged at step k: <why>``."""
 
     def __init__(self, step: int, message: str, partial: Any = None):
         self.step = int(step)
         self.message = message
         self.partial = partial
-        super().__init__(f"training diverged at step {self.step}: {message}")
+        super().__init__(f"train: training diverged at step {self.step}: {message}")
+
+    def with_note(self, note: str) -> "DivergenceError":
+        return DivergenceError(self.step, f"{self.message}; {note}", self.partial)
 
 
 def check_choice(field: str, value: Any, allowed: Collection) -> None:

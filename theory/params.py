@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from .errors import ConfigError
 
-__all__ = ["ParamsBase", "log_steps"]
+__all__ = ["ParamsBase", "log_steps", "check_field_types", "is_seed", "SEED_MAX"]
 
 
 def log_steps(steps: int, log_every: int) -> np.ndarray:
@@ -47,6 +47,7 @@ class ParamsBase:
     """
 
     def __post_init__(self):
+        check_field_types(self)
         self.validate()
 
     def validate(self) -> None:  # pragma: no cover - overridden
@@ -73,6 +74,16 @@ class ParamsBase:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @classmethod
+    def from_dict(cls, fields: Mapping[str, Any], *, field: str = "config") -> "ParamsBase":
+        """A config from a dict of its fields (e.g. read back from a trajectory's attributes; lists
+        become tuples). Missing fields take their defaults; an unknown one is a ``ConfigError``."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise ConfigError(field, f"{cls.__name__} has no field(s) {', '.join(unknown)}")
+        return cls(**{k: _to_tuple(v) for k, v in fields.items()})
+
     def replace(self, **changes) -> "ParamsBase":
         known = {f.name for f in dataclasses.fields(self)}
         for k in changes:
@@ -87,7 +98,7 @@ class ParamsBase:
         changes: dict[str, Any] = {}
         for item in assignments:
             if "=" not in item:
-                raise ConfigError(item, "expected key=value")
+                raise ConfigError("set", f"expected key=value, got {item!r}")
             key, raw = (s.strip() for s in item.split("=", 1))
             if key not in fields:
                 raise ConfigError(key, f"unknown parameter; known: {', '.join(sorted(fields))}")
@@ -96,11 +107,72 @@ class ParamsBase:
                 value = ast.literal_eval(raw)
             except (ValueError, SyntaxError, MemoryError, RecursionError):
                 value = raw
-            changes[key] = _coerce(key, value, current)
-        return self.replace(**changes)
+            changes[key] = _coerce(key, value, current, _annotation(fields[key]))
+        try:
+            return self.replace(**changes)
+        except ConfigError:
+            raise
+        except (ValueError, TypeError, OverflowError, ArithmeticError) as err:
+            # a paper's validate() tripped over a value before naming it: blame the overrides
+            raise ConfigError(", ".join(changes) or "config", " ".join(str(err).split())) from None
 
 
-def _coerce(key: str, value: Any, current: Any) -> Any:
+#: seeds are handed to numpy/torch/jax generators, which take unsigned 32-bit integers
+SEED_MAX = 2**32 - 1
+
+
+def _annotation(f: dataclasses.Field) -> str:
+    return f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+
+
+def is_seed(name: str) -> bool:
+    """Fields named ``seed`` or ``*_seed`` are random seeds (range ``[0, SEED_MAX]``)."""
+    return name == "seed" or name.endswith("_seed")
+
+
+def check_field_types(config: Any) -> None:
+    """The checks every Config shares, run before the paper's ``validate()``: ``int`` fields hold
+    integers (not bools), ``float`` fields finite reals (unless the default is infinite), ``bool``
+    fields bools, seeds ``0 <= seed <= 2**32 - 1``, numeric tuple fields (nested) real numbers."""
+    for f in dataclasses.fields(config):
+        ann, v = _annotation(f), getattr(config, f.name)
+        if ann == "bool":
+            if not isinstance(v, (bool, np.bool_)):
+                raise ConfigError(f.name, f"expected true/false, got {v!r}")
+        elif ann == "int":
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise ConfigError(f.name, f"expected an integer, got {v!r}")
+            if is_seed(f.name) and not 0 <= int(v) <= SEED_MAX:
+                raise ConfigError(f.name, f"a seed must lie in [0, {SEED_MAX}], got {v}")
+        elif ann == "float":
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise ConfigError(f.name, f"expected a number, got {v!r}")
+            default = f.default if isinstance(f.default, (int, float)) else 0.0
+            if math.isnan(v) or (math.isinf(v) and not math.isinf(default)):
+                raise ConfigError(f.name, f"must be a finite number, got {v!r}")
+        elif ann == "str":
+            if not isinstance(v, str):
+                raise ConfigError(f.name, f"expected a string, got {v!r}")
+        elif "tuple" in ann and "str" not in ann and v is not None:
+            _check_numeric_leaves(f.name, v)
+
+
+def _check_numeric_leaves(key: str, v: Any) -> None:
+    if isinstance(v, (list, tuple)):
+        if len(v) == 0:
+            raise ConfigError(key, "expected a number or a (nested) list of numbers, got an empty list")
+        for x in v:
+            _check_numeric_leaves(key, x)
+    elif isinstance(v, np.ndarray):
+        if not np.issubdtype(v.dtype, np.number):
+            raise ConfigError(key, f"expected numbers, got an array of {v.dtype}")
+    elif isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ConfigError(key, f"expected a number or a (nested) list of numbers, got {v!r}")
+    elif not math.isfinite(v):
+        raise ConfigError(key, f"entries must be finite, got {v!r}")
+
+
+def _coerce(key: str, value: Any, current: Any, annotation: str = "") -> Any:
     if isinstance(current, bool):
         if isinstance(value, bool):
             return value
@@ -110,21 +182,32 @@ def _coerce(key: str, value: Any, current: Any) -> Any:
             return bool(value)
         raise ConfigError(key, f"expected true/false, got {value!r}")
     if isinstance(current, int):
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or (isinstance(value, float) and not math.isfinite(value)) or float(value) != int(value)):
-            raise ConfigError(key, f"expected an integer, got {value!r}")
-        return int(value)
+        if isinstance(value, float) and math.isfinite(value) and value == int(value):
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(key, f"expected an integer, got {_short(value)}")
+        return value
     if isinstance(current, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(key, f"expected a number, got {value!r}")
-        return float(value)
+            raise ConfigError(key, f"expected a number, got {_short(value)}")
+        try:
+            return float(value)
+        except OverflowError:
+            raise ConfigError(key, f"number out of range: {_short(value)}") from None
     if isinstance(current, str):
         return str(value)
     if isinstance(current, tuple) or current is None:
         if isinstance(value, list):
-            return _to_tuple(value)
+            value = _to_tuple(value)
+        if "tuple" in annotation and "str" not in annotation and value is not None:
+            _check_numeric_leaves(key, value)
         return value
     return value
+
+
+def _short(v: Any, n: int = 40) -> str:
+    r = repr(v)
+    return r if len(r) <= n else r[: n - 3] + "..."
 
 
 def _to_tuple(v):

@@ -1,0 +1,204 @@
+"""The sweep runner: grids of training runs (or solves) on local processes or a Ray cluster, with a
+result store that makes an interrupted sweep resumable.
+
+A **cell** is one run: a paper, a full config (a dict of every field), and a ``kind`` (``train``
+or ``ode``). A cell's **key** is a hash of ``(paper, kind, variant, config, code version)``: the
+same cell on the same code is computed once. The store (a folder) holds
+
+* ``cells/<key>.nc`` — the cell's trajectory (NetCDF, written atomically by the worker);
+* ``errors/<key>.json`` — a failed cell's error (type, message); retried on the next run;
+* ``index.csv`` — one row per cell of the sweep: key, status (``ok``/``failed``), error, the swept
+  values, file; written by the driver only (atomically), so concurrent workers never race on it.
+
+Finished cells (their ``.nc`` exists) are skipped on rerun; a failing cell — an exception, or a
+worker process that died — is recorded and does not stop the others. :func:`open_sweep` reads the
+index and the cells as one ``xarray.Dataset`` with a ``cell`` dimension (swept values as coords).
+
+Cells run a function given as ``"module:function"`` (importable in every worker), called as
+``fn(paper, config: dict, **options) -> xarray.Dataset``; ``figures.sweep`` provides the paper
+table's ``train``/``problem`` slots as such functions. Local parallelism uses processes
+(``spawn``: torch and jax are not fork-safe); ``ray`` (``pip install tdyn[cluster]``) runs the same
+cells on a cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import itertools
+import json
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from simulate.trajectory import _jsonable, atomic_write, code_version
+
+__all__ = ["Cell", "grid_cells", "run_cells", "open_sweep", "read_index"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a sweep. ``swept`` holds the values that vary across the sweep (for the index)."""
+
+    paper: str
+    config: Mapping[str, Any]
+    kind: str = "train"
+    options: Mapping[str, Any] = field(default_factory=dict)
+    swept: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        doc = {"paper": self.paper, "kind": self.kind, "options": _jsonable(dict(self.options)),
+               "config": _jsonable(dict(self.config)), "code": code_version()}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def grid_cells(paper: str, base: Mapping[str, Any], grid: Mapping[str, Sequence[Any]], *, seeds: int = 0,
+               seed_field: str = "seed", kind: str = "train", options: Mapping[str, Any] | None = None) -> list[Cell]:
+    """The product of ``grid`` (field -> values) over ``base`` (a full config dict); with
+    ``seeds > 0`` each point is repeated for ``seed_field = 0 .. seeds-1``."""
+    names = list(grid)
+    axes = [list(grid[n]) for n in names]
+    if seeds:
+        names.append(seed_field)
+        axes.append(list(range(seeds)))
+    cells = []
+    for combo in itertools.product(*axes):
+        swept = dict(zip(names, combo))
+        cells.append(Cell(paper, {**base, **swept}, kind, dict(options or {}), swept))
+    return cells
+
+
+def _resolve(ref: str) -> Callable[..., Any]:
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _run_cell(fn_ref: str, cell: Cell, store: str) -> tuple[str, str, str]:
+    """Worker side: run one cell, write its file or its error; never raises for a cell's failure."""
+    key, root = cell.key, Path(store)
+    try:
+        ds = _resolve(fn_ref)(cell.paper, dict(cell.config), **dict(cell.options))
+        ds.attrs["sweep_key"] = key
+        ds.attrs["sweep_cell"] = json.dumps(_jsonable(dict(cell.swept)), sort_keys=True)
+        atomic_write(root / "cells" / f"{key}.nc", lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))
+        err = root / "errors" / f"{key}.json"
+        if err.exists():
+            err.unlink()
+        return key, "ok", ""
+    except Exception as exc:  # noqa: BLE001 - a failing cell is recorded, not fatal
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        _write_error(root, key, message, traceback.format_exc())
+        return key, "failed", message
+
+
+def _write_error(root: Path, key: str, message: str, trace: str = "") -> None:
+    (root / "errors").mkdir(parents=True, exist_ok=True)
+    atomic_write(root / "errors" / f"{key}.json",
+                 lambda tmp: Path(tmp).write_text(json.dumps({"error": message, "traceback": trace})))
+
+
+def _write_index(root: Path, cells: Sequence[Cell], status: Mapping[str, tuple[str, str]]) -> pd.DataFrame:
+    rows = []
+    for c in cells:
+        st, err = status.get(c.key, ("pending", ""))
+        rows.append({"key": c.key, "paper": c.paper, "kind": c.kind, "status": st, "error": err,
+                     "file": f"cells/{c.key}.nc" if st == "ok" else "", **{k: _jsonable(v) for k, v in c.swept.items()}})
+    df = pd.DataFrame(rows)
+    atomic_write(root / "index.csv", lambda tmp: df.to_csv(tmp, index=False))
+    return df
+
+
+def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers: int = 1, ray: str | None = None,
+              progress: Callable[[str, str, str], None] | None = None) -> pd.DataFrame:
+    """Run every cell not already in ``store``; return the index (one row per cell).
+    ``workers=1`` runs in this process; ``workers>1`` in that many spawned processes; ``ray`` (an
+    address or ``"auto"``) on a Ray cluster. ``progress(key, status, error)`` is called per cell."""
+    root = Path(store)
+    (root / "cells").mkdir(parents=True, exist_ok=True)
+    unique = list({c.key: c for c in cells}.values())  # a cell given twice runs once
+    status: dict[str, tuple[str, str]] = {}
+    todo = []
+    for c in unique:
+        if (root / "cells" / f"{c.key}.nc").exists():
+            status[c.key] = ("ok", "")
+        else:
+            todo.append(c)
+    _write_index(root, unique, status)
+
+    def done(key, st, err):
+        status[key] = (st, err)
+        _write_index(root, unique, status)
+        if progress is not None:
+            progress(key, st, err)
+
+    if ray is not None:
+        _run_ray(fn_ref, todo, root, ray, done)
+    elif workers <= 1:
+        for c in todo:
+            done(*_run_cell(fn_ref, c, str(root)))
+    else:
+        import multiprocessing as mp
+        from concurrent.futures.process import BrokenProcessPool
+
+        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+            futs = {pool.submit(_run_cell, fn_ref, c, str(root)): c for c in todo}
+            for fut in as_completed(futs):
+                c = futs[fut]
+                try:
+                    done(*fut.result())
+                except BrokenProcessPool as exc:  # a worker died: the cell is recorded, rerun retries it
+                    msg = f"worker process died: {exc}"
+                    _write_error(root, c.key, msg)
+                    done(c.key, "failed", msg)
+    return _write_index(root, unique, status)
+
+
+def _run_ray(fn_ref: str, todo: Sequence[Cell], root: Path, address: str, done) -> None:
+    try:
+        import ray
+    except ImportError:  # pragma: no cover - depends on the extra
+        from theory.errors import ConfigError
+
+        raise ConfigError("ray", "ray is not installed (pip install tdyn[cluster])") from None
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False, include_dashboard=False)
+    remote = ray.remote(num_cpus=1, max_retries=0)(_run_cell)
+    refs = {remote.remote(fn_ref, c, str(root)): c for c in todo}
+    pending = list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        c = refs[ready[0]]
+        try:
+            done(*ray.get(ready[0]))
+        except Exception as exc:  # noqa: BLE001 - e.g. the worker node died
+            msg = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+            _write_error(root, c.key, msg)
+            done(c.key, "failed", msg)
+
+
+def read_index(store: str | Path) -> pd.DataFrame:
+    return pd.read_csv(Path(store) / "index.csv", keep_default_na=False)
+
+
+def open_sweep(store: str | Path):
+    """The finished cells of a sweep as one Dataset: dim ``cell`` (coords: key and swept values),
+    time grids aligned by value (NaN where a cell has no such time)."""
+    import xarray as xr
+
+    root = Path(store)
+    idx = read_index(root)
+    ok = idx[idx["status"] == "ok"].reset_index(drop=True)
+    if ok.empty:
+        return xr.Dataset()
+    dss = [xr.load_dataset(root / f, engine="h5netcdf") for f in ok["file"]]
+    ds = xr.concat(dss, dim="cell", join="outer", combine_attrs="drop_conflicts", data_vars="all",
+                   coords="different", compat="equals")
+    skip = {"paper", "kind", "status", "error", "file"}
+    coords = {c: ("cell", ok[c].to_numpy()) for c in ok.columns if c not in skip}
+    return ds.assign_coords(coords)

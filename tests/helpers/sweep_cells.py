@@ -1,0 +1,28 @@
+"""Cell functions for tests/test_sweeps.py (importable by spawned and Ray workers)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from simulate.trajectory import make_trajectory
+
+
+def line(paper: str, config: dict, *, hold: str | None = None, fail_once: str | None = None):
+    """``y = x * t`` on t = 0..4. With ``fail_once`` (a folder) the cell ``x == 2`` raises the first
+    time; with ``hold`` (a folder) it first writes its pid to ``hold/pid`` and waits (to be
+    killed) — once."""
+    x = float(config["x"])
+    if fail_once is not None and x == 2.0 and not (Path(fail_once) / "failed").exists():
+        (Path(fail_once) / "failed").write_text("1")
+        raise ValueError(f"x={x} is the failing cell")
+    if hold is not None and x == 2.0:
+        marker = Path(hold) / "pid"
+        if not marker.exists():
+            marker.write_text(str(os.getpid()))
+            time.sleep(120)
+    t = np.arange(5.0)
+    return make_trajectory(t, {"y": x * t}, paper=paper, system="line", source="test", config=config)

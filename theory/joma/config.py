@@ -1,0 +1,232 @@
+"""JoMA configuration: one frozen Config that owns every variant's settings and the time unit.
+
+Variants (``tdyn train joma --variant V``; spec sections in brackets):
+
+=========  =====================================================================================
+fixed      the block (§1.1) under Assumption 1 exactly: loss ``-mean_n sum_k G_nk h_nk`` (the
+           objective the block ODE is derived from — a *derivation check*, not evidence)
+ce         the official Figs. 2-3 toy: class rows ``x_n = P(. | y = n)``, cross-entropy top
+mixture    the headline network (§2.5 Theorem 3's mixture data): finite sequences of ``seq_len``
+           tokens drawn from ``P(. | y)``, softmax attention over the positions, tanh/ReLU MLP,
+           cross-entropy on the class
+probe      the converging one-token-per-class toy of the entropy drop-and-bounce (§2.5)
+hblt       the block on HBLT bags, learning order vs LCA height (§3.2-3.4)
+hier       the multi-layer Transformer of Table 1 on the random-combination hierarchy (§3.5)
+=========  =====================================================================================
+
+Every field defaults to ``None`` = "the variant's default" (:data:`VARIANT_DEFAULTS`), resolved at
+construction; the fields you set are remembered (``explicit``). :meth:`JomaConfig.for_variant`
+rebinds a config to a variant and raises :class:`ConfigError` for a setting that variant would
+ignore (:data:`VARIANT_FIELDS`), so no override is silently dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ConfigError, check_choice
+from ..params import ParamsBase
+
+__all__ = ["PAPER", "SPEC", "KINDS", "ACTIVATIONS", "VARIANTS", "FIG4_MU", "VARIANT_DEFAULTS",
+           "VARIANT_FIELDS", "JomaConfig", "Config"]
+
+PAPER = "joma"
+SPEC = "papers/joma.md"
+KINDS = ("linear", "exp", "softmax")
+ACTIVATIONS = ("linear", "tanh", "relu")
+VARIANTS = ("fixed", "ce", "mixture", "probe", "hblt", "hier")
+
+#: mu of the official Fig. 4 script (torch seed 0, spec §5 Fig. 4).
+FIG4_MU = (1.2655, 1.3960, 1.9222, 2.3668, 2.4703, 2.4889, 2.8969, 2.9023, 3.3046, 3.6892)
+
+_COMMON = dict(kind="exp", activation="linear", Mc=6, K=3, N=3, d=12, temperature=1.0, data="gaussian",
+               gradient="centred", lr=0.005, steps=2600, log_every=40, init_scale=0.0, batch=1,
+               data_seed=0, seed=0, depth=4, branching=2, rho=0.7, p_top=0.5, hblt_samples=1024,
+               seq_len=8, n_per_class=64, width=32, hidden=40, nlayer=2, wd=1e-4, vocab=20,
+               num_tokens=(8, 4), num_combinations=(2, 2), n_test=256, top="ce")
+
+#: per-variant defaults (override :data:`_COMMON`)
+VARIANT_DEFAULTS: dict[str, dict] = {
+    "fixed": {},
+    "ce": {},
+    # headline: softmax over positions, tanh MLP, CE; lr 0.5 for 4000 steps -> ODE time 2000
+    "mixture": dict(kind="softmax", activation="tanh", Mc=10, K=4, d=16, lr=0.5, steps=4000, log_every=10,
+                    seq_len=32),
+    "probe": dict(temperature=0.5, lr=0.01, steps=8000, log_every=50),
+    "hblt": dict(kind="softmax", lr=1.0, steps=1500, log_every=10),
+    "hier": dict(lr=1e-3, steps=150, log_every=10, batch=128, seq_len=16),
+}
+
+_BLOCK = {"kind", "activation", "Mc", "K", "N", "d", "temperature", "data", "gradient", "lr", "steps",
+          "log_every", "init_scale", "data_seed", "seed"}
+#: the fields each variant reads (``variant`` itself always)
+VARIANT_FIELDS: dict[str, frozenset] = {
+    "fixed": frozenset(_BLOCK),  # (batch is read by the block SDE, `tdyn simulate --sde`, not by training)
+    "ce": frozenset(_BLOCK - {"gradient"}),  # one class row per hidden unit: N = K
+    "mixture": frozenset({"kind", "activation", "Mc", "K", "d", "temperature", "lr", "steps", "log_every",
+                          "init_scale", "data", "data_seed", "seed", "seq_len", "n_per_class", "top"}),
+    "probe": frozenset({"activation", "temperature", "lr", "steps", "log_every", "seed"}),
+    "hblt": frozenset({"kind", "lr", "steps", "log_every", "data_seed", "seed", "depth", "branching", "rho",
+                       "p_top", "hblt_samples"}),
+    "hier": frozenset({"lr", "steps", "log_every", "seed", "batch", "seq_len", "width", "hidden", "nlayer",
+                       "wd", "vocab", "num_tokens", "num_combinations", "n_test"}),
+}
+
+
+@dataclass(frozen=True)
+class JomaConfig(ParamsBase):
+    """All settings of every JoMA variant (see the module docstring; ``None`` = variant default).
+
+    Block (spec §1.1, §5): ``Mc`` contextual tokens, ``K`` hidden units, ``N`` class rows
+    ``x_n = P(l | y = n)``, embedding dim ``d > Mc``, logit ``temperature``; ``gradient``
+    ``"centred"`` is the stationary ``G = I - 11^T/K`` (needs ``N == K``), ``"random"`` a Gaussian
+    ``G``; ``init_scale`` the std of ``W(0), z(0)`` (0 = zero init, ``c = 0``); ``batch`` the SDE's
+    minibatch (and hier's). Mixture: ``n_per_class`` sequences of ``seq_len`` tokens per class, ``top`` ``"ce"`` (headline)
+    or ``"fixed"`` (loss ``-G(0).h``: the ODE's own objective, a derivation check).
+    HBLT: complete ``branching``-ary tree of ``depth``, channel ``(1+rho)/2``, top latents on w.p.
+    ``p_top``, ``hblt_samples`` bags. Hier (Table 1): vocabulary ``vocab``, length ``seq_len``,
+    latents per level ``num_tokens``, ``num_combinations``, model ``width``/``hidden``/``nlayer``,
+    Adam ``lr`` with weight decay ``wd``, ``batch``, ``n_test`` test sequences.
+
+    **Time unit.** Full-batch SGD with the same learning rate on ``W`` and ``z`` is the Euler
+    discretisation of the gradient flow of spec §2.1 with step ``lr``, so an optimiser step maps to
+    ODE time ``t = lr * step`` (Decision 3: equal rates keep Theorem 1's constants). ``hier`` trains
+    with Adam and has no gradient-flow time: its time is the step.
+    """
+
+    variant: str = "fixed"
+    kind: str | None = None
+    activation: str | None = None
+    Mc: int | None = None
+    K: int | None = None
+    N: int | None = None
+    d: int | None = None
+    temperature: float | None = None
+    data: str | None = None  # "gaussian" or "random" X (spec §5 Fig. 2)
+    gradient: str | None = None
+    lr: float | None = None
+    steps: int | None = None
+    log_every: int | None = None
+    init_scale: float | None = None
+    batch: int | None = None
+    data_seed: int | None = None
+    seed: int | None = None
+    depth: int | None = None
+    branching: int | None = None
+    rho: float | None = None
+    p_top: float | None = None
+    hblt_samples: int | None = None
+    seq_len: int | None = None
+    n_per_class: int | None = None
+    width: int | None = None
+    hidden: int | None = None
+    nlayer: int | None = None
+    wd: float | None = None
+    vocab: int | None = None
+    num_tokens: tuple | None = None
+    num_combinations: tuple | None = None
+    n_test: int | None = None
+    top: str | None = None  # mixture: "ce" (headline) or "fixed" (-G(0).h: derivation check)
+    explicit: frozenset = field(default=frozenset(), repr=False, compare=False)
+
+    def __post_init__(self):
+        check_choice("variant", self.variant, VARIANTS)
+        names = [f.name for f in dataclasses.fields(self) if f.name not in ("variant", "explicit")]
+        given = {n for n in names if getattr(self, n) is not None}
+        object.__setattr__(self, "explicit", frozenset(given | set(self.explicit)))
+        defaults = {**_COMMON, **VARIANT_DEFAULTS[self.variant]}
+        for n in names:
+            if getattr(self, n) is None:
+                object.__setattr__(self, n, defaults[n])
+        if "N" not in given:
+            object.__setattr__(self, "N", self.K)  # one class row per hidden unit unless N is set
+        for n in ("num_tokens", "num_combinations"):
+            object.__setattr__(self, n, tuple(int(v) for v in getattr(self, n)))
+        super().__post_init__()
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "explicit"}
+
+    # -- variants --------------------------------------------------------------------------------
+    def replace(self, **changes) -> "JomaConfig":
+        """A new config with ``changes``; fields not set explicitly keep following the variant."""
+        known = {f.name for f in dataclasses.fields(self)} - {"explicit"}
+        for k in changes:
+            if k not in known:
+                raise ConfigError(k, f"unknown parameter; known: {', '.join(sorted(known))}")
+        kept = {n: getattr(self, n) for n in self.explicit}
+        return type(self)(**{"variant": self.variant, **kept, **changes})
+
+    def for_variant(self, variant: str) -> "JomaConfig":
+        """This config's explicit settings bound to ``variant``; ``ConfigError`` naming a setting
+        the variant would ignore."""
+        check_choice("variant", variant, VARIANTS)
+        ignored = sorted(self.explicit - VARIANT_FIELDS[variant])
+        if ignored:
+            raise ConfigError(ignored[0], f"variant {variant!r} does not use this setting "
+                                          f"(it reads: {', '.join(sorted(VARIANT_FIELDS[variant]))})")
+        return type(self)(variant=variant, **{n: getattr(self, n) for n in self.explicit})
+
+    # -- time ------------------------------------------------------------------------------------
+    def ode_time(self, step: int | float) -> float:
+        """``t = lr * step`` (SGD variants; see the class docstring); ``step`` for ``hier`` (Adam)."""
+        return float(step) if self.variant == "hier" else float(step) * float(self.lr)
+
+    # -- validation ------------------------------------------------------------------------------
+    def validate(self) -> None:
+        check_choice("kind", self.kind, KINDS)
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("data", self.data, ("gaussian", "random"))
+        check_choice("gradient", self.gradient, ("centred", "random"))
+        check_choice("top", self.top, ("ce", "fixed"))
+        for name in ("Mc", "K", "N", "steps", "log_every", "batch", "hblt_samples", "seq_len", "n_per_class",
+                     "width", "hidden", "nlayer", "n_test"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, f"must be >= 1, got {getattr(self, name)}")
+        for name in ("temperature", "lr"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise ConfigError(name, f"must be a finite number > 0, got {v}")
+        for name in ("init_scale", "wd"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ConfigError(name, f"must be a finite number >= 0, got {v}")
+        if self.depth < 1:
+            raise ConfigError("depth", f"HBLT tree depth must be >= 1, got {self.depth}")
+        if self.branching < 2:
+            raise ConfigError("branching", f"must be >= 2, got {self.branching}")
+        for name in ("rho", "p_top"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and 0 <= v <= 1):
+                raise ConfigError(name, f"probability must lie in [0, 1], got {v}")
+        if self.vocab < 2:
+            raise ConfigError("vocab", f"needs >= 2 tokens (one is padding), got {self.vocab}")
+        if len(self.num_tokens) != len(self.num_combinations) or not self.num_tokens:
+            raise ConfigError("num_combinations", "needs one entry per level of num_tokens")
+        self._validate_variant()
+
+    def _validate_variant(self) -> None:
+        """Cross-field constraints of the bound variant only (others' fields are not read)."""
+        v = self.variant
+        if v in ("fixed", "ce", "mixture") and self.d < self.Mc + 1:
+            raise ConfigError("d", f"embedding dim must be >= Mc + 1 = {self.Mc + 1} (orthonormal tokens), got {self.d}")
+        if v == "fixed" and self.gradient == "centred" and self.N != self.K:
+            raise ConfigError("N", f"the centred gradient G = I - 11^T/K needs N == K, got N={self.N}, K={self.K}")
+        if v == "ce" and self.N != self.K:
+            raise ConfigError("N", f"the CE toy has one class row per hidden unit (N == K), got N={self.N}, K={self.K}")
+        if v in ("fixed", "ce") and self.kind == "linear" and self.init_scale == 0:
+            raise ConfigError("init_scale", "linear attention with zero init is a fixed point (Decision 5); use > 0")
+        if v == "mixture" and self.kind != "softmax":
+            raise ConfigError("kind", "the mixture network attends over positions with softmax")
+        if v == "hblt" and self.kind == "linear":
+            raise ConfigError("kind", "HBLT block uses exp or softmax attention (linear + zero init does not move)")
+        if v == "hier" and int(np.prod(self.num_combinations)) > self.seq_len:
+            raise ConfigError("seq_len", f"sequence length {self.seq_len} < max number of leaf tokens "
+                                         f"{int(np.prod(self.num_combinations))}")
+
+
+Config = JomaConfig

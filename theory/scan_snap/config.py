@@ -1,0 +1,199 @@
+"""Scan & Snap configuration and data layout (spec ``papers/scan_snap.md`` §1.4, §2.3, §8).
+
+:class:`ScanSnapConfig` owns every setting of every variant (data generator, model, optimiser,
+data path, closed-form inputs) and the paper's **time convention** (:meth:`ScanSnapConfig.ode_time`);
+:func:`make_task` builds the concrete instance of the official generator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..params import ParamsBase
+
+__all__ = ["PAPER", "SPEC", "ScanSnapConfig", "Config", "ScanSnapTask", "make_task", "VARIANTS"]
+
+PAPER = "scan-snap"
+SPEC = "papers/scan_snap.md"
+#: training variants = data paths (spec §1.3): exact count vectors, or token sequences as the official code
+VARIANTS = ("counts", "sequences")
+
+
+@dataclass(frozen=True)
+class ScanSnapConfig(ParamsBase):
+    """Data generator (official ``Dataset2`` fields), model/optimiser and closed-form inputs.
+
+    Data: ``num_last`` query tokens, ``num_next_per_last`` classes per query (``K = num_last *
+    num_next_per_last``); Syn-Small is ``num_last=2, num_next_per_last=1``; Syn-Medium is
+    ``num_next_per_last=2``. ``vocab="code"`` uses the official output vocabulary ``M_code``;
+    ``"paper"`` the ``num_common + K num_unique_per_next`` contextual tokens (Decision 3). ``T`` is
+    the sequence length L (``T - 1`` contextual tokens + the query).
+
+    Training: ``optimizer`` ``sgd`` (PyTorch heavy ball, ``momentum`` mu) or ``adam`` (``beta1 =
+    momentum``, ``beta2 = 0.999``: the official Adam has the PyTorch defaults 0.9/0.999, i.e. the
+    default ``momentum``); ``batch``, ``steps``, logging every ``log_every`` steps; ``zero_init``
+    (spec §2.3) or PyTorch's default init; ``path`` is the data path/variant (``counts`` or
+    ``sequences``); ``seed``.
+
+    Theory: ``M`` (0 = ``M_out``) and ``C0`` are the closed forms' vocabulary size and constant;
+    ``class_weights`` ``uniform`` (pi_n = 1/K on z, Decision 2) or ``literal`` (Eqn. 10 as printed).
+
+    **Time unit** (Decision 2): the ODEs run in *per-sample time* ``t`` with class weights
+    ``pi_n = 1/K``; one optimiser step on a batch-mean gradient with learning rate ``eta`` is one
+    unit of the ``eta``-scaled gradient flow, and heavy-ball momentum ``mu`` multiplies the
+    effective step by ``1/(1 - mu)`` in slowly varying regimes, so ``ode_time(step) = step /
+    (1 - momentum)`` for SGD. Adam normalises the step size; its time is ``step`` (no flow claim).
+    """
+
+    num_last: int = 2
+    num_next_per_last: int = 1
+    num_common: int = 10
+    num_unique_per_next: int = 10
+    common_prob: float = 1.0
+    unique_min: float = 0.1
+    unique_max: float = 1.0
+    vocab: str = "code"
+    T: int = 128
+    eta_Y: float = 1.0
+    eta_Z: float = 1.0
+    optimizer: str = "sgd"  # or "adam"
+    momentum: float = 0.9
+    batch: int = 128
+    steps: int = 100
+    log_every: int = 2
+    zero_init: bool = True
+    path: str = "counts"  # "counts" (count vectors) or "sequences" (as the official code)
+    seed: int = 0
+    M: int = 0
+    C0: float = 1.0
+    class_weights: str = "uniform"  # "uniform": pi_n = 1/K on z (Decision 2); "literal": Eqn. 10 as printed
+
+    @property
+    def K(self) -> int:
+        return self.num_last * self.num_next_per_last
+
+    @property
+    def M_out(self) -> int:
+        ctx = self.num_common + self.K * self.num_unique_per_next
+        return ctx + self.num_last + self.K if self.vocab == "code" else ctx
+
+    @property
+    def M_theory(self) -> int:
+        return self.M or self.M_out
+
+    def ode_time(self, step: int | float) -> float:
+        """Per-sample ODE time of optimiser step ``step``: ``step / (1 - momentum)`` for SGD,
+        ``step`` for Adam (see the class docstring)."""
+        mu = self.momentum if self.optimizer == "sgd" else 0.0
+        return float(step) / (1.0 - mu)
+
+    def validate(self) -> None:
+        for name in ("num_last", "num_next_per_last"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, f"must be >= 1, got {getattr(self, name)}")
+        if self.num_common < 0:
+            raise ConfigError("num_common", f"must be >= 0, got {self.num_common}")
+        if self.num_unique_per_next < 1:
+            raise ConfigError("num_unique_per_next",
+                              "every class needs >= 1 distinct token (DT entropy, Theorem 2), got "
+                              f"{self.num_unique_per_next}")
+        if self.num_common > 0 and not (math.isfinite(self.common_prob) and self.common_prob > 0):
+            raise ConfigError("common_prob", f"must be a finite number > 0, got {self.common_prob}")
+        if not (math.isfinite(self.unique_min) and self.unique_min > 0):
+            raise ConfigError("unique_min", f"must be > 0 (else the support is smaller than stated), got {self.unique_min}")
+        if not (math.isfinite(self.unique_max) and self.unique_max >= self.unique_min):
+            raise ConfigError("unique_max", f"must be >= unique_min={self.unique_min}, got {self.unique_max}")
+        if self.vocab not in ("code", "paper"):
+            raise ConfigError("vocab", f"must be 'code' or 'paper', got {self.vocab!r}")
+        if self.T < 2:
+            raise ConfigError("T", f"sequence length must be >= 2 (one contextual token + the query), got {self.T}")
+        for name in ("eta_Y", "eta_Z", "C0"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ConfigError(name, f"must be a finite number > 0, got {v}")
+        if self.optimizer not in ("sgd", "adam"):
+            raise ConfigError("optimizer", f"must be 'sgd' or 'adam', got {self.optimizer!r}")
+        if not (0 <= self.momentum < 1):
+            raise ConfigError("momentum", f"must be in [0, 1), got {self.momentum}")
+        for name in ("batch", "steps", "log_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, f"must be >= 1, got {getattr(self, name)}")
+        if self.path not in VARIANTS:
+            raise ConfigError("path", f"must be 'counts' or 'sequences', got {self.path!r}")
+        if self.class_weights not in ("uniform", "literal"):
+            raise ConfigError("class_weights", f"must be 'uniform' or 'literal', got {self.class_weights!r}")
+        if self.M < 0:
+            raise ConfigError("M", f"must be >= 0 (0 = output vocabulary size), got {self.M}")
+        if self.M_theory < 2:
+            raise ConfigError("M", f"vocabulary size must be >= 2, got {self.M_theory}")
+        if self.K > self.M_theory:
+            raise ConfigError("M", f"K={self.K} classes exceed the vocabulary size M={self.M_theory}")
+
+
+Config = ScanSnapConfig
+
+
+@dataclass(frozen=True, eq=False)
+class ScanSnapTask:
+    """A concrete instance of the official generator (spec §1.4), shapes:
+
+    ``P`` (K, M_in): row n = P(.|n) over input token ids; ``query`` (K,): input id of psi(n);
+    ``query_index`` (K,): 0..num_last-1; ``label`` (K,): output id of next token n;
+    ``dt`` (K, U) distinct-token ids of each class; ``common`` (C,) common ids.
+    """
+
+    config: ScanSnapConfig
+    P: np.ndarray
+    query: np.ndarray
+    query_index: np.ndarray
+    label: np.ndarray
+    dt: np.ndarray
+    common: np.ndarray
+    M_in: int
+    M_out: int
+
+    @property
+    def K(self) -> int:
+        return self.P.shape[0]
+
+    @property
+    def num_last(self) -> int:
+        return self.config.num_last
+
+    def support(self, n: int) -> np.ndarray:
+        return np.nonzero(self.P[n] > 0)[0]
+
+    def query_support(self, m: int) -> np.ndarray:
+        """Union of supports of the classes with psi(n) = query m (the moving entries of z_m)."""
+        return np.nonzero(self.P[self.query_index == m].sum(0) > 0)[0]
+
+    @property
+    def union_support(self) -> np.ndarray:
+        return np.nonzero(self.P.sum(0) > 0)[0]
+
+
+def make_task(config: ScanSnapConfig) -> ScanSnapTask:
+    """Official token layout (spec §1.4): common 0..C-1; distinct ``C + U j .. C + U (j+1) - 1``
+    for class j; query tokens ``C + U K + m``; next tokens after the queries. Class ``n`` has query
+    ``n // num_next_per_last``. With ``vocab="paper"`` the output vocabulary is the contextual
+    tokens and label ``n`` is output id ``n``."""
+    C, U, K = config.num_common, config.num_unique_per_next, config.K
+    ctx = C + U * K
+    M_in = ctx + config.num_last + K
+    P = np.zeros((K, M_in))
+    dt = np.zeros((K, U), dtype=np.int64)
+    uniq = np.linspace(config.unique_min, config.unique_max, U)
+    for n in range(K):
+        P[n, :C] = config.common_prob
+        dt[n] = C + U * n + np.arange(U)
+        P[n, dt[n]] = uniq
+        P[n] /= P[n].sum()
+    qi = np.arange(K) // config.num_next_per_last
+    query = ctx + qi
+    label = (ctx + config.num_last + np.arange(K)) if config.vocab == "code" else np.arange(K)
+    return ScanSnapTask(config=config, P=P, query=query, query_index=qi, label=label, dt=dt,
+                        common=np.arange(C), M_in=M_in, M_out=config.M_out)

@@ -1,0 +1,325 @@
+"""Derivation of the Scan & Snap flows from the loss (spec §2.5, Appendix A).
+
+Nothing here is typed from the paper's printed flow: the ``T = inf`` population objective
+``J_inf(Y, Z)`` is written down (spec §2.5, Eqn. 5) and differentiated.
+
+* :func:`population_objective` — ``J_inf`` on sympy or numbers;
+* :func:`chain_rule_flow` — gradient ascent through the paper's *named intermediate quantities*
+  (``c~``, ``|c~|``, ``f``, the logits ``w`` and the softmax normaliser ``S``): reverse-mode
+  differentiation whose adjoints are named too (``fbar`` = dJ/df is the paper's back-propagated
+  gradient ``g_n = Y(e_n - alpha_n)``), so the exported system reads like the paper and stays small;
+* :func:`full_system` — the ``T = inf`` coupled flow on the exact symmetric subspace of the official
+  generator from zero init, with ``P(l|n)``, ``K``, ``C`` ... as symbolic parameters;
+* :func:`general_system` — the same flow with no symmetry assumed (numeric ``P``; tests only);
+* :func:`minimal_instance` — spec Appendix A's symbolic instance (checks 1-7 in the tests).
+
+Time: per-sample time, class weights ``pi_n = 1/K`` (see :class:`ScanSnapConfig`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import sympy as sp
+
+from ..core import ReducedSystem
+from .config import PAPER, SPEC, ScanSnapConfig, ScanSnapTask, make_task
+
+__all__ = ["population_objective", "gradient_ascent_flow", "chain_rule_flow", "full_system", "general_system",
+           "full_parameters", "minimal_instance", "SymmetricLayout", "symmetric_layout", "entropy_expr",
+           "eta_Y", "eta_Z", "R_sym", "K_sym", "C_sym", "Nq_sym"]
+
+eta_Y, eta_Z = sp.symbols("eta_Y eta_Z", positive=True)
+R_sym = sp.Symbol("R", positive=True)  # number of non-label output tokens, M_out - K
+K_sym = sp.Symbol("K", positive=True)  # number of classes
+C_sym = sp.Symbol("C", positive=True)  # number of common tokens
+Nq_sym = sp.Symbol("N_q", positive=True)  # number of query tokens (num_last)
+
+
+# ------------------------------------------------------------------------------------------------
+# The objective and its gradient-ascent flow (spec §2.5)
+# ------------------------------------------------------------------------------------------------
+def population_objective(P_rows, z_rows, Y_cols, query_index, label_cols, other_mult=None, pi=None):
+    """``J_inf = sum_n pi_n [w_n[n] - log sum_k e^{w_n[k]}]`` with ``w_n = Y^T f_n``,
+    ``f_n = c~_n/|c~_n|``, ``c~_n = P(.|n) o exp(z_psi(n))`` (spec §2.5, Eqn. 5).
+
+    Works on sympy or numbers. ``P_rows[n]``: dict token -> P(l|n) (support only);
+    ``z_rows[m]``: dict token -> logit; ``Y_cols[k]``: dict token -> Y[l, k] for each output
+    coordinate k; ``label_cols[n]``: the k of class n's label; ``other_mult[k]``: multiplicity of
+    output coordinate k in the softmax (1 for labels, R for the shared non-label column).
+    Returns ``(J, f)`` with ``f[n]`` the dict of f_n.
+    """
+    K = len(P_rows)
+    pi = pi or [sp.Rational(1, K)] * K
+    mult = other_mult or [1] * len(Y_cols)
+    J, fs = 0, []
+    for n in range(K):
+        z = z_rows[query_index[n]]
+        c = {l: p * sp.exp(z[l]) for l, p in P_rows[n].items()}  # Eqn. 5 (un-normalised score)
+        norm = sp.sqrt(sum(v**2 for v in c.values()))
+        f = {l: v / norm for l, v in c.items()}  # f_n = c_n/|c_n|_2 = LN(X^T b) at T = inf
+        w = [sum(col.get(l, 0) * f[l] for l in f) for col in Y_cols]  # logits Y^T f_n
+        lse = sp.log(sum(mk * sp.exp(wk) for mk, wk in zip(mult, w)))
+        J += pi[n] * (w[label_cols[n]] - lse)
+        fs.append(f)
+    return J, fs
+
+
+def gradient_ascent_flow(objective: sp.Expr, blocks) -> list[sp.Expr]:
+    """``d(coords)/dt = rate / weight * dJ/d(coords)`` per block ``(coords, weight, rate)``: gradient
+    ascent with the Euclidean metric of the full parameters pulled back to coordinates that stand
+    for ``weight`` identical entries. No expansion (expressions keep their exp/sqrt structure)."""
+    out = []
+    for coords, weight, rate in blocks:
+        out.extend(rate / weight * sp.diff(objective, c) for c in coords)
+    return out
+
+
+def _bar(sym: sp.Symbol) -> sp.Symbol:
+    """Adjoint symbol: ``f_dt_0`` -> ``fbar_dt_0`` (LaTeX ``\\bar{f}_{dt 0}``)."""
+    head, _, tail = str(sym).partition("_")
+    return sp.Symbol(f"{head}bar" + (f"_{tail}" if tail else ""), real=True)
+
+
+def chain_rule_flow(forward, objective, coords, weights, rates):
+    """Gradient ascent on ``objective`` through named intermediates, by reverse-mode chain rule.
+
+    ``forward``: ordered ``[(symbol, expr), ...]``, each expr in the coordinates, parameters and
+    earlier symbols; ``objective``: J in the same. Returns ``(definitions, rhs)``: the forward
+    definitions followed by the non-zero adjoints ``dbar = dJ/dd`` (total derivative through every
+    later quantity), and ``rhs[i] = rates[i] / weights[i] * dJ/dcoords[i]``. Expanding the
+    definitions gives exactly ``gradient_ascent_flow`` of the expanded objective (tested)."""
+    fwd_syms = [s for s, _ in forward]
+    back = {e: s for s, e in forward}
+    # products and powers re-named inside larger products (P e^z -> c~) and 1/sqrt(.) -> 1/|c~|
+    algebraic = [(e, s) for s, e in forward if e.is_Pow or e.is_Mul]
+
+    def named(expr):
+        return expr.xreplace(back).subs(algebraic)
+
+    adj: dict[sp.Symbol, sp.Symbol] = {}
+    adj_defs = []
+    for i in reversed(range(len(forward))):
+        s = forward[i][0]
+        expr = sp.diff(objective, s) + sum(adj[t] * sp.diff(e, s) for t, e in forward[i + 1:] if t in adj)
+        expr = named(expr)
+        if expr == 0:
+            continue
+        adj[s] = _bar(s)
+        adj_defs.append((adj[s], expr))
+    rhs = []
+    for x, w, r in zip(coords, weights, rates):
+        g = sp.diff(objective, x) + sum(adj[s] * sp.diff(e, x) for s, e in forward if s in adj)
+        rhs.append(r / w * named(g))
+    assert set(fwd_syms).isdisjoint(coords)
+    return list(forward) + adj_defs, rhs
+
+
+def entropy_expr(weights: list[sp.Expr], mult: list[Any] | None = None) -> sp.Expr:
+    """Entropy of the normalised ``weights`` (each counted ``mult`` times)."""
+    mult = mult or [1] * len(weights)
+    s = sum(m * w for m, w in zip(mult, weights))
+    return -sum(m * w / s * sp.log(w / s) for m, w in zip(mult, weights))
+
+
+# ------------------------------------------------------------------------------------------------
+# The full T = inf flow on the symmetric subspace (spec §2.5), parameters symbolic
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class SymmetricLayout:
+    """Coordinates of the symmetric subspace of the official generator (spec §1.4): every class
+    has the same P profile (C common tokens, U distinct tokens), so from ``Y(0) = Z(0) = 0`` the
+    T = inf flow keeps (exactly) one value per group of entries:
+
+    ``Y_own_j``  Y[dt_j(n), label n]        (K entries)      ``z_dt_j``  z[psi(n), dt_j(n)]  (K)
+    ``Y_xlab_j`` Y[dt_j(n), label n'], n'!=n (K(K-1))        ``z_c``     z[m, c]              (N_q C)
+    ``Y_o_j``    Y[dt_j(n), non-label]       (K R)
+    ``Y_c_lab``  Y[c, label n]               (C K)           ``Y_c_o``   Y[c, non-label]      (C R)
+    The ``weights`` are these group sizes (the pulled-back metric of the flow)."""
+
+    names: tuple[str, ...]
+    symbols: tuple[sp.Symbol, ...]
+    weights: tuple[Any, ...]
+    rates: tuple[sp.Symbol, ...]
+
+
+def symmetric_layout(U: int, has_common: bool, has_cross: bool) -> SymmetricLayout:
+    K, C, R = K_sym, C_sym, R_sym
+    names, weights, rates = [], [], []
+
+    def add(name, w, rate):
+        names.append(name); weights.append(w); rates.append(rate)
+
+    for j in range(U):
+        add(f"Y_own_{j}", K, eta_Y)
+        if has_cross:
+            add(f"Y_xlab_{j}", K * (K - 1), eta_Y)
+        add(f"Y_o_{j}", K * R, eta_Y)
+    if has_common:
+        add("Y_c_lab", C * K, eta_Y)
+        add("Y_c_o", C * R, eta_Y)
+    for j in range(U):
+        add(f"z_dt_{j}", K, eta_Z)
+    if has_common:
+        add("z_c", Nq_sym * C, eta_Z)
+    syms = tuple(sp.Symbol(n, real=True) for n in names)
+    return SymmetricLayout(tuple(names), syms, tuple(weights), tuple(rates))
+
+
+def _layout_of(config: ScanSnapConfig) -> tuple[int, bool, bool]:
+    return config.num_unique_per_next, config.num_common > 0, config.K > 1
+
+
+@lru_cache(maxsize=16)
+def _symmetric_system(U: int, has_common: bool, has_cross: bool) -> ReducedSystem:
+    lay = symmetric_layout(U, has_common, has_cross)
+    s = dict(zip(lay.names, lay.symbols))
+    C = C_sym if has_common else 0
+    P_dt = sp.symbols(f"P_dt_0:{U}", positive=True)
+    P_c = sp.Symbol("P_c", positive=True)
+    r = lambda n: sp.Symbol(n, real=True)  # noqa: E731
+    c_dt = [r(f"c_dt_{j}") for j in range(U)]
+    f_dt = [r(f"f_dt_{j}") for j in range(U)]
+    c_c, f_c, cnorm = r("c_c"), r("f_c"), sp.Symbol("cnorm", positive=True)
+    w_own, w_x, w_o, S = r("w_own"), r("w_xlab"), r("w_o"), sp.Symbol("S", positive=True)
+    # the paper's named quantities for a class n (all classes are alike on the subspace; J = J_n):
+    fwd = [(c_dt[j], P_dt[j] * sp.exp(s[f"z_dt_{j}"])) for j in range(U)]  # c~_{l|n} (Eqn. 5)
+    if has_common:
+        fwd.append((c_c, P_c * sp.exp(s["z_c"])))
+    fwd.append((cnorm, sp.sqrt(C * c_c**2 * (1 if has_common else 0) + sum(v**2 for v in c_dt))))  # |c~_n|
+    fwd += [(f_dt[j], c_dt[j] / cnorm) for j in range(U)]  # f_n = c~_n/|c~_n|
+    if has_common:
+        fwd.append((f_c, c_c / cnorm))
+
+    def logit(dt_name, c_name):  # w_n[k] = (Y^T f_n)[k]
+        return sum(s[f"{dt_name}_{j}"] * f_dt[j] for j in range(U)) + (C * s[c_name] * f_c if has_common else 0)
+
+    fwd.append((w_own, logit("Y_own", "Y_c_lab")))  # own label
+    if has_cross:
+        fwd.append((w_x, logit("Y_xlab", "Y_c_lab")))  # each other label (K - 1 of them)
+    fwd.append((w_o, logit("Y_o", "Y_c_o")))  # each non-label output (R of them)
+    fwd.append((S, sp.exp(w_own) + ((K_sym - 1) * sp.exp(w_x) if has_cross else 0) + R_sym * sp.exp(w_o)))
+    J = w_own - sp.log(S)  # J_n = log alpha_n[n]
+    definitions, rhs = chain_rule_flow(fwd, J, lay.symbols, lay.weights, lay.rates)
+    dt_ent = entropy_expr(c_dt)
+    sup_ent = entropy_expr(c_dt + ([c_c] if has_common else []), [1] * U + ([C_sym] if has_common else []))
+    obs = {"dt_entropy": dt_ent, "support_entropy": sup_ent, "population_loss": sp.log(S) - w_own,
+           "correct_prob": sp.exp(w_own) / S}
+    if has_common:
+        obs["ct_logit"] = s["z_c"]
+    params = (eta_Y, eta_Z, R_sym, K_sym, *((C_sym, Nq_sym, P_c) if has_common else ()), *P_dt)
+    return ReducedSystem(
+        name="full", paper=PAPER, state=lay.symbols, parameters=params, rhs=tuple(rhs),
+        definitions=tuple(definitions), observables=obs,
+        spec=f"{SPEC} §2.5 (T = inf coupled flow, symmetric subspace)",
+        description=("Gradient ascent on J_inf(Y, Z) restricted to the exact invariant subspace of "
+                     "the official generator from zero init; each coordinate stands for a group of "
+                     "equal entries of Y or Z and moves at rate/group size times dJ/dcoordinate. "
+                     "Definitions: c~ (Eqn. 5), |c~|, f = c~/|c~|, logits w = Y^T f, softmax "
+                     "normaliser S; xbar = dJ/dx (fbar is the back-propagated g = Y(e_n - alpha_n))."),
+    )
+
+
+def full_system(config: ScanSnapConfig) -> ReducedSystem:
+    """The full ``T = inf`` coupled flow (Y, Z) derived from ``J_inf`` (spec §2.5), on the exact
+    symmetric subspace of the official generator (:class:`SymmetricLayout`), parameters
+    :func:`full_parameters`. Depends on the config only through ``U``, ``C > 0``, ``K > 1``."""
+    return _symmetric_system(*_layout_of(config))
+
+
+def full_parameters(config: ScanSnapConfig) -> dict[str, float]:
+    """Values of :func:`full_system`'s parameters for ``config`` (P of class 0's profile)."""
+    task = make_task(config)
+    out = {"eta_Y": float(config.eta_Y), "eta_Z": float(config.eta_Z), "R": float(config.M_out - config.K),
+           "K": float(config.K), "C": float(config.num_common), "N_q": float(config.num_last)}
+    if config.num_common:
+        out["P_c"] = float(task.P[0, task.common[0]])
+    out.update({f"P_dt_{j}": float(task.P[0, l]) for j, l in enumerate(task.dt[0])})
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The general (non-symmetric) flow, numeric P (tests on tiny instances)
+# ------------------------------------------------------------------------------------------------
+def _y_symbol(l: int, k) -> sp.Symbol:
+    return sp.Symbol(f"Y_{l}_{k}", real=True)
+
+
+def _z_symbol(m: int, l: int) -> sp.Symbol:
+    return sp.Symbol(f"z_{m}_{l}", real=True)
+
+
+def state_layout(task: ScanSnapTask):
+    """Rows, columns and symbols of :func:`general_system`'s state."""
+    rows = [int(l) for l in task.union_support]
+    cols = list(range(task.K)) + ["o"]
+    Ys = [[_y_symbol(l, k) for l in rows] for k in cols]
+    zs = [[_z_symbol(m, int(l)) for l in task.query_support(m)] for m in range(task.num_last)]
+    return rows, cols, Ys, zs
+
+
+@lru_cache(maxsize=8)
+def _general_system(config: ScanSnapConfig) -> ReducedSystem:
+    task = make_task(config)
+    rows, cols, Ys, zs = state_layout(task)
+    P_rows = [{int(l): float(task.P[n, l]) for l in task.support(n)} for n in range(task.K)]
+    z_rows = [dict(zip((int(l) for l in task.query_support(m)), zs[m])) for m in range(task.num_last)]
+    Y_cols = [dict(zip(rows, col)) for col in Ys]
+    mult = [1] * task.K + [R_sym]
+    J, _ = population_objective(P_rows, z_rows, Y_cols, list(task.query_index), list(range(task.K)), mult)
+    blocks = [(tuple(s for col in Ys[: task.K] for s in col), 1, eta_Y), (tuple(Ys[-1]), R_sym, eta_Y),
+              (tuple(s for row in zs for s in row), 1, eta_Z)]
+    rhs = gradient_ascent_flow(J, blocks)
+    state = tuple(s for b in blocks for s in b[0])
+    return ReducedSystem(
+        name="general", paper=PAPER, state=state, parameters=(eta_Y, eta_Z, R_sym), rhs=tuple(rhs),
+        observables={"population_loss": -J}, spec=f"{SPEC} §2.5 (T = inf coupled flow)",
+        description=("Gradient ascent on J_inf(Y, Z) for the numeric instance; Y restricted to the "
+                     "union of supports and to K label columns + one shared non-label column "
+                     "(exact from Y(0) = 0); z restricted to the supports of each query's classes."),
+    )
+
+
+def general_system(config: ScanSnapConfig) -> ReducedSystem:
+    """The ``T = inf`` coupled flow (Y, Z) derived from ``J_inf`` for ``config``'s instance with no
+    symmetry assumed (only the shared non-label column); parameters ``eta_Y, eta_Z, R``. Exact from
+    zero init and for any non-symmetric state; expensive beyond small instances, so the pipeline
+    uses :func:`full_system` and tests compare the two on small instances."""
+    key = ScanSnapConfig(num_last=config.num_last, num_next_per_last=config.num_next_per_last,
+                         num_common=config.num_common, num_unique_per_next=config.num_unique_per_next,
+                         common_prob=config.common_prob, unique_min=config.unique_min,
+                         unique_max=config.unique_max, vocab=config.vocab)
+    return _general_system(key)
+
+
+# ------------------------------------------------------------------------------------------------
+# Symbolic minimal instance (spec Appendix A)
+# ------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def minimal_instance() -> dict[str, Any]:
+    """K = 2 classes sharing one query; tokens c (common), a1, a2 (class 1), b1, b2 (class 2);
+    output columns n1, n2 and one extra 'other' column. Returns symbols, ``J``, ``f`` and the
+    derived gradients ``dJ/dz``, ``dJ/dY`` and ``dJ/df_n``."""
+    toks = ["c", "a1", "a2", "b1", "b2"]
+    z = {l: sp.Symbol(f"z_{l}", real=True) for l in toks}
+    Pc1, Pa1, Pa2, Pc2, Pb1, Pb2 = sp.symbols("P_c1 P_a1 P_a2 P_c2 P_b1 P_b2", positive=True)
+    P_rows = [{"c": Pc1, "a1": Pa1, "a2": Pa2}, {"c": Pc2, "b1": Pb1, "b2": Pb2}]
+    cols = ["n1", "n2", "o"]
+    Y = {(l, k): sp.Symbol(f"Y_{l}_{k}", real=True) for l in toks for k in cols}
+    Y_cols = [{l: Y[(l, k)] for l in toks} for k in cols]
+    J, f = population_objective(P_rows, [z], Y_cols, [0, 0], [0, 1])
+    # dJ/df_n with f_n as free symbols (chain-rule factor of the z-gradient)
+    fsym = [{l: sp.Symbol(f"f{n + 1}_{l}", real=True) for l in P_rows[n]} for n in range(2)]
+    Jf = 0
+    for n in range(2):
+        w = [sum(col[l] * fsym[n][l] for l in fsym[n]) for col in Y_cols]
+        Jf += sp.Rational(1, 2) * (w[n] - sp.log(sum(sp.exp(wk) for wk in w)))
+    return {
+        "tokens": toks, "z": z, "P_rows": P_rows, "Y": Y, "cols": cols, "J": J, "f": f,
+        "dJ_dz": {l: sp.diff(J, z[l]) for l in toks},
+        "dJ_dY": {key: sp.diff(J, s) for key, s in Y.items()},
+        "f_symbols": fsym, "J_of_f": Jf,
+        "dJ_df": [{l: sp.diff(Jf, s) for l, s in fsym[n].items()} for n in range(2)],
+    }

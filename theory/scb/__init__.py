@@ -1,0 +1,80 @@
+"""SCB — sparse contextual bigrams learned by a linear transformer (Ren, Wang, Lee, NeurIPS 2024).
+
+Spec: ``papers/scb.md``. Conventions (spec §1.2, Decisions 1–5): column-stochastic ``P`` with
+stationary ``mu``; query ``k = x_{T+1}`` outside the context; ``q^(k)`` uniform on ``Q`` random
+positions per query (``rho = 1/Q``); model ``yhat = V X a^(k)``; squared loss; preconditioners
+``V D^{-1}`` and ``a_k / mu_k``; mu_k-weighted l1 penalty (uniform threshold ``eta_A * lam``).
+
+Modules, by concern:
+
+* :mod:`.derive` — loss -> reduced flows (symmetric, general, l1), stage-1 linearisation, escape time;
+* :mod:`.config` — :class:`SCBConfig` (all variants' settings; time unit = optimiser step), the task;
+* :mod:`.population` — population loss/gradient/observables of the full ``(V, A)`` (``xp=`` numpy/jax);
+* :mod:`.sde` — the minibatch-SGD SDE on the full parameters;
+* :mod:`.problem` — ``systems(config)`` and ``problem(config) -> Problem`` for the paper table.
+"""
+
+from .config import (
+    VARIANT_SETTINGS,
+    VARIANTS,
+    SCBConfig,
+    SCBTask,
+    check_variant_settings,
+    initial_parameters,
+    make_task,
+    stationary_distribution,
+)
+from .derive import (
+    CORRELATION_OBSERVABLES,
+    ESCAPE_LEVEL,
+    PAPER,
+    SPEC,
+    K,
+    Q,
+    T,
+    escape_time_formula,
+    eta,
+    eta_A,
+    eta_V,
+    general_system,
+    l1_general_system,
+    l1_symmetric_system,
+    loss_symmetric,
+    m2,
+    omega,
+    rho,
+    stage1_linearisation,
+    symmetric_system,
+    u,
+    w,
+    xi,
+    zeta,
+)
+from .population import (
+    TaskArrays,
+    initial_state,
+    observables_from_parameters,
+    population_gradient,
+    population_loss,
+    preconditioned_flow,
+    proximal_map,
+    soft_threshold,
+    system_parameters,
+)
+from .problem import SOLVE_OPTIONS, problem, systems
+from .sde import MinibatchSDE, minibatch_sde
+
+#: the paper table's ``config`` slot
+Config = SCBConfig
+
+__all__ = [
+    "PAPER", "SPEC", "Config", "SCBConfig", "SCBTask", "VARIANTS", "VARIANT_SETTINGS",
+    "check_variant_settings", "make_task", "stationary_distribution", "initial_parameters",
+    "symmetric_system", "general_system", "l1_symmetric_system", "l1_general_system", "loss_symmetric",
+    "stage1_linearisation", "escape_time_formula", "CORRELATION_OBSERVABLES", "ESCAPE_LEVEL",
+    "TaskArrays", "population_loss", "population_gradient", "preconditioned_flow",
+    "observables_from_parameters", "soft_threshold", "proximal_map", "system_parameters", "initial_state",
+    "systems", "problem", "SOLVE_OPTIONS", "MinibatchSDE", "minibatch_sde",
+    # symbols of the reduced systems (tests and exports refer to them)
+    "zeta", "omega", "xi", "eta", "u", "w", "T", "Q", "rho", "K", "m2", "eta_V", "eta_A",
+]
