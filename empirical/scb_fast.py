@@ -32,7 +32,6 @@ import torch
 from theory.errors import ConfigError, check_choice
 from theory.scb import PAPER, SCBConfig, SCBTask, initial_parameters, make_task
 
-from .scb import ode_time
 from .trainer import Trainer
 
 __all__ = ["FastSCBExperiment", "train_fast", "observables_from_statistics", "alias_table",
@@ -211,7 +210,7 @@ class FastSCBExperiment:
         return self.V.double().cpu().numpy().copy(), self.At.T.double().cpu().numpy().copy()
 
     def time_of_step(self, step: int) -> float:
-        return ode_time(step)
+        return self.config.ode_time(step)
 
     def state_dict(self) -> dict[str, Any]:
         return {"V": self.V.clone(), "At": self.At.clone(), "lam_on": self.lam_on}
@@ -230,10 +229,10 @@ class FastSCBExperiment:
 def train_fast(config: SCBConfig, *, variant: str = "preconditioned", device: str = "auto", seed: int | None = None,
                task: SCBTask | None = None, dtype=torch.float64, progress: bool = False, stop_when=None):
     """Train one network with :class:`FastSCBExperiment`; returns ``(trajectory, experiment)``,
-    observables logged every ``config.log_every`` steps (time in steps, as ``empirical.scb``)."""
+    observables logged at ``config.log_steps()`` (time ``config.ode_time``, as ``empirical.scb``)."""
     exp = FastSCBExperiment(config, variant=variant, task=task, dtype=dtype)
     trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress)
-    return trainer.run(exp, config.steps, config.log_every, stop_when=stop_when), exp
+    return trainer.run(exp, config.steps, stop_when=stop_when, log_steps=config.log_steps()), exp
 
 
 def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 512, seeds: int = 2,
