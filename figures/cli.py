@@ -175,28 +175,35 @@ def _keep_partial(err, run: _Run):
 @click.option("--format", "fmt", type=click.Choice(["latex", "python", "jax", "json"]), default="latex",
               show_default=True)
 @click.option("--expanded", is_flag=True, help="LaTeX: substitute the named quantities (per-component form).")
+@click.option("--no-cache", is_flag=True, help="Derive afresh (ignore and do not use the on-disk cache).")
 @_set_option
 @_large_option
-def derive(paper, fmt, expanded, assignments, allow_large):
-    """Print the derived reduced systems (LaTeX, numpy or JAX source, or JSON)."""
-    from theory.export import systems_to_json
+def derive(paper, fmt, expanded, no_cache, assignments, allow_large):
+    """Print the derived reduced systems (LaTeX, numpy or JAX source, or JSON).
+
+    The output is cached on disk keyed by a hash of the theory source (theory/cache.py)."""
+    from theory.cache import cached_json, function_digest
 
     run = _validate("derive", paper, assignments, allow_large=allow_large)
-    systems = run.row.slot("systems")(run.cfg)
+    systems = run.row.slot("systems")
+    key = (paper, fmt, bool(expanded), run.cfg.to_dict(), function_digest(systems))
+    text = cached_json("derive", key, lambda: _derive_text(paper, systems(run.cfg), fmt, expanded),
+                       use_cache=not no_cache)
+    click.echo(text, nl=False)
+
+
+def _derive_text(paper, systems, fmt, expanded) -> str:
+    from theory.export import systems_to_json
+
     if fmt == "json":
-        click.echo(systems_to_json(paper, systems))
-    elif fmt == "latex":
-        for s in systems:
-            click.echo(f"% {paper}/{s.name} — {s.spec}")
-            click.echo(s.to_latex(expanded=expanded))
-            click.echo()
-    else:
-        export = (lambda s, suffix: s.to_python(suffix)) if fmt == "python" else (
-            lambda s, suffix: s.to_jax_source(suffix))
-        for i, s in enumerate(systems):
-            if i:
-                click.echo(f"\n# ---- {s.name} ----")
-            click.echo(export(s, "" if i == 0 else f"_{s.name}"))
+        return systems_to_json(paper, systems) + "\n"
+    if fmt == "latex":
+        return "".join(f"% {paper}/{s.name} — {s.spec}\n{s.to_latex(expanded=expanded)}\n\n" for s in systems)
+    export = (lambda s, suffix: s.to_python(suffix)) if fmt == "python" else (
+        lambda s, suffix: s.to_jax_source(suffix))
+    parts = [("" if i == 0 else f"\n# ---- {s.name} ----\n") + export(s, "" if i == 0 else f"_{s.name}") + "\n"
+             for i, s in enumerate(systems)]
+    return "".join(parts)
 
 
 @main.command()

@@ -72,6 +72,20 @@ def _diffrax_solver(system: ReducedSystem, method: str, rtol: float, atol: float
     return run
 
 
+@lru_cache(maxsize=64)
+def _observables_fn(system: ReducedSystem):
+    """``system.observables_numpy()`` lambdifies on every call (tens of ms): once per system."""
+    return system.observables_numpy()
+
+
+@lru_cache(maxsize=64)
+def _scipy_jacobian(system: ReducedSystem):
+    import sympy as sp
+
+    return sp.lambdify((sp.Symbol("t", real=True), system.state, system.parameters),
+                       system.jacobian(), modules="numpy", cse=True)
+
+
 def _validate_time(t) -> np.ndarray:
     t = np.asarray(t, dtype=np.float64)
     if t.ndim != 1 or t.size < 2:
@@ -148,10 +162,7 @@ def solve(
         f = system.to_numpy()
         jac_f = None
         if method in ("Radau", "BDF", "LSODA"):
-            import sympy as sp
-
-            jac = sp.lambdify((sp.Symbol("t", real=True), system.state, system.parameters),
-                              system.jacobian(), modules="numpy", cse=True)
+            jac = _scipy_jacobian(system)
             jac_f = lambda tt, yy: np.asarray(jac(tt, yy, p), dtype=float)  # noqa: E731
         extra = {"jac": jac_f} if jac_f is not None else {}
         Y, status, message, nfev = _scipy_steps(lambda tt, yy: f(tt, yy, p), ts, y, method, rtol, atol, extra)
@@ -159,6 +170,7 @@ def solve(
         method = method or "Kvaerno5"
         check_choice("method", method, _DIFFRAX_METHODS)
         import diffrax
+        import jax
         import jax.numpy as jnp
 
         run = _diffrax_solver(system, method, float(rtol), float(atol), int(max_steps))
@@ -179,7 +191,7 @@ def solve(
     variables = {n: Y[:good, i] for i, n in enumerate(system.state_names)}
     if observables and good > 0:
         with np.errstate(all="ignore"):
-            variables.update(system.observables_numpy()(Y[:good], p))
+            variables.update(_observables_fn(system)(Y[:good], p))
     traj = make_trajectory(
         ts[:good], variables, paper=system.paper, system=system.name, source="ode", backend=backend,
         parameters={**{n: float(v) for n, v in zip(system.parameter_names, p)},

@@ -1,4 +1,5 @@
-"""``solve_sde``: ensembles of SDE paths (Euler-Maruyama in diffrax, vmapped over paths).
+"""``solve_sde``: ensembles of SDE paths (fixed-step Euler-Maruyama as a jitted ``lax.scan``,
+vmapped and chunked over paths; the engine is :mod:`simulate._em`).
 
 An SDE model is any object with (shapes: ``y`` (dim,), diffusion (dim, noise_dim)):
 
@@ -12,8 +13,8 @@ An SDE model is any object with (shapes: ``y`` (dim,), diffusion (dim, noise_dim
 
 :class:`ReducedSDE` adapts a :class:`ReducedSystem` whose ``diffusion`` is a sympy matrix.
 
-Brownian motion: ``UnsafeBrownianPath`` with ``ForwardMode`` adjoint (forward-only ensembles;
-``VirtualBrownianTree`` is ~20x slower). Same seed -> same numbers.
+Brownian increments are drawn per path and step from ``fold_in(path_key, step)``: same seed ->
+same numbers, whatever the chunk size.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 from theory.core import ReducedSystem, jax_modules
 from theory.errors import ConfigError, SolverError
 
+from ._em import em_paths
 from .ode import _enable_x64, _validate_time
 from .trajectory import make_trajectory
 
@@ -98,34 +100,6 @@ def _lambdified_diffusion(system):
                        modules=jax_modules(), cse=True)
 
 
-@lru_cache(maxsize=32)
-def _runner(sde, n_paths: int, dt: float, max_steps: int):
-    _enable_x64()
-    import diffrax
-    import jax
-    import jax.numpy as jnp
-
-    M = sde.noise_dim
-
-    def one_path(key, y0, args, ts):
-        bkey, dkey = jax.random.split(key)
-
-        def diff(t, y, a):
-            idx = jnp.round((t - ts[0]) / dt).astype(jnp.int32)
-            return sde.diffusion(t, y, a, jax.random.fold_in(dkey, idx))
-
-        bm = diffrax.UnsafeBrownianPath(shape=(M,), key=bkey)
-        terms = diffrax.MultiTerm(diffrax.ODETerm(sde.drift), diffrax.ControlTerm(diff, bm))
-        sol = diffrax.diffeqsolve(
-            terms, diffrax.Euler(), t0=ts[0], t1=ts[-1], dt0=dt, y0=y0, args=args,
-            saveat=diffrax.SaveAt(ts=ts), adjoint=diffrax.ForwardMode(), max_steps=max_steps,
-            throw=False,
-        )
-        return sol.ys
-
-    return jax.jit(jax.vmap(one_path, in_axes=(0, None, None, None)))
-
-
 def solve_sde(
     sde: Any,
     t,
@@ -136,12 +110,14 @@ def solve_sde(
     y0=None,
     parameters: Mapping[str, Any] | None = None,
     keep_state: bool = False,
+    chunk: int | None = None,
 ):
     """Integrate ``paths`` independent paths of ``sde`` on the output grid ``t`` (Euler-Maruyama,
     fixed step ``dt`` in the model's time units). Returns a Trajectory with dims (path, time).
 
     Raises :class:`SolverError` (with the partial ensemble up to the last time at which every path
-    was finite) when a path diverges.
+    was finite) when a path diverges. ``chunk``: paths per compiled call (default: as many as fit
+    a 256 MiB output budget); it does not change the numbers.
     """
     if paths < 1:
         raise ConfigError("paths", f"need at least one path, got {paths}")
@@ -150,13 +126,10 @@ def solve_sde(
     ts = _validate_time(t)
     _enable_x64()
     import jax
-    import jax.numpy as jnp
 
-    n_steps = int(np.ceil((ts[-1] - ts[0]) / dt)) + 1
-    run = _runner(sde, int(paths), float(dt), n_steps + 8)
     y_init = np.asarray(sde.initial_state() if y0 is None else y0, dtype=np.float64)
     keys = jax.random.split(jax.random.PRNGKey(seed), paths)
-    Y = np.asarray(run(keys, jnp.asarray(y_init), sde.args(), jnp.asarray(ts)), dtype=np.float64)
+    Y = em_paths(sde, ts, float(dt), keys, y_init, chunk=chunk)
     finite = np.all(np.isfinite(Y), axis=(0, 2))
     good = ts.size if finite.all() else int(np.argmin(finite))
     Yg = Y[:, :good]
@@ -166,7 +139,7 @@ def solve_sde(
     with np.errstate(all="ignore"):
         variables.update(sde.observables(Yg))
     traj = make_trajectory(
-        ts[:good], variables, paper=sde.paper, system=sde.name, source="sde", backend="diffrax",
+        ts[:good], variables, paper=sde.paper, system=sde.name, source="sde", backend="em_scan",
         parameters=parameters or {}, seed=seed, lead_dims=("path",),
         status=0 if good == ts.size else -1,
         message="ok" if good == ts.size else f"a path became non-finite at t={ts[good]:.6g}",

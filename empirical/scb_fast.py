@@ -1,0 +1,263 @@
+"""SCB real minibatch SGD at the authors' scale (N = 500, T = 1e5): gathers and scatter-adds only.
+
+The same SGD as :class:`empirical.scb.SCBExperiment` (variants ``preconditioned`` and ``sgd``,
+the l1 proximal step with its switch, per-step normalisation), written for large ``T``:
+
+* the attention is stored transposed, ``At`` (N, T) with row k = a^(k); the forward pass gathers
+  the rows of the batch's queries and scatter-adds them into the weighted histograms
+  ``h_b = X_b a^(k_b)`` (B, N) (spec §2); the gradient ``d l/d a^(k)_t = sum_{b: k_b = k}
+  (V^T r_b)_{x_{b,t}}`` (spec §3.2) is a gather plus an ``index_add`` into the rows of the
+  queries present, never a dense (T, N) gradient;
+* tokens are drawn by the alias method (one uniform per token) in position blocks of
+  ``block`` positions, kept as int16 (N <= 32767) — the (B, T) token matrix is never held in
+  int64 or float; its int16 copy (B*T*2 bytes, 51 MB at B=256, T=1e5) is kept for the gradient;
+* observables come from sufficient statistics of ``At`` (1^T a_k, |a_k|^2, <a_k, q_k>, the
+  support mass) and of ``V``: :func:`observables_from_statistics` equals
+  :func:`theory.scb.observables_from_parameters` without forming the (T, N) support mask.
+
+Randomness differs from ``empirical.scb`` (alias tables instead of ``torch.multinomial``): the
+same data distribution (spec §1.2), not the same numbers; tests check the distribution of one
+step's update against ``empirical.scb`` and its mean against the exact population gradient.
+Float64 by default; ``dtype=torch.float32`` halves memory traffic (state it where used).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from theory.errors import ConfigError, check_choice
+from theory.scb import PAPER, SCBConfig, SCBTask, initial_parameters, make_task
+
+from .trainer import Trainer
+
+__all__ = ["FastSCBExperiment", "train_fast", "observables_from_statistics", "alias_table",
+           "escape_time_points", "VARIANTS"]
+
+VARIANTS = ("preconditioned", "sgd")
+
+
+def alias_table(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Walker/Vose alias table of a distribution ``p`` (n,): ``(accept (n,), alias (n,))``; a draw
+    is ``i = floor(n u1)``, then ``i`` if ``u2 < accept[i]`` else ``alias[i]``."""
+    p = np.asarray(p, float) / np.sum(p)
+    n = p.size
+    scaled = p * n
+    accept, alias = np.ones(n), np.arange(n)
+    small = [i for i in range(n) if scaled[i] < 1.0]
+    large = [i for i in range(n) if scaled[i] >= 1.0]
+    while small and large:
+        s, g = small.pop(), large.pop()
+        accept[s], alias[s] = scaled[s], g
+        scaled[g] -= 1.0 - scaled[s]
+        (small if scaled[g] < 1.0 else large).append(g)
+    return accept, alias
+
+
+def observables_from_statistics(V: np.ndarray, s, n, c, mass_on, task: SCBTask, Q: int) -> dict[str, float]:
+    """The §4 observables from ``V`` (N, N) and per-query statistics of the attention (N,):
+    ``s = 1^T a_k``, ``n = |a_k|^2``, ``c = <a_k, q_k>``, ``mass_on = sum_{t in S_k} a_k,t``.
+    Same formulas as :func:`theory.scb.observables_from_parameters` (Q support positions per
+    query)."""
+    mu, P, T_ = task.mu, task.P, task.T
+    Pt = P - np.outer(mu, np.ones(task.N))
+    Sig = np.diag(mu) - np.outer(mu, mu)
+    w = task.Qm[task.support, np.arange(task.N)[:, None]]  # (N, Q) weights on the support
+    rho = (w**2).sum(1)
+    v = V @ mu
+    Vt = V - v[:, None]
+    vv, vp = np.einsum("ij,jk,ik->", V, Sig, V), np.einsum("ij,jk,ik->", V, Sig, P)
+    K, m2 = float(np.trace(P @ Sig @ P.T)), float(mu @ mu)
+    per_k = 0.5 * n * vv - c * vp + 0.5 * rho * K + 0.5 * (s**2 * (v @ v) - 2 * s * (v @ mu) + m2)
+    loss = (per_k * mu).sum() + 0.5 * (1 - m2 - K * (mu * rho).sum())
+    mean_on = mass_on / Q
+    mean_off = (s - mass_on) / (T_ - Q) if T_ > Q else np.zeros_like(s)
+    colsum = V.sum(0, keepdims=True)
+    return {
+        "value_transition_correlation": float((Vt * Pt).sum() / (Pt**2).sum()),
+        "value_mean_scale": float(mu @ V @ mu / m2),
+        "attention_offsupport_level": float(mean_off.mean()),
+        "attention_target_coefficient": float(((mean_on - mean_off) / (w.sum(1) / Q)).mean()),
+        "attention_target_overlap": float(c.mean()),
+        "attention_sum": float(s.mean()),
+        "attention_sq_norm": float(n.mean()),
+        "attention_mass_on_support": float(mass_on.mean()),
+        "population_loss": float(loss),
+        "value_relative_distance_to_truth": float(np.sqrt(((V / colsum - P) ** 2).sum() / (Pt**2).sum())),
+        "attention_distance_to_truth": float(np.sqrt(np.mean(n / s**2 - 2 * c / s + rho))),
+        "value_off_manifold_residual": float(np.linalg.norm(Vt - (Vt * Pt).sum() / (Pt**2).sum() * Pt)),
+    }
+
+
+@dataclass
+class FastSCBExperiment:
+    """One SGD run on an SCB task at scale (module docstring). ``block``: positions per sampling
+    block (bounds the float working set to ``batch * block``)."""
+
+    config: SCBConfig
+    variant: str = "preconditioned"
+    task: SCBTask | None = None
+    dtype: torch.dtype = torch.float64
+    block: int = 8192
+    paper: str = PAPER
+    name: str = field(init=False)
+
+    def __post_init__(self):
+        check_choice("variant", self.variant, VARIANTS)
+        if self.config.query != "outside":
+            raise ConfigError("query", "the fast path implements Decision 1 A (query outside the context)")
+        if self.config.N > 32767:
+            raise ConfigError("N", "the fast path stores tokens as int16 (N <= 32767)")
+        self.name = self.variant
+        self.task = self.task or make_task(self.config)
+
+    def setup(self, device, generator):
+        t, dt = self.task, self.dtype
+        V0, A0 = initial_parameters(self.config, t)
+        self.device, self.gen = device, generator
+        self.V = torch.as_tensor(V0, dtype=dt, device=device).clone()
+        self.At = torch.as_tensor(np.ascontiguousarray(A0.T), dtype=dt, device=device).clone()
+        self.mu = torch.as_tensor(t.mu, dtype=dt, device=device)
+        acc, ali = alias_table(t.mu)
+        self.acc = torch.as_tensor(acc, dtype=torch.float32, device=device)
+        self.ali = torch.as_tensor(ali, dtype=torch.int16, device=device)
+        self.support = torch.as_tensor(t.support, device=device)  # (N, Q)
+        self.qw = torch.as_tensor(t.Qm[t.support, np.arange(t.N)[:, None]], dtype=dt, device=device)  # (N, Q)
+        self.PT = torch.as_tensor(t.P.T, dtype=dt, device=device)
+        self.lam_on = False
+
+    def _tokens(self, B: int, width: int) -> torch.Tensor:
+        """(B, width) int16 tokens ~ mu (alias method)."""
+        N = self.task.N
+        u = torch.rand(B, width, generator=self.gen, device=self.device)
+        i = (u * N).long().clamp_max_(N - 1)
+        frac = u * N - i  # the fractional part is a second uniform, independent of i
+        return torch.where(frac < self.acc[i], i.to(torch.int16), self.ali[i])
+
+    def sample_and_gradients(self, B: int):
+        """One minibatch's loss and gradients ``(loss, gV (N,N), rows (U,), gA_rows (U, T))``
+        (spec §3.2), ``rows``: the distinct queries of the batch."""
+        T_, N, dt = self.task.T, self.task.N, self.dtype
+        k = torch.multinomial(self.mu, B, replacement=True, generator=self.gen)
+        x = torch.empty(B, T_, dtype=torch.int16, device=self.device)
+        h = torch.zeros(B, N, dtype=dt, device=self.device)
+        a_rows = self.At[k]  # (B, T) gather of the queries' attention
+        for lo in range(0, T_, self.block):
+            hi = min(lo + self.block, T_)
+            xb = self._tokens(B, hi - lo)
+            x[:, lo:hi] = xb
+            h.scatter_add_(1, xb.long(), a_rows[:, lo:hi])
+        j = torch.multinomial(self.qw[k], 1, generator=self.gen)[:, 0]
+        pos = self.support[k, j]
+        xs = x[torch.arange(B, device=self.device), pos].long()
+        y = torch.multinomial(self.PT[xs], 1, generator=self.gen)[:, 0]
+        r = h @ self.V.T
+        r[torch.arange(B, device=self.device), y] -= 1.0  # V X a - e_y
+        loss = 0.5 * (r**2).sum(1).mean()
+        gV = r.T @ h / B
+        w = r @ self.V / B  # (B, N): V^T r_b / B
+        rows, inv = torch.unique(k, return_inverse=True)
+        gA = torch.zeros(rows.numel(), T_, dtype=dt, device=self.device)
+        for lo in range(0, T_, self.block):
+            hi = min(lo + self.block, T_)
+            gA[:, lo:hi].index_add_(0, inv, w.gather(1, x[:, lo:hi].long()))
+        return loss, gV, rows, gA
+
+    def step(self, step: int) -> dict[str, float]:
+        c, t = self.config, self.task
+        loss, gV, rows, gA = self.sample_and_gradients(c.batch)
+        if self.variant == "preconditioned":
+            self.V -= c.eta_V * gV / self.mu[None, :]
+            self.At[rows] -= c.eta_A * gA / self.mu[rows, None]
+            if c.lam > 0:
+                if not self.lam_on:
+                    self.lam_on = bool(self._overlap().mean() * t.T >= c.lam_switch)
+                if self.lam_on:
+                    thr = c.eta_A * c.lam
+                    self.At.copy_(torch.sign(self.At) * torch.clamp(self.At.abs() - thr, min=0.0))
+            if c.normalise == "step":
+                self.At += (1.0 - self.At.sum(1, keepdim=True)) / t.T
+        else:
+            self.V -= c.eta_V * gV
+            self.At[rows] -= c.eta_A * gA
+        return {"loss": float(loss)}
+
+    def _overlap(self) -> torch.Tensor:
+        return (self.At.gather(1, self.support) * self.qw).sum(1)
+
+    def statistics(self) -> dict[str, np.ndarray]:
+        """Sufficient statistics of the attention, float64 numpy (N,) each."""
+        on = self.At.gather(1, self.support)
+        st = {"s": self.At.sum(1), "n": (self.At**2).sum(1), "c": (on * self.qw).sum(1), "mass_on": on.sum(1)}
+        return {k: v.double().cpu().numpy() for k, v in st.items()}
+
+    def observables(self) -> dict[str, float]:
+        st = self.statistics()
+        V = self.V.double().cpu().numpy()
+        obs = observables_from_statistics(V, st["s"], st["n"], st["c"], st["mass_on"], self.task,
+                                          self.task.support.shape[1])
+        nz = self.At != 0
+        Q = self.support.shape[1]
+        obs["attention_nonzeros"] = float(nz.sum(1).double().mean())
+        obs["support_recovered"] = float(((nz.sum(1) == Q) & nz.gather(1, self.support).all(1)).double().mean())
+        return obs
+
+    def parameters_numpy(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies: ``V`` (N, N), ``A`` (T, N), float64."""
+        return self.V.double().cpu().numpy().copy(), self.At.T.double().cpu().numpy().copy()
+
+    def time_of_step(self, step: int) -> float:
+        return self.config.ode_time(step)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"V": self.V.clone(), "At": self.At.clone(), "lam_on": self.lam_on}
+
+    def load_state_dict(self, state):
+        self.V.copy_(state["V"])
+        self.At.copy_(state["At"])
+        self.lam_on = state["lam_on"]
+
+    def parameters_info(self) -> dict[str, Any]:
+        t = self.task
+        return {**self.config.to_dict(), "variant": self.variant, "K": t.K, "m2": t.m2,
+                "rho": float(t.rho.mean()), "samples_per_step": self.config.batch, "sampler": "alias"}
+
+
+def train_fast(config: SCBConfig, *, variant: str = "preconditioned", device: str = "auto", seed: int | None = None,
+               task: SCBTask | None = None, dtype=torch.float64, progress: bool = False, stop_when=None):
+    """Train one network with :class:`FastSCBExperiment`; returns ``(trajectory, experiment)``,
+    observables logged at ``config.log_steps()`` (time ``config.ode_time``, as ``empirical.scb``)."""
+    exp = FastSCBExperiment(config, variant=variant, task=task, dtype=dtype)
+    trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress)
+    return trainer.run(exp, config.steps, stop_when=stop_when, log_steps=config.log_steps()), exp
+
+
+def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 512, seeds: int = 2,
+                       lr_fraction: float = 0.8, max_steps: int = 20000, device: str = "auto") -> list[dict]:
+    """Real-SGD escape times (first step with eta >= 1/2, spec §3.4) vs T, one row per (T, seed):
+    ``{T, seed, lr, steps_run, escape_time (nan if not reached within max_steps), formula}``.
+    ``lr = lr_fraction / T`` (stability bound ~ 2/(m2 T), Decision 6). For the escape-time figure."""
+    from simulate import first_crossing
+    from theory import scb
+
+    rows = []
+    for Tv in Ts:
+        lr = lr_fraction / Tv
+        base = SCBConfig(N=N, T=int(Tv), Q=Q, eta_V=lr, eta_A=lr, batch=batch, steps=1, log_every=1)
+        task = make_task(base)
+        p = scb.system_parameters(base, task)
+        formula = float(scb.escape_time_formula().subs({scb.T: p["T"], scb.rho: p["rho"], scb.K: p["K"],
+                                                        scb.eta_V: lr, scb.eta_A: lr}))
+        steps = int(min(max_steps, max(10, 3 * formula)))
+        cfg = base.replace(steps=steps, log_every=max(1, steps // 200))
+        for s in range(seeds):
+            tr, _ = train_fast(cfg, device=device, seed=s, task=task,
+                               stop_when=lambda o: o["attention_target_coefficient"] >= 0.6)
+            rows.append({"T": int(Tv), "seed": s, "lr": lr, "N": N, "batch": batch,
+                         "steps_run": int(tr["step"].values[-1]),
+                         "escape_time": float(first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL)),
+                         "formula": formula})
+    return rows

@@ -1,0 +1,201 @@
+"""Speed goals of issue 11, each as a ratio against its baseline measured in the same run
+(`make bench`; skipped by default). At the end a table of every ratio and goal is printed and saved
+as JSON (``.benchmarks/speed.json``, or ``$TDYN_BENCH_JSON``) with the machine's load average.
+
+* SDE engine: the full SCB (V, A) minibatch SDE — diffrax ``Euler`` (the previous engine, kept
+  here as the baseline) vs the ``lax.scan`` engine with the fast sampler; goal >= 20x.
+* Reduced SCB SDE: 1000 paths x 1e4 steps (timed on 2000 steps, scaled); goal < 5 s.
+* SCB real SGD at N=500, T=1e5, batch 256: empirical.scb_fast vs empirical.scb; goal >= 2 steps/s.
+* ``tdyn derive`` per paper: cached vs fresh (and a cached run in a fresh interpreter); goal < 10 s.
+* ODE: diffrax vs scipy per solve, with observables; goal >= 5x.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import timeit
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import simulate
+from theory import scb
+from theory import scb_reduced_sde as R
+
+pytestmark = pytest.mark.benchmark
+ROWS: list[dict] = []
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _row(name, value, unit, baseline=None, goal=None, met=None, **extra):
+    ROWS.append({"name": name, "value": value, "unit": unit, "baseline": baseline, "goal": goal, "met": met,
+                 "loadavg_1m": os.getloadavg()[0], **extra})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _table():
+    yield
+    if not ROWS:
+        return
+    lines = [f"{'benchmark':48s} {'value':>12s} {'baseline':>12s}  goal", "-" * 96]
+    for r in ROWS:
+        base = "" if r["baseline"] is None else f"{r['baseline']:12.4g}"
+        met = "" if r["met"] is None else ("  MET" if r["met"] else "  NOT MET")
+        lines.append(f"{r['name']:48s} {r['value']:12.4g} {base:>12s}  {r['goal'] or ''} [{r['unit']}]{met}")
+    lines.append(f"load average (1/5/15 min): {os.getloadavg()}, cpus: {os.cpu_count()}")
+    print("\n" + "\n".join(lines))
+    out = Path(os.environ.get("TDYN_BENCH_JSON", REPO / ".benchmarks" / "speed.json"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"rows": ROWS, "loadavg": os.getloadavg(), "cpus": os.cpu_count()}, indent=2))
+
+
+def _best_of(fn, n=3):
+    return min(timeit.repeat(fn, number=1, repeat=n))
+
+
+@lru_cache(maxsize=4)
+def _diffrax_ensemble(sde, dt: float, max_steps: int):
+    """The previous solve_sde engine (diffrax Euler, UnsafeBrownianPath), kept as the baseline."""
+    simulate.ode._enable_x64()
+    import diffrax
+    import jax
+    import jax.numpy as jnp
+
+    def one_path(key, y0, args, ts):
+        bkey, dkey = jax.random.split(key)
+
+        def diff(t, y, a):
+            idx = jnp.round((t - ts[0]) / dt).astype(jnp.int32)
+            return sde.diffusion(t, y, a, jax.random.fold_in(dkey, idx))
+
+        bm = diffrax.UnsafeBrownianPath(shape=(sde.noise_dim,), key=bkey)
+        terms = diffrax.MultiTerm(diffrax.ODETerm(sde.drift), diffrax.ControlTerm(diff, bm))
+        return diffrax.diffeqsolve(terms, diffrax.Euler(), t0=ts[0], t1=ts[-1], dt0=dt, y0=y0, args=args,
+                                   saveat=diffrax.SaveAt(ts=ts), adjoint=diffrax.ForwardMode(),
+                                   max_steps=max_steps, throw=False).ys
+
+    return jax.jit(jax.vmap(one_path, in_axes=(0, None, None, None)))
+
+
+def _baseline_sde_run(sde, t, paths, seed=0):
+    import jax
+    import jax.numpy as jnp
+
+    run = _diffrax_ensemble(sde, 1.0, int(t[-1] - t[0]) + 8)
+    keys = jax.random.split(jax.random.PRNGKey(seed), paths)
+    return np.asarray(run(keys, jnp.asarray(sde.initial_state()), sde.args(), jnp.asarray(t)))
+
+
+def test_bench_sde_full_engine_vs_diffrax(benchmark):
+    cfg = scb.SCBConfig(steps=200, log_every=10)
+    paths = 200
+    old, t = scb.minibatch_sde(cfg)
+    new, _ = R.minibatch_sde_fast(cfg)
+    _baseline_sde_run(old, t, paths)  # compile
+    base = _best_of(lambda: _baseline_sde_run(old, t, paths, 1), n=2)
+    simulate.solve_sde(old, t, paths=paths, seed=0)
+    engine_only = _best_of(lambda: simulate.solve_sde(old, t, paths=paths, seed=1), n=2)
+    simulate.solve_sde(new, t, paths=paths, seed=0)
+    benchmark.pedantic(lambda: simulate.solve_sde(new, t, paths=paths, seed=1), rounds=3, iterations=1)
+    fast = benchmark.stats.stats.min
+    work = paths * cfg.steps
+    _row("full SCB SDE: engine+fast sampler vs diffrax", base / fast, "x", goal=">= 20x", met=base / fast >= 20,
+         seconds=fast, baseline_seconds=base, path_steps=work)
+    _row("full SCB SDE: engine alone vs diffrax", base / engine_only, "x", seconds=engine_only)
+    _row("full SCB SDE path-steps/s (engine+fast)", work / fast, "1/s", baseline=work / base)
+    assert fast > 0
+
+
+def test_bench_sde_reduced_1000x1e4(benchmark):
+    cfg = scb.SCBConfig(steps=2000, log_every=5)
+    sde, t = R.minibatch_sde_reduced(cfg)
+    t0 = time.perf_counter()
+    simulate.solve_sde(sde, t, paths=1000, seed=0)
+    first = time.perf_counter() - t0
+    benchmark.pedantic(lambda: simulate.solve_sde(sde, t, paths=1000, seed=1), rounds=2, iterations=1)
+    warm = benchmark.stats.stats.min
+    projected = warm * 10_000 / cfg.steps
+    _row("reduced SCB SDE 1000 paths x 1e4 steps (scaled)", projected, "s", goal="< 5 s", met=projected < 5,
+         measured_steps=cfg.steps, first_call_seconds=first)
+    assert projected > 0
+
+
+def test_bench_scb_sgd_at_scale(benchmark):
+    import torch
+
+    from empirical import scb as E
+    from empirical import scb_fast as F
+
+    cfg = scb.SCBConfig(N=500, T=100_000, Q=2, eta_V=1e-5, eta_A=1e-5, batch=256, steps=10, log_every=5)
+    task = scb.make_task(cfg)
+
+    def rate(exp, n):
+        exp.setup(torch.device("cpu"), torch.Generator().manual_seed(0))
+        exp.step(0)  # warm
+        t0 = time.perf_counter()
+        for i in range(n):
+            exp.step(i + 1)
+        return n / (time.perf_counter() - t0)
+
+    base = rate(E.SCBExperiment(cfg, task=task), 2)
+    fast_exp = F.FastSCBExperiment(cfg, task=task)
+    fast_exp.setup(torch.device("cpu"), torch.Generator().manual_seed(0))
+    fast_exp.step(0)
+    benchmark.pedantic(lambda: fast_exp.step(1), rounds=3, iterations=1)
+    fast = 1.0 / benchmark.stats.stats.min
+    _row("SCB real SGD N=500 T=1e5 B=256 (steps/s)", fast, "steps/s", baseline=base, goal=">= 2 steps/s",
+         met=fast >= 2, torch_threads=torch.get_num_threads(), token_positions_per_s=fast * 256 * 100_000)
+    assert fast > 0
+
+
+@pytest.mark.parametrize("paper", ["scb", "scan-snap", "topic", "joma"])
+def test_bench_derive_cached(benchmark, paper, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from figures.cli import main
+
+    monkeypatch.setenv("TDYN_CACHE_DIR", str(tmp_path))
+
+    def derive(*extra):
+        res = CliRunner().invoke(main, ["derive", paper, *extra])
+        assert res.exit_code == 0, res.output
+        return res.stdout
+
+    t0 = time.perf_counter()
+    fresh = derive("--no-cache")
+    fresh_s = time.perf_counter() - t0
+    derive()  # fills the cache
+    benchmark.pedantic(derive, rounds=3, iterations=1)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TDYN_CACHE_DIR": str(tmp_path)}
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "figures.cli", "derive", paper], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    process_s = time.perf_counter() - t0
+    assert out == fresh
+    _row(f"tdyn derive {paper}: cached, fresh process", process_s, "s", baseline=fresh_s, goal="< 10 s",
+         met=process_s < 10, in_process_cached_seconds=benchmark.stats.stats.min)
+
+
+def test_bench_ode_diffrax_vs_scipy_with_observables(benchmark):
+    S = scb.symmetric_system()
+    p = dict(T=1e3, rho=1 / 3, K=0.1, m2=1 / 3, eta_V=1.0, eta_A=1.0)
+    y0 = dict(zeta=0.0, omega=1.0, xi=1e-3, eta=0.0)
+    t = np.linspace(0, 60, 601)
+    simulate.solve(S, p, y0, t, backend="diffrax")
+    simulate.solve(S, p, y0, t, backend="scipy")
+    scipy_s = _best_of(lambda: simulate.solve(S, p, y0, t, backend="scipy"), n=7)
+    scipy_no = _best_of(lambda: simulate.solve(S, p, y0, t, backend="scipy", observables=False), n=7)
+    diffrax_no = _best_of(lambda: simulate.solve(S, p, y0, t, backend="diffrax", observables=False), n=15)
+    benchmark.pedantic(lambda: simulate.solve(S, p, y0, t, backend="diffrax"), rounds=15, iterations=1)
+    d = benchmark.stats.stats.min
+    _row("ODE diffrax vs scipy, with observables", scipy_s / d, "x", goal=">= 5x", met=scipy_s / d >= 5,
+         diffrax_seconds=d, scipy_seconds=scipy_s)
+    _row("ODE diffrax vs scipy, without observables", scipy_no / diffrax_no, "x",
+         diffrax_seconds=diffrax_no, scipy_seconds=scipy_no)
+    assert d > 0

@@ -1,0 +1,327 @@
+"""SCB minibatch-SGD SDEs for :func:`simulate.solve_sde`: the reduced SDE of spec §3.6 and a
+faster sampler for the full (V, A) one.
+
+**Reduced SDE** (spec §3.6 "Reduced SDE", with the exact decomposition below). Any full state
+``(V, A)`` is written, exactly, as
+
+    v = V mu = omega mu + r_v,            mu . r_v = 0,             E_v   = |r_v|^2
+    V - v 1^T = zeta P_tilde + R,         tr(R Sigma P_tilde^T) = 0, E_V   = tr(R Sigma R^T)
+    a_k = xi_k 1 + eta_k q_k + delta_k,   delta_k _|_ 1, q_k,       E_a,k = |delta_k|^2
+
+(``zeta`` is the Sigma-projection of V onto P_tilde; with it ``tr(V Sigma V^T) = K zeta^2 + E_V``
+has no cross term). The preconditioned population flow (spec §3.2-3.3) in these coordinates is
+*closed* and exact — the off-manifold parts decay isotropically:
+
+    zeta'  = -eta_V [(mu.n) zeta - mu.c]          E_V'   = -2 eta_V (mu.n) E_V
+    omega' = -eta_V [S2 omega - S1]               E_v'   = -2 eta_V S2 E_v
+    xi_k'  = -eta_A [vv xi_k + s_k |v|^2 - mu.v]  eta_k' = -eta_A [vv eta_k - vp]
+    E_a,k' = -2 eta_A vv E_a,k
+
+with ``n_k = T xi_k^2 + 2 xi_k eta_k + rho_k eta_k^2 + E_a,k``, ``s_k = T xi_k + eta_k``,
+``c_k = xi_k + rho_k eta_k``, ``vv = K zeta^2 + E_V``, ``vp = K zeta``, ``|v|^2 = m2 omega^2 + E_v``,
+``mu.v = m2 omega``, ``S1 = sum mu_k s_k``, ``S2 = sum mu_k s_k^2``.
+
+Noise (the closure, spec §3.6 [inferred]): minibatch noise is estimated from ``mc_samples``
+per-sample gradients evaluated at the on-manifold point of the current reduced state (energies
+set to 0), drawn from sufficient statistics only (query k, the Q support tokens, the off-support
+token counts, the target) and projected onto (zeta, omega, xi_k, eta_k); they are centred on the
+exact population mean, so ``(g_m - E g)(g_m - E g)^T / (M B)`` is an unbiased covariance estimate.
+Each energy gains its Itô term ``tr Cov(off-manifold part)/B = E|g_off|^2/B`` (the population
+gradient has no off-manifold part on the manifold); the energies' own martingale terms
+``2<R, dN>`` are dropped (second order in the off-manifold amplitude). Float64.
+
+**FastMinibatchSDE**: :class:`theory.scb.MinibatchSDE` with inverse-CDF sampling (one uniform per
+categorical draw instead of N Gumbels): the same per-sample-gradient distribution, ~20x cheaper.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from theory import scb
+
+__all__ = [
+    "ReducedMinibatchSDE",
+    "FastMinibatchSDE",
+    "reduced_coordinates",
+    "reduced_drift_numpy",
+    "projected_per_sample",
+    "minibatch_sde_reduced",
+    "minibatch_sde_fast",
+]
+
+
+def reduced_coordinates(V, A, task: scb.SCBTask) -> np.ndarray:
+    """The exact reduced coordinates (zeta, omega, xi_1..N, eta_1..N, E_V, E_v, E_a,1..N) of full
+    parameters ``V`` (..., N, N), ``A`` (..., T, N) (module docstring; spec §3.6)."""
+    V, A = np.asarray(V, float), np.asarray(A, float)
+    mu, Pt, Sig, Qm, K, m2 = task.mu, task.P_tilde, task.Sigma, task.Qm, task.K, task.m2
+    v = V @ mu
+    omega = v @ mu / m2
+    E_v = (v**2).sum(-1) - m2 * omega**2
+    Vt = V - v[..., :, None]
+    zeta = np.einsum("...ij,jk,ik->...", Vt, Sig, Pt) / K
+    R = Vt - zeta[..., None, None] * Pt
+    E_V = np.einsum("...ij,jk,...ik->...", R, Sig, R)
+    rho = task.rho
+    i1, iq = A.sum(-2), (A * Qm).sum(-2)  # <a_k, 1>, <a_k, q_k>
+    det = task.T * rho - 1.0
+    xi = (rho * i1 - iq) / det
+    eta = (task.T * iq - i1) / det
+    n = (A**2).sum(-2)
+    E_a = n - (task.T * xi**2 + 2 * xi * eta + rho * eta**2)
+    return np.concatenate([zeta[..., None], omega[..., None], xi, eta, E_V[..., None], E_v[..., None], E_a], -1)
+
+
+def _split(y, N):
+    return y[0], y[1], y[2:2 + N], y[2 + N:2 + 2 * N], y[2 + 2 * N], y[3 + 2 * N], y[4 + 2 * N:4 + 3 * N]
+
+
+def _drift(y, c, xp):
+    """Reduced drift (module docstring), ``c``: dict of task constants; ``xp``: numpy or jax.numpy."""
+    N = c["mu"].shape[0]
+    zeta, omega, xi, eta, E_V, E_v, E_a = _split(y, N)
+    mu, T, rho, K, m2 = c["mu"], c["T"], c["rho"], c["K"], c["m2"]
+    s = T * xi + eta
+    n = T * xi**2 + 2 * xi * eta + rho * eta**2 + E_a
+    cc = xi + rho * eta
+    vv, vp = K * zeta**2 + E_V, K * zeta
+    v2, mv = m2 * omega**2 + E_v, m2 * omega
+    mn, S1, S2 = mu @ n, mu @ s, mu @ s**2
+    lV, lA = c["lr_V"], c["lr_A"]
+    return xp.concatenate([
+        xp.stack([-lV * (mn * zeta - mu @ cc), -lV * (S2 * omega - S1)]),
+        -lA * (vv * xi + s * v2 - mv), -lA * (vv * eta - vp),
+        xp.stack([-2 * lV * mn * E_V, -2 * lV * S2 * E_v]), -2 * lA * vv * E_a,
+    ])
+
+
+def _support_weights(task: scb.SCBTask) -> np.ndarray:
+    """``w[k, j] = q_k`` at its j-th support position, (N, Q)."""
+    return task.Qm[task.support, np.arange(task.N)[:, None]]
+
+
+def _constants(task: scb.SCBTask, eta_V: float, eta_A: float, batch: int, xp=np):
+    return {
+        "mu": xp.asarray(task.mu), "T": float(task.T), "rho": xp.asarray(task.rho), "K": task.K, "m2": task.m2,
+        "P": xp.asarray(task.P), "Pt": xp.asarray(task.P_tilde), "Qw": xp.asarray(_support_weights(task)),
+        "lr_V": xp.asarray(float(eta_V)), "lr_A": xp.asarray(float(eta_A)), "batch": xp.asarray(float(batch)),
+    }
+
+
+def reduced_drift_numpy(y, task: scb.SCBTask, eta_V: float, eta_A: float) -> np.ndarray:
+    """The reduced drift at one reduced state ``y`` (numpy; used by the tests)."""
+    return _drift(np.asarray(y, float), _constants(task, eta_V, eta_A, 1), np)
+
+
+def projected_per_sample(y, koh, b, cnt, yoh, c, xp=np):
+    """Per-sample preconditioned gradients at the on-manifold point of ``y``, projected.
+
+    Sufficient statistics of one sample: query ``koh`` (one-hot, (N,)), ``b = X q_k`` (N,),
+    all-context token counts ``cnt = X 1`` (N,), target ``yoh`` (one-hot, (N,)). Returns ``(g_red (2+2N,), off (2+N,))``: the gradient's (zeta, omega, xi,
+    eta) components (xi, eta nonzero at query k only) and the squared norms of its off-manifold
+    parts (R in the Sigma norm, r_v, delta_k at query k), learning rates included (spec §3.2, §3.6)."""
+    N = c["mu"].shape[0]
+    zeta, omega, xi, eta, *_ = _split(y, N)
+    mu, T, rho, K, m2, Pt = c["mu"], c["T"], c["rho"], c["K"], c["m2"], c["Pt"]
+    xk, ek, rk, muk = koh @ xi, koh @ eta, koh @ rho, koh @ mu
+    h = xk * cnt + ek * b  # X a_k
+    s = T * xk + ek
+    Pth = Pt @ h
+    r = zeta * Pth + omega * s * mu - yoh  # V X a - e_y
+    mr = mu @ r
+    lV, lA = c["lr_V"], c["lr_A"]
+    g_zeta = lV * (Pth @ r) / K
+    g_omega = lV * s * mr / m2
+    off_v = lV**2 * s**2 * (r @ r - mr**2 / m2)
+    off_R = lV**2 * (r @ r) * ((h**2 / mu).sum() - s**2) - K * g_zeta**2
+    w = zeta * (Pt.T @ r) + omega * mr  # V^T r
+    scale = lA / muk
+    i1, iq, nn = scale * (w @ cnt), scale * (w @ b), scale**2 * ((w**2) @ cnt)
+    det = T * rk - 1.0
+    g_xi = (rk * i1 - iq) / det
+    g_eta = (T * iq - i1) / det
+    off_a = nn - (T * g_xi**2 + 2 * g_xi * g_eta + rk * g_eta**2)
+    onehot = koh
+    g = xp.concatenate([xp.stack([g_zeta, g_omega]), g_xi * onehot, g_eta * onehot])
+    return g, xp.concatenate([xp.stack([off_R, off_v]), off_a * onehot])
+
+
+def _inverse_cdf(u, cdf):
+    """Categorical draws from uniforms ``u`` (...) and a cumulative table ``cdf`` (..., n)."""
+    import jax.numpy as jnp
+
+    return jnp.sum(u[..., None] > cdf[..., :-1], axis=-1)
+
+
+@dataclass(frozen=True, eq=False)
+class ReducedMinibatchSDE:
+    """The reduced minibatch-SGD SDE (module docstring), state (zeta, omega, xi_1..N, eta_1..N,
+    E_V, E_v, E_a,1..N), time in optimiser steps. ``noise_dim = mc_samples``."""
+
+    task: scb.SCBTask
+    eta_V: float
+    eta_A: float
+    batch: int
+    mc_samples: int = 2  # centred on the exact mean, any M >= 1 gives the right covariance in mean
+    paper: str = scb.PAPER
+    name: str = "minibatch_sgd_reduced"
+
+    @property
+    def noise_dim(self) -> int:
+        return self.mc_samples
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        N = self.task.N
+        return ("zeta", "omega", *(f"xi_{i}" for i in range(1, N + 1)), *(f"eta_{i}" for i in range(1, N + 1)),
+                "E_V", "E_v", *(f"E_a_{i}" for i in range(1, N + 1)))
+
+    def initial_state(self) -> np.ndarray:
+        V0, A0 = scb.initial_parameters(self.task.config, self.task)
+        return reduced_coordinates(V0, A0, self.task)
+
+    def args(self):
+        import jax.numpy as jnp
+
+        c = _constants(self.task, self.eta_V, self.eta_A, self.batch, jnp)
+        c["support"] = jnp.asarray(self.task.support)
+        c["cdf_mu"] = jnp.asarray(np.cumsum(self.task.mu))
+        c["cdf_q"] = jnp.asarray(np.cumsum(_support_weights(self.task), axis=1))  # (N, Q)
+        c["cdf_P"] = jnp.asarray(np.cumsum(self.task.P, axis=0).T)  # row j: cdf of P[:, j]
+        return c
+
+    def drift(self, t, y, args):
+        import jax.numpy as jnp
+
+        return _drift(y, args, jnp)
+
+    def _samples(self, y, args, key):
+        """Projected per-sample gradients of ``mc_samples`` samples drawn from sufficient statistics
+        (spec §1.2): k ~ mu, the Q support tokens ~ mu, the T - Q off-support tokens as counts,
+        the target ~ P[:, x_s] with s ~ q_k. All uniforms come from one draw."""
+        import jax
+        import jax.numpy as jnp
+
+        N, T_, Q_ = self.task.N, self.task.T, self.task.support.shape[1]
+        n_off = T_ - Q_
+        M = self.mc_samples
+        many = n_off > 64
+        u = jax.random.uniform(key, (M, Q_ + 3 + (0 if many else n_off)), dtype=y.dtype)
+        ids = jnp.arange(N)
+        k = _inverse_cdf(u[:, 0], args["cdf_mu"])  # (M,)
+        xs = _inverse_cdf(u[:, 1:Q_ + 1], args["cdf_mu"])  # (M, Q)
+        koh = (k[:, None] == ids).astype(y.dtype)  # (M, N)
+        j = _inverse_cdf(u[:, Q_ + 1], koh @ args["cdf_q"])  # support slot s ~ q_k
+        xsj = jnp.take_along_axis(xs, j[:, None], axis=1)[:, 0]
+        yt = _inverse_cdf(u[:, Q_ + 2], ((xsj[:, None] == ids).astype(y.dtype)) @ args["cdf_P"])
+        xs_oh = (xs[..., None] == ids).astype(y.dtype)  # (M, Q, N)
+        if many:
+            c_off = jax.random.multinomial(jax.random.fold_in(key, 1), float(n_off), args["mu"],
+                                           shape=(M, N)).astype(y.dtype)
+        else:
+            off = _inverse_cdf(u[:, Q_ + 3:], args["cdf_mu"])
+            c_off = (off[..., None] == ids).astype(y.dtype).sum(1)
+        cnt = c_off + xs_oh.sum(1)
+        b = jnp.einsum("mq,mqn->mn", koh @ args["Qw"], xs_oh)  # X q_k
+        yoh = (yt[:, None] == ids).astype(y.dtype)
+        return jax.vmap(lambda kk, bb, cc, yy: projected_per_sample(y, kk, bb, cc, yy, args, jnp))(koh, b, cnt, yoh)
+
+    def drift_and_diffusion(self, t, y, args, key):
+        """One step's ``(f (dim,), g (dim, M))`` from one set of samples: ``g`` the centred projected
+        per-sample gradients (energy rows 0); ``f`` the exact drift plus the energies' Itô terms
+        ``mean_m |g_off,m|^2 / B`` (an unbiased estimate of ``tr Cov(off)/B``)."""
+        import jax.numpy as jnp
+
+        N, M = self.task.N, self.mc_samples
+        G, off = self._samples(y, args, key)
+        y_on = y.at[2 + 2 * N:].set(0.0)
+        f = _drift(y, args, jnp)
+        mean = -_drift(y_on, args, jnp)[: 2 + 2 * N]  # exact population mean of g on the manifold
+        D = -(G - mean).T / jnp.sqrt(M * args["batch"])  # (2+2N, M); the update is -g
+        f = f.at[2 + 2 * N:].add(off.mean(0) / args["batch"])
+        return f, jnp.concatenate([D, jnp.zeros((2 + N, M), y.dtype)], axis=0)
+
+    def diffusion(self, t, y, args, key):
+        """The noise matrix alone (the engine calls :meth:`drift_and_diffusion`)."""
+        return self.drift_and_diffusion(t, y, args, key)[1]
+
+    def observables(self, Y: np.ndarray) -> dict[str, np.ndarray]:
+        N, task = self.task.N, self.task
+        Y = np.asarray(Y, float)
+        zeta, omega = Y[..., 0], Y[..., 1]
+        xi, eta = Y[..., 2:2 + N], Y[..., 2 + N:2 + 2 * N]
+        E_V, E_v, E_a = Y[..., 2 + 2 * N], Y[..., 3 + 2 * N], Y[..., 4 + 2 * N:]
+        rho, T_, mu = task.rho, task.T, task.mu
+        s, cc = T_ * xi + eta, xi + rho * eta
+        n = T_ * xi**2 + 2 * xi * eta + rho * eta**2 + E_a
+        vv, vp = task.K * zeta**2 + E_V, task.K * zeta
+        v2, mv = task.m2 * omega**2 + E_v, task.m2 * omega
+        per_k = 0.5 * n * vv[..., None] - cc * vp[..., None] + 0.5 * rho * task.K + 0.5 * (
+            s**2 * v2[..., None] - 2 * s * mv[..., None] + task.m2)
+        out = {name: Y[..., i] for i, name in enumerate(self.state_names)}
+        out.update({
+            "value_transition_correlation": zeta,
+            "value_mean_scale": omega,
+            "attention_target_overlap": cc.mean(-1),
+            "attention_sum": s.mean(-1),
+            "attention_sq_norm": n.mean(-1),
+            "population_loss": (per_k * mu).sum(-1) + 0.5 * (1 - task.m2 - task.K * (mu * rho).sum()),
+        })
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class FastMinibatchSDE(scb.MinibatchSDE):
+    """:class:`theory.scb.MinibatchSDE` (full (V, A), spec §3.6 option A) with the data of spec
+    §1.2 drawn by inverse CDF from uniforms: the same per-sample-gradient distribution."""
+
+    def args(self):
+        import jax.numpy as jnp
+
+        a = super().args()
+        t = self.task
+        a["cdf_mu"] = jnp.asarray(np.cumsum(t.mu))
+        a["cdf_q"] = jnp.asarray(np.cumsum(t.Qm, axis=0).T)  # row k: cdf of q^(k) over positions
+        a["cdf_P"] = jnp.asarray(np.cumsum(t.P, axis=0).T)  # row j: cdf of P[:, j]
+        return a
+
+    def per_sample_gradients(self, y, args, key):
+        import jax
+        import jax.numpy as jnp
+
+        N, T_, M = self.task.N, self.task.T, self.mc_samples
+        V, A = self._unflatten(y)
+        mu = args["mu"]
+        u = jax.random.uniform(key, (M, T_ + 3), dtype=y.dtype)
+        x = _inverse_cdf(u[:, :T_], args["cdf_mu"])  # (M, T)
+        k = _inverse_cdf(u[:, T_], args["cdf_mu"])  # (M,)
+        pos = _inverse_cdf(u[:, T_ + 1], args["cdf_q"][k])  # s ~ q^(k)
+        xs = jnp.take_along_axis(x, pos[:, None], axis=1)[:, 0]
+        xo = _inverse_cdf(u[:, T_ + 2], args["cdf_P"][xs])  # target ~ P[:, x_s]
+        a = A.T[k]  # (M, T)
+        X = (x[..., None] == jnp.arange(N)).astype(y.dtype)  # (M, T, N) one-hot: no scatter on CPU
+        Xa = jnp.einsum("mtn,mt->mn", X, a)  # X a^(k_m)
+        r = Xa @ V.T - jax.nn.one_hot(xo, N, dtype=y.dtype)
+        gV = r[:, :, None] * Xa[:, None, :] / mu[None, None, :]
+        ga = jnp.einsum("mtn,mn->mt", X, r @ V) / mu[k][:, None]
+        gA = ga[:, :, None] * jax.nn.one_hot(k, N, dtype=y.dtype)[:, None, :]
+        return jnp.concatenate([args["lr_V"] * gV.reshape(M, -1), args["lr_A"] * gA.reshape(M, -1)], axis=1)
+
+
+def _grid(config: scb.SCBConfig) -> np.ndarray:
+    return np.linspace(0.0, float(config.steps), config.steps // config.log_every + 1)
+
+
+def minibatch_sde_reduced(config: scb.SCBConfig, mc_samples: int = 2):
+    """``(sde, t)`` for `tdyn simulate scb --sde`: the reduced minibatch-SGD SDE (spec §3.6)."""
+    task = scb.make_task(config)
+    return ReducedMinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples), _grid(config)
+
+
+def minibatch_sde_fast(config: scb.SCBConfig, mc_samples: int = 64):
+    """``(sde, t)``: minibatch SGD on the full (V, A) (spec §3.6 option A), fast sampler."""
+    task = scb.make_task(config)
+    return FastMinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples), _grid(config)
