@@ -26,7 +26,7 @@ import pytest
 
 import simulate
 from theory import scb
-from theory import scb_reduced_sde as R
+from theory.scb import reduced_sde as R
 
 pytestmark = pytest.mark.benchmark
 ROWS: list[dict] = []

@@ -1,4 +1,4 @@
-"""SCB SDEs (theory/scb_reduced_sde.py): the reduced SDE of spec §3.6 against the full (V, A) one.
+"""SCB SDEs (theory/scb/reduced_sde.py): the reduced SDE of spec §3.6 against the full (V, A) one.
 
 References are independent: the full preconditioned flow (theory.scb.preconditioned_flow), full
 per-sample gradients written out here in numpy from spec §3.2, the exact population gradient, and
@@ -10,7 +10,7 @@ import pytest
 
 import simulate
 from theory import scb
-from theory import scb_reduced_sde as R
+from theory.scb import reduced_sde as R
 
 CFG = scb.SCBConfig(N=3, T=16, Q=2, eta_V=0.2, eta_A=0.2, batch=32, steps=120, log_every=40)
 

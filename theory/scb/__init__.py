@@ -62,6 +62,7 @@ from .population import (
     system_parameters,
 )
 from .problem import SOLVE_OPTIONS, problem, systems
+from .reduced_sde import FastMinibatchSDE, ReducedMinibatchSDE, minibatch_sde_fast, minibatch_sde_reduced
 from .sde import MinibatchSDE, minibatch_sde
 
 #: the paper table's ``config`` slot
@@ -75,6 +76,7 @@ __all__ = [
     "TaskArrays", "population_loss", "population_gradient", "preconditioned_flow",
     "observables_from_parameters", "soft_threshold", "proximal_map", "system_parameters", "initial_state",
     "systems", "problem", "SOLVE_OPTIONS", "MinibatchSDE", "minibatch_sde",
+    "ReducedMinibatchSDE", "FastMinibatchSDE", "minibatch_sde_reduced", "minibatch_sde_fast",
     # symbols of the reduced systems (tests and exports refer to them)
     "zeta", "omega", "xi", "eta", "u", "w", "T", "Q", "rho", "K", "m2", "eta_V", "eta_A",
 ]

@@ -30,7 +30,7 @@ Each energy gains its Itô term ``tr Cov(off-manifold part)/B = E|g_off|^2/B`` (
 gradient has no off-manifold part on the manifold); the energies' own martingale terms
 ``2<R, dN>`` are dropped (second order in the off-manifold amplitude). Float64.
 
-**FastMinibatchSDE**: :class:`theory.scb.MinibatchSDE` with inverse-CDF sampling (one uniform per
+**FastMinibatchSDE**: :class:`theory.MinibatchSDE` with inverse-CDF sampling (one uniform per
 categorical draw instead of N Gumbels): the same per-sample-gradient distribution, ~20x cheaper.
 """
 
@@ -40,7 +40,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from theory import scb
+from .config import SCBConfig, SCBTask, initial_parameters, make_task
+from .derive import PAPER
+from .sde import MinibatchSDE
 
 __all__ = [
     "ReducedMinibatchSDE",
@@ -53,7 +55,7 @@ __all__ = [
 ]
 
 
-def reduced_coordinates(V, A, task: scb.SCBTask) -> np.ndarray:
+def reduced_coordinates(V, A, task: SCBTask) -> np.ndarray:
     """The exact reduced coordinates (zeta, omega, xi_1..N, eta_1..N, E_V, E_v, E_a,1..N) of full
     parameters ``V`` (..., N, N), ``A`` (..., T, N) (module docstring; spec §3.6)."""
     V, A = np.asarray(V, float), np.asarray(A, float)
@@ -98,12 +100,12 @@ def _drift(y, c, xp):
     ])
 
 
-def _support_weights(task: scb.SCBTask) -> np.ndarray:
+def _support_weights(task: SCBTask) -> np.ndarray:
     """``w[k, j] = q_k`` at its j-th support position, (N, Q)."""
     return task.Qm[task.support, np.arange(task.N)[:, None]]
 
 
-def _constants(task: scb.SCBTask, eta_V: float, eta_A: float, batch: int, xp=np):
+def _constants(task: SCBTask, eta_V: float, eta_A: float, batch: int, xp=np):
     return {
         "mu": xp.asarray(task.mu), "T": float(task.T), "rho": xp.asarray(task.rho), "K": task.K, "m2": task.m2,
         "P": xp.asarray(task.P), "Pt": xp.asarray(task.P_tilde), "Qw": xp.asarray(_support_weights(task)),
@@ -111,7 +113,7 @@ def _constants(task: scb.SCBTask, eta_V: float, eta_A: float, batch: int, xp=np)
     }
 
 
-def reduced_drift_numpy(y, task: scb.SCBTask, eta_V: float, eta_A: float) -> np.ndarray:
+def reduced_drift_numpy(y, task: SCBTask, eta_V: float, eta_A: float) -> np.ndarray:
     """The reduced drift at one reduced state ``y`` (numpy; used by the tests)."""
     return _drift(np.asarray(y, float), _constants(task, eta_V, eta_A, 1), np)
 
@@ -161,12 +163,12 @@ class ReducedMinibatchSDE:
     """The reduced minibatch-SGD SDE (module docstring), state (zeta, omega, xi_1..N, eta_1..N,
     E_V, E_v, E_a,1..N), time in optimiser steps. ``noise_dim = mc_samples``."""
 
-    task: scb.SCBTask
+    task: SCBTask
     eta_V: float
     eta_A: float
     batch: int
     mc_samples: int = 2  # centred on the exact mean, any M >= 1 gives the right covariance in mean
-    paper: str = scb.PAPER
+    paper: str = PAPER
     name: str = "minibatch_sgd_reduced"
 
     @property
@@ -180,7 +182,7 @@ class ReducedMinibatchSDE:
                 "E_V", "E_v", *(f"E_a_{i}" for i in range(1, N + 1)))
 
     def initial_state(self) -> np.ndarray:
-        V0, A0 = scb.initial_parameters(self.task.config, self.task)
+        V0, A0 = initial_parameters(self.task.config, self.task)
         return reduced_coordinates(V0, A0, self.task)
 
     def args(self):
@@ -274,8 +276,8 @@ class ReducedMinibatchSDE:
 
 
 @dataclass(frozen=True, eq=False)
-class FastMinibatchSDE(scb.MinibatchSDE):
-    """:class:`theory.scb.MinibatchSDE` (full (V, A), spec §3.6 option A) with the data of spec
+class FastMinibatchSDE(MinibatchSDE):
+    """:class:`theory.MinibatchSDE` (full (V, A), spec §3.6 option A) with the data of spec
     §1.2 drawn by inverse CDF from uniforms: the same per-sample-gradient distribution."""
 
     def args(self):
@@ -311,17 +313,17 @@ class FastMinibatchSDE(scb.MinibatchSDE):
         return jnp.concatenate([args["lr_V"] * gV.reshape(M, -1), args["lr_A"] * gA.reshape(M, -1)], axis=1)
 
 
-def _grid(config: scb.SCBConfig) -> np.ndarray:
+def _grid(config: SCBConfig) -> np.ndarray:
     return np.linspace(0.0, float(config.steps), config.steps // config.log_every + 1)
 
 
-def minibatch_sde_reduced(config: scb.SCBConfig, mc_samples: int = 2):
+def minibatch_sde_reduced(config: SCBConfig, mc_samples: int = 2):
     """``(sde, t)`` for `tdyn simulate scb --sde`: the reduced minibatch-SGD SDE (spec §3.6)."""
-    task = scb.make_task(config)
+    task = make_task(config)
     return ReducedMinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples), _grid(config)
 
 
-def minibatch_sde_fast(config: scb.SCBConfig, mc_samples: int = 64):
+def minibatch_sde_fast(config: SCBConfig, mc_samples: int = 64):
     """``(sde, t)``: minibatch SGD on the full (V, A) (spec §3.6 option A), fast sampler."""
-    task = scb.make_task(config)
+    task = make_task(config)
     return FastMinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples), _grid(config)
