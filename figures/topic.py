@@ -180,6 +180,24 @@ def table_onset(config: th.TopicConfig) -> dict:
     return {"onset_predicted": th.predicted_onset(config)["t2_steps"], "onset_note": "SGD escape heuristic"}
 
 
+def plan_row(cfg: th.TopicConfig) -> tuple[th.TopicConfig, dict]:
+    """The config a table row runs with and its row (predicted onset; rescaled lr or the reason it
+    is dropped): an SGD row whose predicted onset exceeds ``cfg.steps`` runs at
+    ``lr * onset/steps`` when that stays below :data:`SGD_STABLE_LR`, and is dropped otherwise."""
+    n = cfg.steps
+    row = {"optimizer": cfg.optimizer, "lr": cfg.lr, "lr_run": cfg.lr, "steps": n, **table_onset(cfg), "dropped": ""}
+    onset = row["onset_predicted"]
+    if onset is not None and onset > n:
+        lr_needed = cfg.lr * onset / n
+        if lr_needed > SGD_STABLE_LR:
+            row["dropped"] = (f"predicted onset {onset:.3g} steps > budget {n}; the lr that would bring it "
+                              f"within budget ({lr_needed:.3g}) exceeds the stable SGD range lr < {SGD_STABLE_LR:g}")
+        else:
+            cfg = cfg.replace(lr=lr_needed)
+            row["lr_run"] = lr_needed
+    return cfg, row
+
+
 def attention_table(quick: bool = True, device: str = "auto", steps: int | None = None) -> list[dict]:
     """One row per optimiser/lr: predicted onset, then (if the row is run) the three average
     attentions, ``gamma_hat`` and ``gamma*`` of the code variant (``1 + T p_c/p_r``). An SGD row
@@ -190,18 +208,10 @@ def attention_table(quick: bool = True, device: str = "auto", steps: int | None 
     gamma_star = 1 + base.T * base.p_c / base.p_r
     rows = []
     for opt, lr in TABLE_ROWS:
-        cfg = base.replace(optimizer=opt, lr=lr)
-        row = {"optimizer": opt, "lr": lr, "lr_run": lr, "steps": n, **table_onset(cfg), "dropped": ""}
-        onset = row["onset_predicted"]
-        if onset is not None and onset > n:
-            lr_needed = lr * onset / n
-            if lr_needed > SGD_STABLE_LR:
-                row["dropped"] = (f"predicted onset {onset:.3g} steps > budget {n}; the lr that would bring it "
-                                  f"within budget ({lr_needed:.3g}) exceeds the stable SGD range lr < {SGD_STABLE_LR:g}")
-                rows.append(row)
-                continue
-            cfg = cfg.replace(lr=lr_needed)
-            row["lr_run"] = lr_needed
+        cfg, row = plan_row(base.replace(optimizer=opt, lr=lr))
+        rows.append(row)
+        if row["dropped"]:
+            continue
         traj, _ = emp.train(cfg, variant="joint", device=device, attention_docs=20 if quick else 500)
         a = traj.attrs
         moved = bool(abs(a["gamma_hat"] - 1) > 0.01)
@@ -214,7 +224,6 @@ def attention_table(quick: bool = True, device: str = "auto", steps: int | None 
                     "attention_moved": moved,
                     "ordering_holds": bool(moved and a["attention_same_topic_other_word"] > a["attention_uniform"]
                                            > a["attention_different_topic"])})
-        rows.append(row)
     return rows
 
 

@@ -10,7 +10,7 @@ from theory import ConfigError, ParamsBase, Problem
 
 # Papers whose modules are not yet ported to the contract (log_steps/ode_time, Problem on
 # ode_times, Report). Strict xfail: a port that makes them pass must remove them from here.
-NOT_PORTED = {"scb", "scan-snap", "topic", "joma"}
+NOT_PORTED = {"scb", "scan-snap", "joma"}
 
 
 def _mark(name):

@@ -118,15 +118,16 @@ def _stage2_parts(keys: str):
     defs = list(frequency_definitions(keys))
     h_of, o_of, mask_mass, cls_of = {}, {}, {}, {}
     for kind, (classes, (fM, lM)) in _key_classes(keys).items():
-        classes = [(k, c, to_sym.get(fr, fr), sp.sympify(lg).subs(tie), g, nt) for k, c, fr, lg, g, nt in classes
-                   if fr != 0]
+        # a class with key frequency 0 (code keys: absent topics) gets no attention but still an output
+        classes = [(k, c, to_sym.get(fr, fr), sp.sympify(lg).subs(tie), g, nt) for k, c, fr, lg, g, nt in classes]
         fM, lM = to_sym.get(fM, fM), sp.sympify(lM).subs(tie)
         Z = sp.Symbol(f"Z_{kind}", positive=True)
         defs.append((Z, sum(c * fr * sp.exp(lg) for _, c, fr, lg, _, _ in classes) + fM * sp.exp(lM)))
         h = {}
         for k, _, fr, lg, _, _ in classes:
-            h[k] = sp.Symbol(f"h_{kind}{k}", positive=True)
-            defs.append((h[k], fr * sp.exp(lg) / Z))
+            h[k] = sp.Symbol(f"h_{kind}{k}", positive=True) if fr != 0 else sp.Integer(0)
+            if fr != 0:
+                defs.append((h[k], fr * sp.exp(lg) / Z))
         if fM != 0:
             hM = sp.Symbol(f"h_{kind}M", positive=True)
             defs.append((hM, fM * sp.exp(lM) / Z))
@@ -145,13 +146,13 @@ def _stage2_parts(keys: str):
         loss += w * L
         o_defs = [(o[k], e) for q, e in defs for k in o if q == o[k]]
         u = {}
-        for k in h:
+        for k in (k for k in h if h[k] != 0):
             u[k] = sp.Symbol(f"u_{name}{k}", real=True)
             defs.append((u[k], sp.factor_terms(h[k] * chain_rule(L, h[k], o_defs))))
         ubar = sp.Symbol(f"ubar_{name}", real=True)
         defs.append((ubar, sum(u.values())))
         for j in (s1, s2):
-            own = sum(u[k] for k, _, _, lg, _, _ in classes if lg == j)
+            own = sum(u[k] for k, _, _, lg, _, _ in classes if lg == j and k in u)
             P = sum(c * h[k] for k, c, _, lg, _, _ in classes if lg == j)
             if kind in mask_mass and mask_mass[kind][1] == j:
                 P += mask_mass[kind][0]
