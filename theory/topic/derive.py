@@ -200,13 +200,8 @@ def stage1_flow(keys: str = "theory") -> dict[sp.Symbol, sp.Expr]:
 def stage1_system(keys: str = "theory") -> ReducedSystem:
     """:func:`stage1_flow` with its named quantities, observables and closed forms."""
     return ReducedSystem(
-        name=f"stage1_{keys}",
-        paper=PAPER,
-        state=STAGE1_STATE,
-        parameters=STAGE1_PARAMETERS,
-        rhs=_stage1_rhs(keys),
-        definitions=tuple(stage1_definitions(keys)),
-        observables=_observables(),
+        name=f"stage1_{keys}", paper=PAPER, state=STAGE1_STATE, parameters=STAGE1_PARAMETERS,
+        rhs=_stage1_rhs(keys), definitions=tuple(stage1_definitions(keys)), observables=_observables(),
         closed_forms={"topic_mode": topic_mode_solution(keys)["omega_2"],
                       "block_difference_optimum": headline_block_difference(keys, limit=False)},
         spec=f"{SPEC} §3.5 (keys={keys})",
