@@ -216,11 +216,12 @@ def topic_mode_equation(keys: str = "theory") -> dict[str, sp.Expr]:
     ``omega_2`` only (the topic mode decouples), and is affine: ``rate * (omega_2* - omega_2)``.
     Also ``kappa`` (the topic-contrast eigenvalue of ``Cov(u_S)``) read off the rate."""
     ev = eigen_coordinates()
-    rhs = stage1_flow(keys)
-    d_om2 = sp.expand(sum(sp.diff(ev["omega_2"], x) * rhs[x] for x in (A, B, C)).subs(_eigen_map()))
+    defs = stage1_definitions(keys)
+    rhs = dict(zip(STAGE1_STATE, _stage1_rhs(keys)))
+    # from the compact flow: expanding it only after combining the three rows is ~5x faster
+    d_om2 = sp.expand(_expand(sum(sp.diff(ev["omega_2"], x) * rhs[x] for x in (A, B, C)), defs).subs(_eigen_map()))
     rate = sp.factor(-sp.diff(d_om2, omega_2))
     fixed = sp.factor(sp.cancel(d_om2.subs(omega_2, 0) / rate))
-    defs = stage1_definitions(keys)
     a_eff = sp.factor(sp.diff(_expand(o_in - o_out, defs), A) * tau * v)
     kap = sp.factor(sp.cancel((rate / (2 * eta) - lam) / a_eff**2))
     return {"rhs": sp.factor(d_om2), "rate": rate, "omega_2_star": fixed, "a": a_eff, "kappa": kap}
