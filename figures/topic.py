@@ -170,7 +170,8 @@ def table_onset(config: th.TopicConfig) -> dict:
     for Adam (the escape-rate theory is for gradient flow; Adam normalises per coordinate)."""
     if config.optimizer != "sgd":
         return {"onset_predicted": None, "onset_note": "Adam: no gradient-flow prediction (spec §3.6)"}
-    return {"onset_predicted": th.predicted_onset(config)["t2_steps"], "onset_note": "SGD escape heuristic"}
+    return {"onset_predicted": th.predicted_onset(config)["t2_steps"],
+            "onset_note": "SGD escape heuristic (tau-topic law, squared loss; the run uses LDA data and CE)"}
 
 
 def plan_row(cfg: th.TopicConfig) -> tuple[th.TopicConfig, dict]:
