@@ -9,8 +9,8 @@ Vocabulary layouts (``config.vocab``):
 * ``code``: the official layout ``PAD=0, MASK=1, START=2, END=3``, word ``k`` -> id ``k+4``
   (topic ``(id-4)//v``); documents are wrapped in START ... END (spec §1.3).
 
-Time: one unit = one optimiser step; the ODE carries ``eta = lr`` (gradient-flow time
-``lr * step``), valid for SGD on the mean loss over the selected positions.
+Time: the Trainer logs at ``config.log_steps()`` with ODE time ``config.ode_time(step)`` (the
+convention is stated once, in :mod:`theory.topic.config`).
 """
 
 from __future__ import annotations
@@ -23,20 +23,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from theory.errors import ConfigError, check_choice
-from theory.topic import PAPER, TopicConfig, reduced_coordinates
+from theory.errors import check_choice
+from theory.topic import PAPER, VARIANTS, TopicConfig, reduced_coordinates
 
 from .trainer import ModuleState, Trainer, torch_threads
 
 __all__ = ["Vocabulary", "vocabulary", "DocumentSampler", "mask_batch", "TopicTransformer",
-           "TopicExperiment", "attention_statistics", "train", "run", "ode_time", "VARIANTS"]
-
-VARIANTS = ("stage1", "joint", "attention", "embedding")
-
-
-def ode_time(step: int) -> float:
-    """Training step -> ODE time (the ODE's rate carries ``eta = lr``)."""
-    return float(step)
+           "TopicExperiment", "attention_statistics", "train", "run", "VARIANTS"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -276,7 +269,8 @@ def attention_statistics(model: TopicTransformer, tokens: np.ndarray, valid: np.
 # ------------------------------------------------------------------------------------------------
 @dataclass
 class TopicExperiment(ModuleState):
-    """One training run. ``variant`` picks the freeze pattern on top of ``config``:
+    """One training run. ``variant`` picks the freeze pattern on top of ``config``
+    (:meth:`TopicConfig.for_variant`; a setting the variant would ignore is a ConfigError):
 
     * ``stage1``: uniform attention, one-hot, W_V trained (the stage-1 theorem setting);
     * ``joint``: W_K, W_Q, W_V trained together from small init (two stages, spec §3.4);
@@ -292,13 +286,7 @@ class TopicExperiment(ModuleState):
 
     def __post_init__(self):
         check_choice("variant", self.variant, VARIANTS)
-        c = self.config
-        changes = {"stage1": dict(attention="uniform", value="trained", embedding="one_hot"),
-                   "joint": dict(attention="trained", value="trained", embedding="one_hot"),
-                   "attention": dict(attention="trained", embedding="one_hot",
-                                     value=c.value if c.value != "trained" else "block"),
-                   "embedding": dict(attention="uniform", value="identity", embedding="trained")}[self.variant]
-        self.config = c.replace(**changes)
+        self.config = self.config.for_variant(self.variant)
         self.name = self.variant
         self.vocab = vocabulary(self.config)
 
@@ -370,8 +358,7 @@ class TopicExperiment(ModuleState):
         return obs
 
     def time_of_step(self, step: int) -> float:
-        return ode_time(step)
-
+        return self.config.ode_time(step)
 
     def parameters_info(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "variant": self.variant, "D": self.vocab.size,
@@ -381,21 +368,26 @@ class TopicExperiment(ModuleState):
 
 
 def train(config: TopicConfig, *, variant: str = "stage1", device: str = "auto", seed: int | None = None,
-          progress: bool = False, attention_docs: int = 100):
-    """Train one network; returns ``(trajectory, experiment)``. With trained attention the final
-    attention statistics (``attention_docs`` held-out unmasked documents) go into the attrs."""
+          progress: bool = False, attention_docs: int = 100, checkpoint=None, checkpoint_every: int = 0,
+          resume: bool = False):
+    """Train one network, logged at ``config.log_steps()``; returns ``(trajectory, experiment)``.
+    With trained attention the final attention statistics (``attention_docs`` held-out unmasked
+    documents) go into the attrs."""
     exp = TopicExperiment(config, variant=variant)
-    trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress)
-    with torch_threads(1):
-        traj = trainer.run(exp, config.steps, config.log_every)
+    seed = config.seed if seed is None else seed
+    trainer = Trainer(device=device, seed=seed, progress=progress, checkpoint=checkpoint,
+                      checkpoint_every=checkpoint_every, resume=resume)
+    traj = trainer.run(exp, config.steps, log_steps=config.log_steps())
     if exp.config.attention == "trained" and attention_docs:
-        tok, val = DocumentSampler(exp.config, exp.vocab, 10_000 + (seed or config.seed)).sample(attention_docs)
+        tok, val = DocumentSampler(exp.config, exp.vocab, 10_000 + seed).sample(attention_docs)
         for k, x in attention_statistics(exp.model, tok, val, exp.vocab, config.v).items():
             traj.attrs[k] = x
     return traj, exp
 
 
-def run(config: TopicConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False):
-    """`tdyn train topic`: one run, returns the trajectory."""
-    traj, _ = train(config, variant=variant or "stage1", device=device, progress=progress)
+def run(config: TopicConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False,
+        checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
+    """`tdyn train topic`: one run (``variant`` default ``stage1``), returns the trajectory."""
+    traj, _ = train(config, variant=variant or "stage1", device=device, progress=progress,
+                    checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
     return traj

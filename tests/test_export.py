@@ -14,16 +14,6 @@ from figures.papers import get
 from theory import ReducedSystem, load_system
 from theory.export import systems_to_json, to_source
 
-import pytest as _pytest
-
-# Papers whose exports do not meet the contract yet (strict xfail: remove a paper once it does).
-TODO = {"json": {"topic"}, "jax": set(), "latex": {"topic"}}
-
-
-def _mark(name, kind):
-    if name in TODO[kind]:
-        return _pytest.param(name, marks=_pytest.mark.xfail(strict=True, reason="export not ported yet"))
-    return name
 
 PAPER_NAMES = ("scb", "scan-snap", "topic", "joma")
 
@@ -87,7 +77,7 @@ def test_toy_jax_source_runs_under_jit():
     _check_jax(_toy(), np.random.default_rng(0))
 
 
-@pytest.mark.parametrize("name", [_mark(n, "json") for n in PAPER_NAMES])
+@pytest.mark.parametrize("name", PAPER_NAMES)
 def test_paper_json_parses_with_plain_parse_expr(name):
     systems = _systems(name)
     doc = json.loads(systems_to_json(name, systems))
@@ -100,14 +90,14 @@ def test_paper_json_parses_with_plain_parse_expr(name):
         assert load_system(sysdoc).equivalent(system)
 
 
-@pytest.mark.parametrize("name", [_mark(n, "jax") for n in PAPER_NAMES])
+@pytest.mark.parametrize("name", PAPER_NAMES)
 def test_paper_jax_source_runs_under_jit(name):
     rng = np.random.default_rng(1)
     for system in _systems(name):
         _check_jax(system, rng)
 
 
-@pytest.mark.parametrize("name", [_mark(n, "latex") for n in PAPER_NAMES])
+@pytest.mark.parametrize("name", PAPER_NAMES)
 def test_paper_latex_small_and_renders(name):
     import matplotlib
 

@@ -8,15 +8,6 @@ import pytest
 from figures.papers import PAPERS, SLOTS, Paper, get
 from theory import ConfigError, ParamsBase, Problem
 
-# Papers whose modules are not yet ported to the contract (log_steps/ode_time, Problem on
-# ode_times, Report). Strict xfail: a port that makes them pass must remove them from here.
-NOT_PORTED = {"topic"}
-
-
-def _mark(name):
-    return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="not ported yet")) if name in NOT_PORTED else name
-
-
 def test_every_slot_filled_or_explained():
     assert set(PAPERS) >= {"scb", "scan-snap", "topic", "joma"}
     for row in PAPERS.values():
@@ -43,7 +34,7 @@ def test_unknown_paper_and_variant():
         get("scb").check_variant("nope")
 
 
-@pytest.mark.parametrize("name", [_mark(n) for n in ("scb", "scan-snap", "topic", "joma")])
+@pytest.mark.parametrize("name", ["scb", "scan-snap", "topic", "joma"])
 def test_time_lives_in_the_config(name):
     row = get(name)
     cfg = row.make_config()

@@ -42,3 +42,12 @@ def test_derive_json_and_simulate():
                                "--set", "steps=100", "--set", "log_every=50"])
     assert res.exit_code == 0, res.output
     assert "topic_mode" in res.output
+
+
+@pytest.mark.parametrize("variant,setting", [("stage1", "attention=trained"), ("embedding", "d_a=8")])
+def test_train_setting_the_variant_ignores_exits_2(variant, setting):
+    res = CliRunner().invoke(main, ["train", "topic", "--variant", variant, "--set", setting, "--set", "steps=1",
+                                    "--device", "cpu", "--no-progress"])
+    assert res.exit_code == 2, res.output
+    field = setting.split("=")[0]
+    assert res.output.strip().splitlines()[-1].startswith(f"error: {field}:"), res.output

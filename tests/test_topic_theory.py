@@ -76,7 +76,7 @@ def test_symbolic_flow_equals_full_matrix_gradient_descent(keys):
     lr = 0.05
     p = sysm.parameter_vector({**tp.system_parameters(cfg), "eta": lr})
     y = np.array([coords[n] for n in sysm.state_names])
-    loss_sym = sp.lambdify(sysm.state + sysm.parameters, sysm.observables["population_loss"])
+    loss_sym = sp.lambdify(sysm.state + sysm.parameters, sysm.expand_definitions(sysm.observables["population_loss"]))
     topics = np.repeat(np.arange(cfg.T), cfg.v)
     for step in range(60):
         L, gW, gb = full_loss_grad(W, b, X, Y, cfg.lam)
@@ -168,17 +168,36 @@ def test_embedding_mode_is_logistic_as_in_spec():
 
 
 def test_ode_backends_agree_with_closed_form():
+    """The Problem's solve_options on both backends, and the closed form through
+    ``closed_forms_numpy`` (what the figures use), on the Trainer's grid ``config.ode_times()``."""
     import simulate as sim
 
-    cfg = tp.TopicConfig(T=5, v=4, tau=2, lr=0.3, steps=400, log_every=20, lam=0.001)
-    run = tp.default_run(cfg)
-    d = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend="diffrax", method="Tsit5", rtol=1e-10, atol=1e-12)
-    s = sim.solve(run["system"], run["params"], run["y0"], run["t"], backend="scipy", rtol=1e-10, atol=1e-12)
+    cfg = tp.TopicConfig(T=5, v=4, tau=2, lr=0.3, steps=410, log_every=20, lam=0.001)
+    prob = tp.problem(cfg)
+    np.testing.assert_array_equal(prob.t, np.append(np.arange(0, 410, 20), 410).astype(float))
+    d = sim.solve(prob, backend="diffrax")
+    s = sim.solve(prob, backend="scipy")
     assert np.max(np.abs(d["topic_mode"].values - s["topic_mode"].values)) < 5e-8
     sol = sp.lambdify((tp.t_sym, *tp.STAGE1_PARAMETERS), tp.topic_mode_solution("theory")["omega_2"])
-    closed = sol(run["t"], *[run["params"][n] for n in run["system"].parameter_names])
+    p = prob.system.parameter_vector(prob.params)
+    closed = sol(prob.t, *p)
     assert np.max(np.abs(d["topic_mode"].values - closed)) < 5e-8
+    np.testing.assert_allclose(prob.system.closed_forms_numpy()(prob.t, p)["topic_mode"], closed, rtol=1e-12)
     assert d["within_topic_mode"].values[-1] == pytest.approx(0.0, abs=1e-12)  # no gradient as N -> inf
+
+
+@pytest.mark.parametrize("keys", ["theory", "code"])
+def test_stage1_flow_through_definitions_is_the_gradient_of_the_expanded_loss(keys):
+    """The exported rhs (written with a, f_in, ..., o_M) expands to -eta n_k^{-1} dL/dtheta_k of the
+    loss in state and parameters only (sympy, exact), and the named a is 1-(1-p_c)p_m."""
+    sysm = tp.stage1_system(keys)
+    L = tp.stage1_loss(keys)
+    n = tp.multiplicities()
+    for x, f in zip(sysm.state, sysm.expanded_rhs):
+        assert sp.cancel(f - (-tp.eta * sp.diff(L, x) / n[x])) == 0, x
+    if keys == "theory":
+        defs = dict((str(q), e) for q, e in sysm.definitions)
+        assert sp.simplify(defs["a"] - (1 - (1 - tp.p_c) * tp.p_m)) == 0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -290,3 +309,22 @@ def test_stage2_flow_converges_to_gamma_star(keys):
     if keys == "code":
         assert sol["gamma"].values[-1] == pytest.approx(1 + cfg.T * cfg.p_c / cfg.p_r, rel=1e-6)
     assert np.all(np.diff(sol["stage2_loss"].values) <= 1e-15)  # gradient flow: loss never increases
+
+
+@pytest.mark.parametrize("keys", ["theory", "code"])
+def test_stage2_softmax_form_equals_direct_differentiation(keys):
+    """The exported stage-2 rhs (key masses h, outputs o, u_k = h_k dL/dh_k, the softmax identity)
+    equals -eta n^{-1} dL/ds of the expanded tied loss, differentiated directly, at random points."""
+    sysm = tp.stage2_system(keys)
+    loss = tp.stage2_tied_loss(keys).subs(tp.STAGE2_TYING).subs({tp.m: 0, tp.r: 0, tp.s: 0, tp.b_M: 0})
+    n = tp.logit_multiplicities()
+    direct = sp.lambdify((sysm.state, sysm.parameters), [-tp.eta * sp.diff(loss, x) / n[x] for x in (tp.s1, tp.s2)])
+    loss_f = sp.lambdify((sysm.state, sysm.parameters), loss)
+    f = sysm.to_numpy()
+    obs = sysm.observables_numpy()
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        y = rng.normal(0, 1, 2)
+        p = np.array([5, 3, 2, 0.2, 0.15, 0.2, 0.7, *rng.normal(0, 0.3, 4)])
+        np.testing.assert_allclose(f(0.0, y, p), direct(y, p), rtol=1e-10, atol=1e-15)
+        assert obs(y[None, :], p)["stage2_loss"][0] == pytest.approx(loss_f(y, p), rel=1e-12)

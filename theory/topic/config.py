@@ -1,0 +1,165 @@
+"""``TopicConfig``: data, masking, model, optimiser and variant settings of one topic-model run
+(spec ``papers/topic.md`` §1, §2, §8 Decisions), and the paper's time convention.
+
+Time (the one place it is stated): **one unit of ODE time is one optimiser step**. The derived
+flows carry the learning rate in their right-hand side (``eta = lr``), so the gradient-flow time
+``lr * step`` of spec §6 is the ODE time ``step`` of a system integrated with ``eta = lr``:
+:meth:`TopicConfig.ode_time` is the identity on steps. This holds for plain SGD on the mean loss
+over the selected positions (Adam rescales the gradient and has no such map).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import ConfigError, check_choice
+from ..params import ParamsBase
+
+__all__ = ["PAPER", "SPEC", "KEY_VARIANTS", "VARIANTS", "TopicConfig", "Config", "VARIANT_SETTINGS"]
+
+PAPER = "topic"
+SPEC = "papers/topic.md"
+KEY_VARIANTS = ("theory", "code")
+
+#: Training variants (``tdyn train topic --variant``): the freeze pattern each one imposes.
+VARIANTS = ("stage1", "joint", "attention", "embedding")
+
+#: Per variant: the settings it fixes (``{field: value}``) and the fields it never reads. A config
+#: that sets a fixed field to another value, or moves an unread field away from its default, is
+#: refused by :meth:`TopicConfig.for_variant` (a ConfigError, never silence).
+VARIANT_SETTINGS: dict[str, tuple[dict[str, object], tuple[str, ...]]] = {
+    # uniform attention, one-hot, W_V trained (the stage-1 theorem setting)
+    "stage1": ({"attention": "uniform", "value": "trained", "embedding": "one_hot"},
+               ("kq_init_scale", "d_a", "embedding_init")),
+    # W_K, W_Q, W_V trained together from small init (two stages, spec §3.4)
+    "joint": ({"attention": "trained", "value": "trained", "embedding": "one_hot"}, ("embedding_init",)),
+    # W_V frozen at a block or identity matrix, attention trained (value="trained" -> "block")
+    "attention": ({"attention": "trained", "embedding": "one_hot"}, ("embedding_init", "lam")),
+    # W_V = I frozen, uniform attention, W_E trained (spec §3.1)
+    "embedding": ({"attention": "uniform", "value": "identity", "embedding": "trained"},
+                  ("kq_init_scale", "d_a", "lam")),
+}
+
+
+@dataclass(frozen=True)
+class TopicConfig(ParamsBase):
+    """Data, masking, model and optimiser of one topic-model run.
+
+    Sizes: ``T`` topics of ``v`` words, ``tau`` topics per document, documents of ``N`` tokens
+    (``N_max > N``: length uniform in ``[N, N_max]``). Masking ``p_m, p_c, p_r`` (spec §1.2).
+    Time: ODE time = optimiser step, with ``eta = lr`` inside the flow (module docstring).
+    """
+
+    T: int = 10
+    v: int = 10
+    tau: int = 2
+    N: int = 500
+    N_max: int = 0  # 0: every document has N tokens
+    data: str = "tau"  # "tau" (theory, spec §1.1) or "lda" (Dir(alpha), spec §1.3)
+    alpha: float = 0.1
+    p_m: float = 0.15
+    p_c: float = 0.1
+    p_r: float = 0.1
+    keys: str = "theory"  # selected positions are keys ("theory") or not ("code")
+    random_ids: str = "words"  # random replacement among words (theory) or all ids (code parity)
+    masking: str = "dynamic"  # "dynamic" (fresh every step) or "static" (drawn once per document)
+    vocab: str = "theory"  # "theory": Tv words + MASK; "code": PAD, MASK, START, END + words
+    lam: float = 0.0  # weight decay lambda ||W_V||_F^2 (gradient-carrying; spec §8 Decision 8)
+    loss: str = "squared"  # "squared" (sum over vocabulary) or "ce"
+    attention: str = "uniform"  # "uniform" (W_K = W_Q = 0 frozen) or "trained"
+    value: str = "trained"  # "trained", "identity" or "block" (frozen)
+    embedding: str = "one_hot"  # "one_hot" or "trained" (tied W_pred = W_E^T)
+    embedding_init: str = "gaussian"  # trained W_E: N(0, init_scale^2) or "identity" (init_scale * I)
+    d_a: int = 0  # K/Q dimension; 0 -> vocabulary size D (spec §8 Decision 11)
+    optimizer: str = "sgd"  # "sgd" (no momentum) or "adam"
+    lr: float = 0.2
+    batch: int = 64
+    steps: int = 500
+    log_every: int = 10
+    init_scale: float = 0.0  # std of the zero-mean Gaussian init of W_V (and W_K, W_Q)
+    kq_init_scale: float = -1.0  # std for W_K, W_Q; < 0 -> init_scale
+    n_docs: int = 0  # 0: fresh documents every step; > 0: a fixed training set of that many
+    seed: int = 0
+
+    def validate(self) -> None:
+        for name, lo in (("T", 1), ("v", 2), ("tau", 1), ("N", 1), ("batch", 1), ("steps", 1),
+                         ("log_every", 1)):
+            val = getattr(self, name)
+            if val < lo:
+                raise ConfigError(name, f"must be >= {lo}, got {val}")
+        if self.tau > self.T:
+            raise ConfigError("tau", f"topics per document tau={self.tau} exceeds the number of topics T={self.T}")
+        if self.N_max and self.N_max < self.N:
+            raise ConfigError("N_max", f"must be 0 or >= N={self.N}, got {self.N_max}")
+        for name in ("p_m", "p_c", "p_r"):
+            val = getattr(self, name)
+            if not (math.isfinite(val) and 0 <= val <= 1):
+                raise ConfigError(name, f"must be a probability in [0, 1], got {val}")
+        if self.p_m == 0:
+            raise ConfigError("p_m", "must be > 0 (no position would be selected)")
+        if self.p_c + self.p_r > 1 + 1e-12:
+            raise ConfigError("p_r", f"p_c + p_r = {self.p_c + self.p_r:g} exceeds 1")
+        if not (math.isfinite(self.alpha) and self.alpha > 0):
+            raise ConfigError("alpha", f"Dirichlet concentration must be > 0, got {self.alpha}")
+        if not (math.isfinite(self.lam) and self.lam >= 0):
+            raise ConfigError("lam", f"weight decay must be >= 0, got {self.lam}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ConfigError("lr", f"learning rate must be a finite number > 0, got {self.lr}")
+        if not (math.isfinite(self.init_scale) and self.init_scale >= 0):
+            raise ConfigError("init_scale", f"must be >= 0, got {self.init_scale}")
+        if not math.isfinite(self.kq_init_scale):
+            raise ConfigError("kq_init_scale", "must be finite")
+        if self.d_a < 0:
+            raise ConfigError("d_a", f"must be >= 0, got {self.d_a}")
+        if self.n_docs < 0:
+            raise ConfigError("n_docs", f"must be >= 0, got {self.n_docs}")
+        for name, allowed in (
+            ("data", ("tau", "lda")), ("keys", KEY_VARIANTS), ("random_ids", ("words", "all")),
+            ("masking", ("dynamic", "static")), ("vocab", ("theory", "code")),
+            ("loss", ("squared", "ce")), ("attention", ("uniform", "trained")),
+            ("value", ("trained", "identity", "block")), ("embedding", ("one_hot", "trained")),
+            ("optimizer", ("sgd", "adam")), ("embedding_init", ("gaussian", "identity")),
+        ):
+            check_choice(name, getattr(self, name), allowed)
+        if self.masking == "static" and self.n_docs == 0:
+            raise ConfigError("masking", "static masking needs a fixed training set (n_docs > 0)")
+
+    # -- time (module docstring) ---------------------------------------------------------------
+    def ode_time(self, step: int | float) -> float:
+        """ODE time of optimiser step ``step``: the step itself (``eta = lr`` sits in the flow)."""
+        return float(step)
+
+    # -- variants -------------------------------------------------------------------------------
+    def for_variant(self, variant: str) -> "TopicConfig":
+        """This config with ``variant``'s freeze pattern applied (:data:`VARIANT_SETTINGS`).
+
+        A field the variant fixes must be at its default or at the fixed value; a field the
+        variant never reads must be at its default: otherwise :class:`ConfigError`. The
+        ``attention`` variant freezes ``W_V``: ``value="trained"`` (the default) means the block
+        matrix."""
+        check_choice("variant", variant, VARIANTS)
+        fixed, unread = VARIANT_SETTINGS[variant]
+        default = type(self)()
+        for name, val in fixed.items():
+            mine = getattr(self, name)
+            if mine != val and mine != getattr(default, name):
+                raise ConfigError(name, f"variant {variant!r} fixes {name}={val!r}; got {mine!r}")
+        for name in unread:
+            if getattr(self, name) != getattr(default, name):
+                raise ConfigError(name, f"variant {variant!r} does not use {name} (got {getattr(self, name)!r})")
+        changes = dict(fixed)
+        if variant == "attention":
+            changes["value"] = self.value if self.value != "trained" else "block"
+        return self.replace(**changes)
+
+    @property
+    def n_words(self) -> int:
+        return self.T * self.v
+
+    @property
+    def kq_scale(self) -> float:
+        return self.init_scale if self.kq_init_scale < 0 else self.kq_init_scale
+
+
+Config = TopicConfig

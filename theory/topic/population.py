@@ -1,0 +1,172 @@
+"""Population quantities on the full vocabulary (spec §3.5, §3.6), written once for any array
+module: ``xp=numpy`` for plain evaluation, ``xp=jax.numpy`` (the default) for autodiff.
+
+* :func:`full_value_matrix` / :func:`reduced_coordinates` — symmetric coordinates <-> ``(W, b)``;
+* :func:`context_vector` — ``x_bar_S`` of a long masked document (same law as
+  :func:`~theory.topic.derive.context_frequencies`);
+* :func:`stage2_loss` — the population per-selected-position loss for any key x query logit
+  matrix; :func:`tied_logits` — the slides' tying; :func:`gamma_from`.
+
+Shapes: the theory vocabulary has ``D = Tv + 1`` ids (``Tv`` words, topic ``id // v``, then
+``[MASK]``); ``W`` is ``(D, D)``, ``b`` is ``(D,)``, logits are ``(D, D)`` (key x query). Float64.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from .config import TopicConfig
+
+__all__ = ["enable_x64", "word_topics", "full_value_matrix", "reduced_coordinates", "context_vector",
+           "documents", "stage2_loss", "tied_logits", "gamma_from"]
+
+
+def enable_x64() -> None:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+
+
+def _jnp(xp):
+    if xp is None:
+        enable_x64()
+        import jax.numpy as xp
+    return xp
+
+
+def word_topics(T_: int, v_: int) -> np.ndarray:
+    """Topic of each word id ``0..Tv-1``: ``id // v``."""
+    return np.repeat(np.arange(T_), v_)
+
+
+def full_value_matrix(coords: dict[str, float], T_: int, v_: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(W, b)`` on the theory vocabulary (``Tv`` words then ``[MASK]``) from symmetric coords."""
+    n = T_ * v_
+    top = word_topics(T_, v_)
+    same = top[:, None] == top[None, :]
+    W = np.zeros((n + 1, n + 1))
+    W[:n, :n] = np.where(same, coords["B"], coords["C"])
+    W[np.arange(n), np.arange(n)] = coords["A"]
+    W[:n, n] = coords["m"]
+    W[n, :n] = coords["r"]
+    W[n, n] = coords["s"]
+    b = np.full(n + 1, coords["b_w"])
+    b[n] = coords["b_M"]
+    return W, b
+
+
+def reduced_coordinates(W: np.ndarray, b: np.ndarray | None, topic_of: np.ndarray,
+                        mask_id: int | None = None) -> dict[str, float]:
+    """Symmetric coordinates of a full matrix as means over the entry classes (spec §6).
+
+    ``topic_of[i]`` is the topic of id ``i`` (``-1`` for special tokens, excluded from the word
+    classes); ``mask_id`` locates the MASK row/column. Works for ``W^V`` or ``E``."""
+    W = np.asarray(W, dtype=np.float64)
+    words = np.nonzero(topic_of >= 0)[0]
+    tw = topic_of[words]
+    Ww = W[np.ix_(words, words)]
+    same = tw[:, None] == tw[None, :]
+    diag = np.eye(len(words), dtype=bool)
+    Av = Ww[diag].mean()
+    Bv = Ww[same & ~diag].mean()
+    Cv = Ww[~same].mean()
+    v_ = int(same[0].sum())
+    out = {"A": Av, "B": Bv, "C": Cv}
+    if mask_id is not None:
+        out.update(m=W[words, mask_id].mean(), r=W[mask_id, words].mean(), s=W[mask_id, mask_id])
+    if b is not None:
+        out["b_w"] = float(np.asarray(b)[words].mean())
+        if mask_id is not None:
+            out["b_M"] = float(np.asarray(b)[mask_id])
+    out["within_topic_mode"] = Av - Bv
+    out["topic_mode"] = Av + (v_ - 1) * Bv - v_ * Cv
+    out["block_difference"] = Ww[same].mean() - Cv
+    out["offdiagonal_block_difference"] = Bv - Cv
+    return {k: float(x) for k, x in out.items()}
+
+
+def context_vector(T_: int, v_: int, topics, pm: float, pc: float, pr: float, keys: str) -> np.ndarray:
+    """Numeric ``x_bar_S`` (length ``Tv + 1``) for the document topic set ``topics`` (spec §3.5)."""
+    n = T_ * v_
+    in_doc = np.isin(word_topics(T_, v_), topics)
+    x = np.zeros(n + 1)
+    if keys == "theory":
+        x[:n] = in_doc * ((1 - pm + pm * pc) / (len(topics) * v_)) + pm * pr / n
+        x[n] = pm * (1 - pc - pr)
+    else:
+        x[:n] = in_doc / (len(topics) * v_)
+    return x
+
+
+def documents(T_: int, tau_: int, which: str) -> list[tuple[int, ...]]:
+    """Topic sets averaged over: all ``C(T, tau)`` (``"all"``) or just ``{0..tau-1}`` (``"one"``)."""
+    if which == "one":
+        return [tuple(range(tau_))]
+    return list(itertools.combinations(range(T_), tau_))
+
+
+def stage2_loss(logits, W, b, config: TopicConfig, *, documents: str = "all", xp=None):
+    """Population per-selected-position loss with ``W^V, b`` given and key x query attention
+    logits ``logits`` ((Tv+1) x (Tv+1); column = query token), ``N -> inf`` (spec §3.6).
+
+    Query token at a selected position: ``[MASK]`` (prob ``1-p_c-p_r``), the word itself
+    (``p_c``; target = that word) or a uniform random word (``p_r``; target ~ ``u_S``). Keys:
+    mass ``x_bar_k exp(logit[k, q])``, normalised (spec §3.6 step 1). Squared error against
+    ``e_w`` expands to ``||o - E[e_w]||^2 + Var``. ``documents="one"`` uses the single topic set
+    ``{0..tau-1}``: exact when ``logits`` and ``W`` are invariant under topic permutations.
+    ``xp``: array module (``numpy``, or ``jax.numpy`` by default for autodiff)."""
+    jnp = _jnp(xp)
+    T_, v_, tau_ = config.T, config.v, config.tau
+    n = T_ * v_
+    pm, pc, pr = config.p_m, config.p_c, config.p_r
+    logits = jnp.asarray(logits)
+    W = jnp.asarray(W)
+    b = jnp.asarray(b)
+    total = 0.0
+    docs = _docs(T_, tau_, documents)
+    top = word_topics(T_, v_)
+    for S in docs:
+        x = jnp.asarray(context_vector(T_, v_, S, pm, pc, pr, config.keys))
+        in_doc = np.isin(top, S)
+        u = np.zeros(n + 1)
+        u[:n] = in_doc / (tau_ * v_)
+        u = jnp.asarray(u)
+        var = 1.0 - 1.0 / (tau_ * v_)
+        # attention of every query token q (columns): mass x_k exp(logit[k, q]) normalised
+        wts = x[:, None] * jnp.exp(logits - logits.max(0, keepdims=True))
+        att = wts / wts.sum(0, keepdims=True)
+        out = W @ att + b[:, None]  # (D, queries): output for query token q
+        err_u = ((out - u[:, None]) ** 2).sum(0) + var  # targets ~ u_S
+        L_mask = err_u[n]
+        L_rand = err_u[:n].mean()
+        # correct query: the token is the target word w, uniform over the document's words
+        eye = jnp.eye(n + 1)[:, :n]
+        err_self = ((out[:, :n] - eye) ** 2).sum(0)
+        L_corr = (err_self * jnp.asarray(in_doc)).sum() / in_doc.sum()
+        total = total + (1 - pc - pr) * L_mask + pc * L_corr + pr * L_rand
+    return total / len(docs)
+
+
+_docs = documents
+
+
+def tied_logits(T_: int, v_: int, s1=0.0, s2=0.0, s3=0.0, s_Mw=0.0, s_wM=0.0, s_MM=0.0, xp=None):
+    """The (Tv+1)^2 logit matrix with the slides' tying: same token ``s1``, same topic ``s2``,
+    different topic ``s3``; MASK key/word query ``s_Mw``, word key/MASK query ``s_wM``, ``s_MM``."""
+    jnp = _jnp(xp)
+    n = T_ * v_
+    top = word_topics(T_, v_)
+    same = jnp.asarray(top[:, None] == top[None, :])
+    eye = jnp.eye(n, dtype=bool)
+    words = jnp.where(eye, s1, jnp.where(same, s2, s3))
+    col = jnp.full((n, 1), s_wM)
+    row = jnp.full((1, n), s_Mw)
+    return jnp.block([[words, col], [row, jnp.full((1, 1), s_MM)]])
+
+
+def gamma_from(v_: int, s1: float, s2: float, s3: float = 0.0) -> float:
+    """``gamma = ((v-1)/v) e^{s2-s3} + (1/v) e^{s1-s3}`` (spec §3.3)."""
+    return ((v_ - 1) * math.exp(s2 - s3) + math.exp(s1 - s3)) / v_
