@@ -315,11 +315,6 @@ def train(paper, device, variant, assignments, out, progress, checkpoint, checkp
 def compare(paper, quick, as_json, device):
     """Train inside the theory's regime; report agreement per observable and the paper's claims."""
     report = get(paper).slot("compare")(quick=quick, device=device)
-    if isinstance(report, dict):  # TEMPORARY: papers not yet ported to Report
-        from .report import Observable, Report
-        report = Report(report["paper"], report["regime"],
-                        [Observable(n, v["rel_l2"], 0.05) for n, v in report["observables"].items()],
-                        details={k: v for k, v in report.items() if k not in ("paper", "regime", "observables")})
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.table())
     if not report.passed:
         sys.exit(1)

@@ -311,6 +311,9 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
             bool(ran and all(r["ordering_holds"] for r in ran)),
             {f"{r['optimizer']}_{r['lr']}_gamma_hat": r["gamma_hat"] for r in ran},
             f"LDA T=v=10, CE, code keys/vocab, batch 40, {rows[0]['steps']} steps; SGD rows: see where_agreement_breaks"))
+    from .realtext import paper_realtext_claims
+
+    claims += paper_realtext_claims("topic", quick, device)
     return Report("topic", f"{regime1}; {regime2}", observables, claims, breaks, details=details)
 
 
@@ -442,4 +445,6 @@ def make_figures(outdir, *, quick: bool = True, device: str = "auto") -> list[Pa
     atomic_write(p, lambda tmp: Path(tmp).write_text(json.dumps(report.to_json(), indent=2)))
     names = ["stage1_topic_mode.png", "stage1_value_heatmap.png", "two_stage_norms.png", "attention_table.csv",
              "attention_table.png", "gamma_star.png", "report.json"]
-    return [out / n for n in names]
+    from .realtext import paper_realtext_figures
+
+    return [out / n for n in names] + paper_realtext_figures("topic", out, quick=quick, device=device)
