@@ -325,6 +325,17 @@ class TopicExperiment(ModuleState):
         as_t = lambda a: torch.as_tensor(a, device=self.device)  # noqa: E731
         return as_t(masked), as_t(key_ok), as_t(tok), as_t(sel)
 
+    def state_dict(self) -> dict:
+        """Model and optimiser (:class:`ModuleState`) plus the data and masking RNG states, so a
+        resumed run draws the same batches."""
+        return {**super().state_dict(), "sampler_rng": self.sampler.rng.bit_generator.state,
+                "mask_rng": self.mask_rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.sampler.rng.bit_generator.state = state["sampler_rng"]
+        self.mask_rng.bit_generator.state = state["mask_rng"]
+
     def step(self, step: int) -> dict[str, float]:
         masked, key_ok, labels, sel = self.batch()
         self.opt.zero_grad(set_to_none=True)

@@ -170,7 +170,10 @@ def test_compare_report_claims():
 
     assert tuple(doc) == REPORT_KEYS
     names = [c["name"] for c in doc["claims"]]
-    assert names == ["value_stage_first", "two_stage_onset", "attention_prefers_same_topic"]
+    from figures.realtext import corpus_available
+
+    wikitext = ["wikitext_topic_ratios_above_one", "wikitext_topic_ratios_control_near_one"] if corpus_available() else []
+    assert names == ["value_stage_first", "two_stage_onset", "attention_prefers_same_topic", *wikitext]
     for c in doc["claims"]:
         assert isinstance(c["holds"], bool) and c["evidence"]
     onset = rep.claim("two_stage_onset").evidence
