@@ -26,7 +26,7 @@ from torch import nn
 from theory.errors import check_choice
 from theory.topic import PAPER, VARIANTS, TopicConfig, reduced_coordinates
 
-from .trainer import ModuleState, Trainer, torch_threads
+from .trainer import ModuleState, Trainer
 
 __all__ = ["Vocabulary", "vocabulary", "DocumentSampler", "mask_batch", "TopicTransformer",
            "TopicExperiment", "attention_statistics", "train", "run", "VARIANTS"]

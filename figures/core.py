@@ -26,7 +26,7 @@ import xarray as xr  # noqa: E402
 
 from simulate.trajectory import atomic_write  # noqa: E402
 
-__all__ = ["agreement", "rel_l2", "band", "band_coverage", "overlay", "save_figure", "finish_figure", "OUT_DIR"]
+__all__ = ["agreement", "rel_l2", "band", "band_coverage", "overlay", "save_figure", "save_table", "finish_figure", "OUT_DIR"]
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 
@@ -125,6 +125,19 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png"))
     plt.close(fig)
     return path
+
+
+def save_table(table, outdir: str | os.PathLike | None, name: str, *, index: bool = False) -> Path | None:
+    """Write ``table`` (a DataFrame, or a list of row dicts) as ``outdir/name`` CSV, atomically;
+    nothing when ``outdir`` is None (figure functions called for their data only)."""
+    import pandas as pd
+
+    if outdir is None:
+        return None
+    df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(list(table))
+    path = Path(outdir) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write(path, lambda tmp: df.to_csv(tmp, index=index))
 
 
 def finish_figure(fig, outdir: str | os.PathLike | None, name: str) -> Path | None:

@@ -18,11 +18,10 @@ from scipy.special import erfinv  # noqa: E402
 
 import simulate as sim  # noqa: E402
 from empirical import joma as E  # noqa: E402
-from simulate.trajectory import atomic_write  # noqa: E402
 from theory import joma as J  # noqa: E402
 from theory.errors import SolverError  # noqa: E402
 
-from .core import finish_figure, rel_l2  # noqa: E402
+from .core import finish_figure, rel_l2, save_table  # noqa: E402
 from .joma_compare import compare, derivation_check, headline, learning_order  # noqa: E402
 
 __all__ = ["compare", "make_figures", "fig2_invariant", "fig3_component_growth", "fig4_nonlinear",
@@ -192,8 +191,7 @@ def fig_learning_order(outdir: Path | None = None, quick: bool = True, *, device
     ax.legend(fontsize=7)
     fig.tight_layout()
     finish_figure(fig, outdir, "hblt_learning_order.png")
-    if outdir is not None:
-        atomic_write(Path(outdir) / "hblt_learning_order.csv", lambda tmp: df.to_csv(tmp, index=False))
+    save_table(df, outdir, "hblt_learning_order.csv")
     return {k: v for k, v in lo.items() if k != "by_height"}
 
 
@@ -221,8 +219,7 @@ def fig_layers_and_table1(outdir: Path | None = None, quick: bool = True, *, dev
     table = pd.DataFrame({"mean": final.mean(), "std": final.std(ddof=0), "n_seeds": len(seeds)})
     table.index.name = "score"
     finish_figure(fig, outdir, "layers_entropy_stable_rank.png")
-    if outdir is not None:
-        atomic_write(Path(outdir) / "table1_hierarchy_alignment.csv", lambda tmp: table.to_csv(tmp))
+    save_table(table, outdir, "table1_hierarchy_alignment.csv", index=True)
     return {"trajectories": trajs, "table": table}
 
 
@@ -257,8 +254,7 @@ def where_agreement_breaks(outdir: Path | None = None, quick: bool = True, *, de
                      "rel_l2_v": rel_l2(_stack(traj, vn)[:, :n], _stack(ode, vn)),
                      "rel_l2_z": rel_l2(_stack(traj, zn)[:, :n], _stack(ode, zn))})
     df = pd.DataFrame(rows)
-    if outdir is not None:
-        atomic_write(Path(outdir) / "where_agreement_breaks.csv", lambda tmp: df.to_csv(tmp, index=False))
+    save_table(df, outdir, "where_agreement_breaks.csv")
     return df
 
 

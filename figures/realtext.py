@@ -23,10 +23,9 @@ from scipy.stats import spearmanr  # noqa: E402
 
 from empirical import realtext as R  # noqa: E402
 from empirical import text  # noqa: E402
-from simulate.trajectory import atomic_write  # noqa: E402
 from theory.errors import ConfigError, check_choice  # noqa: E402
 
-from .core import finish_figure  # noqa: E402
+from .core import finish_figure, save_table  # noqa: E402
 from .report import Claim  # noqa: E402
 
 __all__ = ["make_realtext_figures", "claims_for", "corpus_available", "paper_realtext_figures",
@@ -66,9 +65,7 @@ def results(paper: str, quick: bool = True, device: str = "auto", corpus: str | 
 
 def _write_csv(df: pd.DataFrame, outdir, name: str, paths: list) -> None:
     if outdir is not None:
-        p = Path(outdir) / name
-        atomic_write(p, lambda tmp: df.to_csv(tmp, index=False))
-        paths.append(p)
+        paths.append(save_table(df, outdir, name))
 
 
 def _long(traj, **keys) -> pd.DataFrame:

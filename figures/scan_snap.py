@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from figures.core import finish_figure
+from figures.core import finish_figure, save_table
 from figures.scan_snap_compare import (COMPARE_TOL, FIG6_GRID, compare, compare_data, fig6_panel, theory_trajectory,
                                        z_rows_agreement)
 from theory import scan_snap as ss
@@ -225,15 +225,11 @@ def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto", r
 
 def make_figures(outdir, *, quick: bool = True, device: str = "auto") -> list[Path]:
     """Write every figure (PNG) and the tables (CSV) into ``outdir``; return the paths."""
-    from simulate.trajectory import atomic_write
-
     out = Path(outdir)
     paths: list[Path] = []
 
     def table(df, name):
-        p = out / name
-        atomic_write(p, lambda tmp: df.to_csv(tmp, index=False))
-        paths.append(p)
+        paths.append(save_table(df, out, name))
 
     fig3_growth(out, quick, device=device)
     paths.append(out / "fig3_growth.png")

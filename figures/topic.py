@@ -27,7 +27,6 @@ share them.
 
 from __future__ import annotations
 
-import csv
 import math
 from functools import lru_cache
 from pathlib import Path
@@ -39,7 +38,7 @@ import simulate as sim
 from empirical import topic as emp
 from theory import topic as th
 
-from .core import agreement, finish_figure, overlay
+from .core import agreement, finish_figure, overlay, save_table
 from .report import Claim, Observable, Report
 
 __all__ = ["STAGE1_QUICK", "STAGE1_FULL", "JOINT_QUICK", "JOINT_FULL", "TABLE_BASE", "TABLE_ROWS", "TOLERANCE",
@@ -371,25 +370,10 @@ def fig_two_stage(outdir, quick: bool = True, *, device: str = "auto") -> dict:
     return check
 
 
-def write_table(rows: list[dict], path: Path) -> Path:
-    from simulate.trajectory import atomic_write
-
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-
-    def w(tmp):
-        with open(tmp, "w", newline="") as f:
-            wr = csv.DictWriter(f, fieldnames=fields)
-            wr.writeheader()
-            wr.writerows(rows)
-
-    atomic_write(path, w)
-    return path
-
-
 def fig_attention_table(outdir, quick: bool = True, *, device: str = "auto") -> list[dict]:
     rows = _table(quick, device)
     if outdir is not None:
-        write_table(rows, Path(outdir) / "attention_table.csv")
+        save_table(rows, outdir, "attention_table.csv")
     fig, ax = plt.subplots(figsize=(8, 3.6))
     labels = [f"{r['optimizer']} {r['lr']}\nonset " + ("n/a" if r["onset_predicted"] is None
                                                       else f"{r['onset_predicted']:.2g}")

@@ -170,7 +170,6 @@ def solve(
         method = method or "Kvaerno5"
         check_choice("method", method, _DIFFRAX_METHODS)
         import diffrax
-        import jax
         import jax.numpy as jnp
 
         run = _diffrax_solver(system, method, float(rtol), float(atol), int(max_steps))

@@ -23,7 +23,6 @@ import numpy as np
 import sympy as sp
 
 from .errors import ConfigError
-from .params import ParamsBase  # noqa: F401  (re-exported for older imports)
 
 __all__ = ["ReducedSystem", "jax_modules", "numpy_modules", "TIME"]
 

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import io
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +58,9 @@ import numpy as np
 import pandas as pd
 
 from empirical import scb_l1 as el1
-from simulate.trajectory import atomic_write
 from theory import scb
 
-from ..core import finish_figure
+from ..core import finish_figure, save_table
 from ..report import Claim
 
 __all__ = ["L1Settings", "settings", "l1_study", "fig_l1_vs_sgd", "l1_claims", "claims_from_study",
@@ -230,11 +228,7 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
                  f"(median, min-max over {len(s.seeds)} seeds)", fontsize=9)
     fig.tight_layout()
     png = finish_figure(fig, outdir, "scb_l1_vs_sgd.png")
-    if outdir is not None:
-        Path(outdir).mkdir(parents=True, exist_ok=True)
-        buf = io.StringIO()
-        df_all.to_csv(buf, index=False)
-        atomic_write(Path(outdir) / "scb_l1_study.csv", lambda tmp: Path(tmp).write_text(buf.getvalue()))
+    save_table(df_all, outdir, "scb_l1_study.csv")
     return {"study": df_all.copy(), "curves": curves, "selected": sel, "png": png}
 
 

@@ -37,7 +37,7 @@ __all__ = [
     "t_sym", "tau", "state_names", "attention_output", "per_sample_objective", "per_sample_flow",
     "invariant_expressions", "block_system", "softmax_invariant_residual", "integrated_system",
     "theorem2_system", "theorem2_closed_form", "nonlinear_exp_system", "nonlinear_softmax_system",
-    "cooccurrence_formula", "systems",
+    "cooccurrence_formula",
 ]
 
 t_sym = sp.Symbol("t", real=True)
@@ -233,7 +233,7 @@ def integrated_system(kind: str = "exp", activation: str = "linear", Mc: int = 3
     if kind not in ("exp", "softmax"):
         raise ConfigError("kind", "attention can be integrated out for exp or softmax (linear keeps a sign choice)")
     blk = block_system(kind, activation, Mc, K, N)
-    z, V = _z(Mc), _v(Mc, K)
+    z = _z(Mc)
     c = tuple(sp.Symbol(f"c_{l}", real=True) for l in range(1, Mc + 1))
     zsol = {}
     for l, expr in enumerate(blk.invariants.values()):
