@@ -17,6 +17,7 @@ from __future__ import annotations
 import keyword
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable
 
 import numpy as np
@@ -69,7 +70,8 @@ class ReducedSystem:
                  ``definitions``.
     definitions: ordered ``((symbol, expr), ...)``: the paper's named intermediate quantities (e.g.
                  SCB's ``<a,q>``); an expression may use the symbols defined before it. Exporters
-                 print them as definitions; numeric callables substitute them.
+                 print them as definitions; numeric callables evaluate them as leading assignments
+                 (:meth:`expanded_rhs` substitutes them symbolically).
     diffusion:   optional ``len(state) x m`` sympy Matrix (Ito), ``None`` for an ODE.
     observables: name -> expression of state and parameters; logged under the same names by
                  the empirical side.
@@ -131,9 +133,10 @@ class ReducedSystem:
             expr = expr.xreplace({s: e})
         return expr
 
-    @property
+    @cached_property
     def expanded_rhs(self) -> tuple[sp.Expr, ...]:
-        """The right-hand sides in state and parameters only (definitions substituted)."""
+        """The right-hand sides in state and parameters only (definitions substituted; computed
+        once per system: the substitution is slow for large systems)."""
         if not self.definitions:
             return self.rhs
         return tuple(self.expand_definitions(e) for e in self.rhs)
