@@ -129,7 +129,7 @@ def solve(
     config = None
     if isinstance(system, Problem):
         problem = system
-        config = getattr(problem, "config", None)  # recorded in full when the Problem carries it
+        config = problem.config
         opts = problem.options(backend)
         system = problem.system
         params = problem.params if params is None else params

@@ -57,3 +57,22 @@ def test_log_steps_include_last_step_when_log_every_does_not_divide():
     np.testing.assert_array_equal(log_steps(8, 4), [0, 4, 8])
     with pytest.raises(ConfigError, match="log_every"):
         log_steps(8, 0)
+
+
+@pytest.mark.parametrize("name", ["scb", "topic"])
+def test_solve_of_a_problem_records_the_full_config(name):
+    import simulate
+    from simulate.trajectory import config_of
+
+    row = get(name)
+    cfg = row.make_config()
+    traj = simulate.solve(row.slot("problem")(cfg), backend="scipy")
+    assert config_of(traj) == json_roundtrip(cfg.to_dict())
+
+
+def json_roundtrip(d):
+    import json
+
+    from simulate.trajectory import _jsonable
+
+    return json.loads(json.dumps(_jsonable(d)))

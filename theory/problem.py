@@ -23,6 +23,8 @@ class Problem:
     t:             output times in the system's time unit (``config.ode_times()``), shape ``(n,)``.
     solve_options: ``{backend: {method, rtol, atol, ...}}`` the paper recommends; every caller of
                    :func:`simulate.solve` with this problem uses them (explicit keywords override).
+    config:        the paper Config it was built from (optional); ``simulate.solve`` records every
+                   field in the trajectory (provenance).
     """
 
     system: ReducedSystem
@@ -30,6 +32,7 @@ class Problem:
     y0: Any
     t: np.ndarray
     solve_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    config: Any = None
 
     def options(self, backend: str) -> dict[str, Any]:
         return dict(self.solve_options.get(backend, {}))

@@ -31,7 +31,7 @@ def problem(config: JomaConfig) -> Problem:
     ``config.ode_times()`` (``t = lr * step`` at the Trainer's log steps)."""
     c = config if config.variant == "fixed" else config.for_variant("fixed")
     sysm = block_system(c.kind, c.activation, c.Mc, c.K, c.N)
-    return Problem(sysm, block_parameters(c), block_initial_state(c), c.ode_times(), SOLVE_OPTIONS)
+    return Problem(sysm, block_parameters(c), block_initial_state(c), c.ode_times(), SOLVE_OPTIONS, config)
 
 
 def solve_block_flow(config: JomaConfig, X: np.ndarray, G: np.ndarray, t: np.ndarray, z0=None, V0=None, s0=None):

@@ -31,4 +31,4 @@ def problem(config: ScanSnapConfig) -> Problem:
     if not config.zero_init:
         raise ConfigError("zero_init", "the T = inf system is reduced exactly only from Y(0) = Z(0) = 0")
     system = full_system(config)
-    return Problem(system, full_parameters(config), np.zeros(len(system.state)), config.ode_times(), SOLVE_OPTIONS)
+    return Problem(system, full_parameters(config), np.zeros(len(system.state)), config.ode_times(), SOLVE_OPTIONS, config)

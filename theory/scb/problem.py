@@ -32,4 +32,4 @@ def problem(config: SCBConfig, *, task: SCBTask | None = None, init=None, t=None
     if not task.symmetric:
         raise ConfigError("attention", "the 4-D system needs uniform q (symmetric rho_k); use general_system")
     return Problem(symmetric_system(), system_parameters(config, task), initial_state(config, task, init),
-                   config.ode_times() if t is None else t, SOLVE_OPTIONS)
+                   config.ode_times() if t is None else t, SOLVE_OPTIONS, config)

@@ -48,7 +48,7 @@ def systems(config: TopicConfig | None = None) -> list[ReducedSystem]:
 def problem(config: TopicConfig) -> Problem:
     """`tdyn simulate topic`: the stage-1 flow from ``W = 0, b = 0`` on ``config.ode_times()``."""
     return Problem(stage1_system(config.keys), system_parameters(config), {str(x): 0.0 for x in STAGE1_STATE},
-                   config.ode_times(), SOLVE_OPTIONS)
+                   config.ode_times(), SOLVE_OPTIONS, config)
 
 
 def two_stage_problem(config: TopicConfig, horizon: float | None = None, n: int = 4001) -> Problem:
@@ -59,4 +59,4 @@ def two_stage_problem(config: TopicConfig, horizon: float | None = None, n: int 
     horizon = 4.0 * config.steps if horizon is None else horizon
     return Problem(two_stage_system(config.keys), two_stage_parameters(config),
                    {"omega_2": 0.0, "k": config.kq_scale}, np.linspace(0.0, horizon, n),
-                   {"scipy": {"method": "LSODA", "rtol": 1e-8, "atol": 1e-10}})
+                   {"scipy": {"method": "LSODA", "rtol": 1e-8, "atol": 1e-10}}, config)
