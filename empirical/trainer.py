@@ -40,6 +40,7 @@ import torch
 
 from simulate.trajectory import _jsonable, atomic_write, code_version, make_trajectory
 from theory.errors import ConfigError, DivergenceError
+from theory.params import log_steps as default_log_steps
 
 __all__ = ["Trainer", "Experiment", "ModuleState", "resolve_device", "stack_runs", "torch_threads",
            "checkpoint_paths", "read_fingerprint", "fingerprint_mismatch"]
@@ -169,14 +170,13 @@ class Trainer:
             return self._run(experiment, steps, log_every, stop_when, log_steps)
 
     def _run(self, experiment, steps, log_every, stop_when, log_steps=None):
-        if log_steps is not None:
-            log_steps = {int(s) for s in log_steps}
-            if 0 not in log_steps or steps not in log_steps or max(log_steps) > steps:
-                raise ConfigError("log_steps", f"must contain 0 and {steps} and lie within [0, {steps}]")
         if steps < 1:
             raise ConfigError("steps", f"must be >= 1, got {steps}")
         if log_every < 1:
             raise ConfigError("log_every", f"must be >= 1, got {log_every}")
+        log_at = {int(s) for s in (default_log_steps(steps, log_every) if log_steps is None else log_steps)}
+        if 0 not in log_at or steps not in log_at or max(log_at) > steps:
+            raise ConfigError("log_steps", f"must contain 0 and {steps} and lie within [0, {steps}]")
         dev = resolve_device(self.device)
         torch.manual_seed(self.seed)
         gen = torch.Generator(device=dev)
@@ -187,9 +187,7 @@ class Trainer:
         times: list[float] = []
         steps_logged: list[int] = []
         start = 0
-        grid = sorted(log_steps) if log_steps is not None else sorted(
-            {*range(0, steps + 1, log_every), steps})
-        fp = self.fingerprint(experiment, steps, grid)
+        fp = self.fingerprint(experiment, steps, sorted(log_at))
         ckpt, meta = checkpoint_paths(self.checkpoint) if self.checkpoint else (None, None)
         if self.resume and ckpt is not None and ckpt.exists():
             why = fingerprint_mismatch(read_fingerprint(self.checkpoint), fp)
@@ -238,7 +236,7 @@ class Trainer:
                     raise DivergenceError(s + 1, f"non-finite {k}", partial=self._trajectory(
                         experiment, rows, times, steps_logged, status=-1, message=f"diverged at step {s + 1}"))
             done = s + 1
-            if (done in log_steps) if log_steps is not None else (done % log_every == 0 or done == steps):
+            if done in log_at:
                 obs = log(done, {f"minibatch_{k}": v for k, v in last.items()})
                 if stop_when is not None and stop_when(obs):
                     break
