@@ -12,7 +12,6 @@ as JSON (``.benchmarks/speed.json``, or ``$TDYN_BENCH_JSON``) with the machine's
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -29,30 +28,7 @@ from theory import scb
 from theory.scb import reduced_sde as R
 
 pytestmark = pytest.mark.benchmark
-ROWS: list[dict] = []
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _row(name, value, unit, baseline=None, goal=None, met=None, **extra):
-    ROWS.append({"name": name, "value": value, "unit": unit, "baseline": baseline, "goal": goal, "met": met,
-                 "loadavg_1m": os.getloadavg()[0], **extra})
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _table():
-    yield
-    if not ROWS:
-        return
-    lines = [f"{'benchmark':48s} {'value':>12s} {'baseline':>12s}  goal", "-" * 96]
-    for r in ROWS:
-        base = "" if r["baseline"] is None else f"{r['baseline']:12.4g}"
-        met = "" if r["met"] is None else ("  MET" if r["met"] else "  NOT MET")
-        lines.append(f"{r['name']:48s} {r['value']:12.4g} {base:>12s}  {r['goal'] or ''} [{r['unit']}]{met}")
-    lines.append(f"load average (1/5/15 min): {os.getloadavg()}, cpus: {os.cpu_count()}")
-    print("\n" + "\n".join(lines))
-    out = Path(os.environ.get("TDYN_BENCH_JSON", REPO / ".benchmarks" / "speed.json"))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"rows": ROWS, "loadavg": os.getloadavg(), "cpus": os.cpu_count()}, indent=2))
 
 
 def _best_of(fn, n=3):
@@ -92,7 +68,7 @@ def _baseline_sde_run(sde, t, paths, seed=0):
     return np.asarray(run(keys, jnp.asarray(sde.initial_state()), sde.args(), jnp.asarray(t)))
 
 
-def test_bench_sde_full_engine_vs_diffrax(benchmark):
+def test_bench_sde_full_engine_vs_diffrax(bench_row, benchmark):
     cfg = scb.SCBConfig(steps=200, log_every=10)
     paths = 200
     old, t = scb.minibatch_sde(cfg)
@@ -105,14 +81,13 @@ def test_bench_sde_full_engine_vs_diffrax(benchmark):
     benchmark.pedantic(lambda: simulate.solve_sde(new, t, paths=paths, seed=1), rounds=3, iterations=1)
     fast = benchmark.stats.stats.min
     work = paths * cfg.steps
-    _row("full SCB SDE: engine+fast sampler vs diffrax", base / fast, "x", goal=">= 20x", met=base / fast >= 20,
+    bench_row("full SCB SDE: engine+fast sampler vs diffrax", base / fast, "x", goal=">= 20x", met=base / fast >= 20,
          seconds=fast, baseline_seconds=base, path_steps=work)
-    _row("full SCB SDE: engine alone vs diffrax", base / engine_only, "x", seconds=engine_only)
-    _row("full SCB SDE path-steps/s (engine+fast)", work / fast, "1/s", baseline=work / base)
-    assert fast > 0
+    bench_row("full SCB SDE: engine alone vs diffrax", base / engine_only, "x", seconds=engine_only)
+    bench_row("full SCB SDE path-steps/s (engine+fast)", work / fast, "1/s", baseline=work / base)
 
 
-def test_bench_sde_reduced_1000x1e4(benchmark):
+def test_bench_sde_reduced_1000x1e4(bench_row, benchmark):
     cfg = scb.SCBConfig(steps=2000, log_every=5)
     sde, t = R.minibatch_sde_reduced(cfg)
     t0 = time.perf_counter()
@@ -121,12 +96,11 @@ def test_bench_sde_reduced_1000x1e4(benchmark):
     benchmark.pedantic(lambda: simulate.solve_sde(sde, t, paths=1000, seed=1), rounds=2, iterations=1)
     warm = benchmark.stats.stats.min
     projected = warm * 10_000 / cfg.steps
-    _row("reduced SCB SDE 1000 paths x 1e4 steps (scaled)", projected, "s", goal="< 5 s", met=projected < 5,
+    bench_row("reduced SCB SDE 1000 paths x 1e4 steps (scaled)", projected, "s", goal="< 5 s", met=projected < 5,
          measured_steps=cfg.steps, first_call_seconds=first)
-    assert projected > 0
 
 
-def test_bench_scb_sgd_at_scale(benchmark):
+def test_bench_scb_sgd_at_scale(bench_row, benchmark):
     import torch
 
     from empirical import scb as E
@@ -149,13 +123,12 @@ def test_bench_scb_sgd_at_scale(benchmark):
     fast_exp.step(0)
     benchmark.pedantic(lambda: fast_exp.step(1), rounds=3, iterations=1)
     fast = 1.0 / benchmark.stats.stats.min
-    _row("SCB real SGD N=500 T=1e5 B=256 (steps/s)", fast, "steps/s", baseline=base, goal=">= 2 steps/s",
+    bench_row("SCB real SGD N=500 T=1e5 B=256 (steps/s)", fast, "steps/s", baseline=base, goal=">= 2 steps/s",
          met=fast >= 2, torch_threads=torch.get_num_threads(), token_positions_per_s=fast * 256 * 100_000)
-    assert fast > 0
 
 
 @pytest.mark.parametrize("paper", ["scb", "scan-snap", "topic", "joma"])
-def test_bench_derive_cached(benchmark, paper, tmp_path, monkeypatch):
+def test_bench_derive_cached(bench_row, benchmark, paper, tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     from figures.cli import main
@@ -178,11 +151,11 @@ def test_bench_derive_cached(benchmark, paper, tmp_path, monkeypatch):
                          text=True, check=True).stdout
     process_s = time.perf_counter() - t0
     assert out == fresh
-    _row(f"tdyn derive {paper}: cached, fresh process", process_s, "s", baseline=fresh_s, goal="< 10 s",
+    bench_row(f"tdyn derive {paper}: cached, fresh process", process_s, "s", baseline=fresh_s, goal="< 10 s",
          met=process_s < 10, in_process_cached_seconds=benchmark.stats.stats.min)
 
 
-def test_bench_ode_diffrax_vs_scipy_with_observables(benchmark):
+def test_bench_ode_diffrax_vs_scipy_with_observables(bench_row, benchmark):
     S = scb.symmetric_system()
     p = dict(T=1e3, rho=1 / 3, K=0.1, m2=1 / 3, eta_V=1.0, eta_A=1.0)
     y0 = dict(zeta=0.0, omega=1.0, xi=1e-3, eta=0.0)
@@ -194,8 +167,7 @@ def test_bench_ode_diffrax_vs_scipy_with_observables(benchmark):
     diffrax_no = _best_of(lambda: simulate.solve(S, p, y0, t, backend="diffrax", observables=False), n=15)
     benchmark.pedantic(lambda: simulate.solve(S, p, y0, t, backend="diffrax"), rounds=15, iterations=1)
     d = benchmark.stats.stats.min
-    _row("ODE diffrax vs scipy, with observables", scipy_s / d, "x", goal=">= 5x", met=scipy_s / d >= 5,
+    bench_row("ODE diffrax vs scipy, with observables", scipy_s / d, "x", goal=">= 5x", met=scipy_s / d >= 5,
          diffrax_seconds=d, scipy_seconds=scipy_s)
-    _row("ODE diffrax vs scipy, without observables", scipy_no / diffrax_no, "x",
+    bench_row("ODE diffrax vs scipy, without observables", scipy_no / diffrax_no, "x",
          diffrax_seconds=diffrax_no, scipy_seconds=scipy_no)
-    assert d > 0

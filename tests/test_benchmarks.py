@@ -38,7 +38,6 @@ def test_bench_ode_diffrax_vs_scipy(benchmark):
     benchmark.extra_info["scipy_seconds"] = scipy_time
     benchmark.extra_info["speedup_diffrax_over_scipy"] = ratio
     print(f"\nODE solve: scipy {scipy_time*1e3:.2f} ms, diffrax {benchmark.stats.stats.min*1e3:.2f} ms, ratio {ratio:.2f}")
-    assert ratio > 0
 
 
 def test_bench_sde_paths_per_second_vs_sgd_runs(benchmark):
@@ -54,4 +53,3 @@ def test_bench_sde_paths_per_second_vs_sgd_runs(benchmark):
     sgd_rate = runs / sgd_time
     benchmark.extra_info.update({"sde_paths_per_s": sde_rate, "sgd_runs_per_s": sgd_rate, "ratio": sde_rate / sgd_rate})
     print(f"\nSDE {sde_rate:.1f} paths/s vs SGD {sgd_rate:.2f} runs/s: ratio {sde_rate / sgd_rate:.1f}")
-    assert sde_rate > 0

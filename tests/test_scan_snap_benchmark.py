@@ -52,7 +52,7 @@ def test_counts_vs_sequences_speed(benchmark, T):
 
 @pytest.mark.benchmark
 @pytest.mark.parametrize("T", [128, 4096])
-def test_count_engine_vs_sequences_speed(benchmark, T):
+def test_count_engine_vs_sequences_speed(bench_row, benchmark, T):
     """Issue 11 item 2: numpy count-vector SGD step (multinomial counts, analytic gradient; batch 128,
     one run) against the torch sequence path at the same T, measured in the same run; the ratio and
     the goal (>= 10 at T = 128) go to ``extra_info``. Asserted: the engine's counts are multinomial
@@ -78,5 +78,7 @@ def test_count_engine_vs_sequences_speed(benchmark, T):
     benchmark.extra_info.update({"sequences_s": seq, "speed_ratio_sequences_over_count_engine": seq / cnt,
                                  "goal_at_T128": 10.0})
     print(f"T={T}: sequences {seq*1e3:.2f} ms, count engine {cnt*1e3:.3f} ms, ratio {seq/cnt:.1f}")
+    bench_row(f"scan-snap count engine vs sequences, T={T}", seq / cnt, "x", goal=">= 10x" if T == 128 else None,
+              met=(seq / cnt >= 10) if T == 128 else None, seconds=cnt, baseline_seconds=seq)
     n, counts = eng.sample()
     assert counts.shape == (1, 128, task.support(0).size) and np.all(counts.sum(-1) == T - 1)
