@@ -57,6 +57,7 @@ ROWS = [
     ("resume-without-checkpoint", ["train", "scb", "--resume"], "resume"),
     ("checkpoint-every-negative", ["train", "scb", "--checkpoint", "ck", "--checkpoint-every", "-3"], "checkpoint_every"),
     ("from-missing", ["simulate", "--from", "{tmp}/none.nc"], "from"),
+    ("scb-lam-switch-negative", ["train", "scb", "--set", "lam=0.001", "--set", "lam_switch=-1"], "lam_switch"),
 ]
 
 _CHILD = textwrap.dedent(r"""

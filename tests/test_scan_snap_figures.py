@@ -2,7 +2,6 @@
 closed-form figure data, and bad input -> one line + exit 2."""
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -11,7 +10,6 @@ from click.testing import CliRunner
 from figures import scan_snap as fs
 from figures.cli import main
 from figures.report import REPORT_KEYS
-from theory import scan_snap as ss
 
 
 def test_compare_trained_model_follows_the_T_inf_ode():

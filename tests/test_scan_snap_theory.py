@@ -98,7 +98,6 @@ def test_A2_row_sum_invariants():
 def test_A3_theorem2_signs_and_xi():
     """With g_n = gamma F (F^T F)^{-1} e_n: DT components = xi_n f_l^2, CT = -(1 - f_c^2) xi_n < 0."""
     fc1, fa1, fa2, fc2, fb1, fb2, gam = sp.symbols("f_c1 f_a1 f_a2 f_c2 f_b1 f_b2 gamma", positive=True)
-    toks = ["c", "a1", "a2", "b1", "b2"]
     F = sp.Matrix([[fc1, fc2], [fa1, 0], [fa2, 0], [0, fb1], [0, fb2]])
     G = F.T * F
     unit = {fa2: sp.sqrt(1 - fc1**2 - fa1**2), fb2: sp.sqrt(1 - fc2**2 - fb1**2)}  # |f_n| = 1

@@ -6,11 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-import simulate
 from empirical import scb as escb
-from empirical.trainer import stack_runs
 from figures import scb as fscb
-from figures.core import band_coverage
 from theory import scb
 from theory.errors import ConfigError, DivergenceError
 

@@ -5,7 +5,6 @@ descent, the headline 1/(v(1-(1-p_c)p_m)), the closed forms of spec §3.5, the s
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import pytest
@@ -48,7 +47,6 @@ def population(T, v, tau, p_m, p_c, p_r, keys):
 
 def full_loss_grad(W, b, X, Y, lam):
     """E_S E_y ||W x_S + b - e_y||^2 + lam ||W||^2 and its gradient, y uniform on S's words."""
-    D = W.shape[0]
     L, gW, gb = 0.0, np.zeros_like(W), np.zeros_like(b)
     for x, ys in zip(X, Y):
         o = W @ x + b
@@ -105,7 +103,7 @@ def test_context_frequencies_match_masking_law():
 
 def test_headline_comes_out_of_the_derivation():
     """Slides: average same-topic minus different-topic = 1/(v(1-(1-p_c)p_m)); code variant 1/v."""
-    T, v, p_m, p_c = tp.T, tp.v, tp.p_m, tp.p_c
+    v, p_m, p_c = tp.v, tp.p_m, tp.p_c
     spec = 1 / (v * (1 - (1 - p_c) * p_m))
     assert sp.simplify(tp.headline_block_difference("theory") - spec) == 0
     assert sp.simplify(tp.headline_block_difference("code") - 1 / v) == 0

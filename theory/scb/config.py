@@ -84,6 +84,9 @@ class SCBConfig(ParamsBase):
             ("normalise", ("end", "step")),
         ):
             check_choice(name, getattr(self, name), allowed)
+        if not (math.isfinite(self.lam_switch) and self.lam_switch >= 0):
+            raise ConfigError("lam_switch", f"the switch-on level of T<a_k,q_k> must be >= 0 (0: l1 from the start), "
+                              f"got {self.lam_switch}")
         if self.lam_switch != 2.0 and self.lam == 0:
             raise ConfigError("lam_switch", "has no effect without an l1 strength lam > 0")
         if not math.isfinite(self.softmax_lr_power):
