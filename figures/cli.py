@@ -334,17 +334,42 @@ def _checked_corpus(corpus):
     return text.using_corpus(corpus)
 
 
+def _text_sweep_options(f):
+    """``--workers`` / ``--store`` / ``--ray`` of the real-text runs (sweep cells)."""
+    f = click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
+                     help="Run the real-text runs on a Ray cluster (an address or 'auto').")(f)
+    f = click.option("--store", default=None, metavar="DIR",
+                     help="Keep the real-text runs in DIR/<paper> (default <outdir>/wikitext_runs); "
+                          "finished runs are not recomputed.")(f)
+    return click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+                        help="Local processes for the real-text runs.")(f)
+
+
+def _checked_sweep(store, workers, ray_address):
+    """Validate ``--store``/``--ray`` up front and make them (and ``--workers``) the default."""
+    import importlib.util
+
+    from .realtext import using_sweep
+
+    if store is not None:
+        check_outdir(store, "store")
+    if ray_address is not None and importlib.util.find_spec("ray") is None:
+        raise ConfigError("ray", "ray is not installed (pip install tdyn[cluster])")
+    return using_sweep(store, workers, ray_address)
+
+
 @main.command()
 @_paper_arg
 @click.option("--quick/--full", default=True, show_default=True)
 @click.option("--outdir", type=click.Path(file_okay=False), default=None)
 @click.option("--device", default="auto", show_default=True)
 @_corpus_option
-def figures(paper, quick, outdir, device, corpus):
+@_text_sweep_options
+def figures(paper, quick, outdir, device, corpus, workers, store, ray_address):
     """Regenerate a paper's figures into figures/out/<paper>/."""
     row = get(paper)
     outdir = check_outdir(outdir)
-    with _checked_corpus(corpus):
+    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address):
         _figures(row, quick, outdir, device)
 
 
@@ -398,12 +423,13 @@ def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device
 @click.option("--quick/--full", default=True, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @_corpus_option
-def reproduce(quick, device, corpus):
+@_text_sweep_options
+def reproduce(quick, device, corpus, workers, store, ray_address):
     """Regenerate the figures of every paper in the table."""
     from .core import OUT_DIR
 
     check_outdir(str(OUT_DIR))
-    with _checked_corpus(corpus):
+    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address):
         for row in PAPERS.values():
             click.echo(f"== {row.name}")
             _figures(row, quick, None, device)
