@@ -29,12 +29,14 @@ one run whose trained model (not just its trajectory) feeds the ratios, so it ru
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -44,7 +46,8 @@ from theory.errors import ConfigError
 
 from . import text
 from .sweeps import Cell, load_cells, run_cells
-from .textrun import TextExperiment, TextRunConfig, TextSettings, cell_progress, corpus_for, train_text
+from .textrun import (CELL_THREADS, TextExperiment, TextRunConfig, TextSettings, cell_config, cell_progress, corpus_for,
+                      train_text)
 from .trainer import resolve_device
 
 __all__ = ["ScanSnapTextConfig", "JomaTextConfig", "TopicTextConfig", "scan_snap_protocol", "joma_protocol",
@@ -146,13 +149,7 @@ def run_text_cells(paper: str, jobs: Sequence[tuple[Mapping[str, Any], TextRunCo
     if workers < 1:
         raise ConfigError("workers", f"must be >= 1, got {workers}")
     dev = str(resolve_device(device))
-    cells = []
-    for swept, run in jobs:
-        config = run.to_dict()
-        config["corpus"] = str(text.check_corpus(run.corpus or None))  # a path the workers can read
-        if Path(config["corpus"]).is_dir():
-            config["corpus"] = str(Path(config["corpus"]).resolve())
-        cells.append(Cell(paper, config, kind="text", options={"device": dev}, swept=dict(swept)))
+    cells = [Cell(paper, cell_config(run), kind="text", options={"device": dev}, swept=dict(swept)) for swept, run in jobs]
 
     def note(key, status, err):
         print(f"{paper}: cell {key} {status}{': ' + err if err else ''}", file=sys.stderr)
@@ -161,6 +158,9 @@ def run_text_cells(paper: str, jobs: Sequence[tuple[Mapping[str, Any], TextRunCo
         if store is None:
             store = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"tdyn-{paper}-"))
         stack.enter_context(cell_progress(progress and workers == 1 and ray is None))
+        if workers > 1 and ray is None:  # the spawned workers share the cores
+            threads = str(max(1, (os.cpu_count() or 1) // workers))
+            stack.enter_context(mock.patch.dict(os.environ, {CELL_THREADS: threads}))
         run_cells(TEXT_CELL, cells, store, workers=workers, ray=ray, progress=note if progress else None)
         return load_cells(store, cells)
 

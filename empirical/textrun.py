@@ -25,9 +25,11 @@ Float32 throughout (torch defaults).
 from __future__ import annotations
 
 import functools
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,8 +43,8 @@ from . import text
 from .trainer import ModuleState, Trainer
 from .transformer import TransformerLM, attention_entropy, stable_rank
 
-__all__ = ["TextSettings", "TextRunConfig", "TextExperiment", "train_text", "corpus_for", "text_cell", "cell_progress",
-           "PAPER"]
+__all__ = ["TextSettings", "TextRunConfig", "TextExperiment", "train_text", "corpus_for", "text_cell", "cell_config",
+           "cell_progress", "CELL_THREADS", "PAPER"]
 
 PAPER = "realtext"
 
@@ -249,6 +251,8 @@ def train_text(config: TextRunConfig, *, device: str = "auto", progress: bool = 
 
 
 _CELL_PROGRESS: list[bool] = [False]
+#: environment variable: torch CPU threads of each :func:`text_cell` worker process
+CELL_THREADS = "TDYN_CELL_THREADS"
 
 
 @contextmanager
@@ -262,6 +266,15 @@ def cell_progress(on: bool):
         _CELL_PROGRESS.pop()
 
 
+def cell_config(config: TextRunConfig) -> dict[str, Any]:
+    """``config`` as a sweep cell's config dict: every field, ``corpus`` resolved (the CLI's
+    ``--corpus`` or the default) to an absolute directory path that worker processes can read."""
+    out = config.to_dict()
+    corpus = text.check_corpus(config.corpus or None)
+    out["corpus"] = str(Path(corpus).resolve()) if isinstance(corpus, Path) or Path(corpus).is_dir() else str(corpus)
+    return out
+
+
 def text_cell(paper: str, config: dict, *, device: str = "cpu"):
     """One real-text run as a sweep cell (``"empirical.textrun:text_cell"``, importable in spawned
     workers and on Ray nodes): ``config`` holds every :class:`TextRunConfig` field, ``corpus`` a
@@ -269,7 +282,11 @@ def text_cell(paper: str, config: dict, *, device: str = "cpu"):
     (``val_loss``, ``entropy_layer{l}``, ``stable_rank_layer{l}``, ... per logged step) plus
     ``snapshot`` (time, query, key): the lowest layer's attention map at each logged step
     (``experiment.snapshots``, float64), and ``attrs["train_seconds"]`` (the run's training time).
-    ``paper`` only labels the run (the protocols pass theirs)."""
+    ``paper`` only labels the run (the protocols pass theirs). In a worker process the environment
+    variable :data:`CELL_THREADS` caps torch's CPU threads (K workers share the cores; the thread
+    count does not change the numbers of these runs)."""
+    if os.environ.get(CELL_THREADS):
+        torch.set_num_threads(int(os.environ[CELL_THREADS]))
     cfg = TextRunConfig.from_dict(config)
     traj, exp, sec = train_text(cfg, device=device, progress=_CELL_PROGRESS[-1])
     snaps = np.stack([exp.snapshots[int(s)] for s in traj["step"].values])
