@@ -80,6 +80,10 @@ class _TextProtocol(TextSettings):
         base = {f.name: getattr(self, f.name) for f in fields(TextRunConfig) if hasattr(self, f.name)}
         return TextRunConfig(**{**base, **changes})
 
+    def sweep_run(self, **changes) -> TextRunConfig:
+        """The run the paper sweeps (``tdyn sweep PAPER --kind text``'s base config)."""
+        return self.run(**changes)
+
     @classmethod
     def quick(cls, **changes) -> "_TextProtocol":
         return cls(**{**cls.QUICK, **changes})
@@ -114,6 +118,12 @@ class ScanSnapTextConfig(_TextProtocol):
     FULL = dict(vocab_size=FULL_VOCAB, steps=1500, log_every=500, sweep_lrs=(1.0, 2.0, 3.0, 4.0, 5.0),
                 seeds=(1, 2, 3, 4, 5), sweep_steps=1725, eval_chunks=0)  # 5 epochs of the split
 
+    def sweep_run(self, **changes) -> TextRunConfig:
+        """A Fig. 10 run: 1 layer, one SGD learning rate for every parameter, no decay."""
+        return self.run(**{"n_layer": 1, "optimizer": "sgd", "lr": self.sweep_lrs[0], "ffn_lr": 0.0, "lr_decay": 1.0,
+                           "dropout": self.sweep_dropout, "seed": self.seeds[0], "steps": self.sweep_steps,
+                           "log_every": self.sweep_steps, **changes})
+
 
 def scan_snap_protocol(cfg: ScanSnapTextConfig, *, device: str = "auto", progress: bool = False,
                        store: str | Path | None = None, workers: int = 1, ray: str | None = None) -> dict[str, Any]:
@@ -122,9 +132,7 @@ def scan_snap_protocol(cfg: ScanSnapTextConfig, *, device: str = "auto", progres
     Every run is a cell of :func:`run_text_cells` (``store``, ``workers``, ``ray``)."""
     jobs = [({"part": "fig7", "n_layer": L}, cfg.run(n_layer=L, optimizer="sgd", seed=cfg.seeds[0])) for L in cfg.layers]
     grid = [(lr, seed) for lr in cfg.sweep_lrs for seed in cfg.seeds]
-    jobs += [({"part": "fig10", "lr": lr, "seed": seed},
-              cfg.run(n_layer=1, optimizer="sgd", lr=lr, ffn_lr=0.0, lr_decay=1.0, dropout=cfg.sweep_dropout,
-                      seed=seed, steps=cfg.sweep_steps, log_every=cfg.sweep_steps)) for lr, seed in grid]
+    jobs += [({"part": "fig10", "lr": lr, "seed": seed}, cfg.sweep_run(lr=lr, seed=seed)) for lr, seed in grid]
     trajs = run_text_cells("scan-snap", jobs, device=device, progress=progress, store=store, workers=workers, ray=ray)
     out: dict[str, Any] = {"maps": {}, "traj": {}, "seconds": sum(t.attrs["train_seconds"] for t in trajs)}
     for L, traj in zip(cfg.layers, trajs):
@@ -184,6 +192,10 @@ class JomaTextConfig(_TextProtocol):
     QUICK = {}
     FULL = dict(vocab_size=FULL_VOCAB, layers=(1, 2, 5, 10), sweep_lrs=(1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2),
                 seeds=(1, 2, 3), steps=6900, log_every=100, eval_chunks=0)  # 20 epochs of the split
+
+    def sweep_run(self, **changes) -> TextRunConfig:
+        """A Fig. 8 run: ``sweep_layers`` layers at Adam ``lr``, the first seed."""
+        return self.run(**{"n_layer": self.sweep_layers, "seed": self.seeds[0], **changes})
 
 
 def per_layer_summary(traj, prefix: str = "entropy_layer") -> pd.DataFrame:

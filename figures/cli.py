@@ -392,20 +392,25 @@ def _figures(row, quick, outdir, device):
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS", help="Run on a Ray cluster (or 'auto').")
 @click.option("--store", default="sweeps", show_default=True, metavar="DIR",
               help="Result store (NetCDF per cell + index.csv); finished cells are skipped.")
-@click.option("--kind", type=click.Choice(["train", "ode"]), default="train", show_default=True)
+@click.option("--kind", type=click.Choice(["train", "ode", "text"]), default="train", show_default=True,
+              help="train: the paper's training runs; ode: its ODE solves; text: its real-text run "
+                   "(JoMA Fig. 8, Scan & Snap Fig. 10, topic).")
 @click.option("--variant", default=None)
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
               help="ODE cells: the solver backend.")
 @_set_option
 @_large_option
-def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device, backend, assignments, allow_large):
+@_corpus_option
+def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device, backend, assignments, allow_large,
+          corpus):
     """Run a grid of training runs (or ODE solves) into a resumable result store."""
     from .sweep import KINDS, plan
     from empirical.sweeps import run_cells
 
-    cells = plan(paper, grid, seeds=seeds, overrides=assignments, kind=kind, variant=variant, device=device,
-                 backend=backend, allow_large=allow_large)
+    with _checked_corpus(corpus):  # kind=text: the corpus of the real-text runs
+        cells = plan(paper, grid, seeds=seeds, overrides=assignments, kind=kind, variant=variant, device=device,
+                     backend=backend, allow_large=allow_large)
     check_outdir(store, "store")
 
     def progress(key, status, err):

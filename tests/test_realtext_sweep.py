@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from empirical import realtext as R
 from empirical import text, textrun
-from empirical.sweeps import CellsFailed, read_index
+from empirical.sweeps import CellsFailed, open_sweep, read_index
 from figures import realtext as FR
 from figures.cli import main
 
@@ -174,3 +174,29 @@ def test_text_cell_is_the_train_text_run(corpus_dir):
     for v in traj.data_vars:
         np.testing.assert_array_equal(ds[v].values, traj[v].values, err_msg=v)
     np.testing.assert_array_equal(ds["snapshot"].values, np.stack([exp.snapshots[s] for s in (0, 3, 6)]))
+
+
+def test_cli_sweep_kind_text_is_the_fig8_run_and_reruns_compute_nothing(corpus_dir, tmp_path):
+    store = tmp_path / "store"
+    sets = [a for kv in TINY.items() for a in ("--set", "%s=%s" % kv)]
+    args = ["sweep", "joma", "--kind", "text", "--corpus", corpus_dir, "--grid", "lr=1e-3,3e-3", "--seeds", "2",
+            "--store", str(store), *sets]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert len([ln for ln in res.stdout.splitlines() if " ok" in ln]) == 4  # one line per computed cell
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0 and " ok" not in again.stdout and "4/4 cells done" in again.stdout
+    ds = open_sweep(store)
+    cfg = _joma(corpus_dir)  # the Fig. 8 run: sweep_layers layers, Adam, the protocol's settings
+    for i in range(ds.sizes["cell"]):
+        lr, seed = float(ds["lr"][i]), int(ds["seed"][i])
+        traj = textrun.train_text(cfg.run(n_layer=5, lr=lr, seed=seed), device="cpu")[0]
+        np.testing.assert_array_equal(ds["entropy_layer4"].values[i], traj["entropy_layer4"].values)
+
+
+@pytest.mark.parametrize("args, field", [(["joma", "--grid", "lr=-1"], "lr"), (["scb", "--grid", "lr=1"], "kind")])
+def test_cli_sweep_kind_text_bad_values(args, field, corpus_dir, tmp_path):
+    res = CliRunner().invoke(main, ["sweep", *args, "--kind", "text", "--corpus", corpus_dir, "--store", str(tmp_path)])
+    assert res.exit_code == 2
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), res.stderr
