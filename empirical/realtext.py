@@ -130,7 +130,8 @@ def scan_snap_protocol(cfg: ScanSnapTextConfig, *, device: str = "auto", progres
     """Returns ``maps[n_layer] = {step: (T, T) map}``, ``traj[n_layer]`` (validation entropy per
     layer over training), ``sweep`` (DataFrame: lr, seed, entropy, val_loss) and ``seconds``.
     Every run is a cell of :func:`run_text_cells` (``store``, ``workers``, ``ray``)."""
-    jobs = [({"part": "fig7", "n_layer": L}, cfg.run(n_layer=L, optimizer="sgd", seed=cfg.seeds[0])) for L in cfg.layers]
+    jobs = [({"part": "fig7", "n_layer": L}, cfg.run(n_layer=L, optimizer="sgd", seed=cfg.seeds[0]))
+            for L in cfg.layers]
     grid = [(lr, seed) for lr in cfg.sweep_lrs for seed in cfg.seeds]
     jobs += [({"part": "fig10", "lr": lr, "seed": seed}, cfg.sweep_run(lr=lr, seed=seed)) for lr, seed in grid]
     trajs = run_text_cells("scan-snap", jobs, device=device, progress=progress, store=store, workers=workers, ray=ray)
@@ -151,13 +152,15 @@ def run_text_cells(paper: str, jobs: Sequence[tuple[Mapping[str, Any], TextRunCo
     with :func:`empirical.textrun.text_cell`; returns their trajectories (in memory, in job order).
     ``store`` (a folder; None: a temporary one) keeps finished runs: a rerun on the same code skips
     them, so an interrupted protocol resumes. ``workers > 1`` runs cells in that many local
-    processes, ``ray`` (an address or ``"auto"``) on a Ray cluster; every cell is the same
-    :func:`~empirical.textrun.train_text` run as in-process (same seed -> same numbers). A failed
+    processes, ``ray`` (an address or ``"auto"``) on a Ray cluster (the workers write the cells into
+    ``store``: on several machines it must be a shared folder, and so must the corpus); every cell
+    is the same :func:`~empirical.textrun.train_text` run as in-process (same seed -> same numbers). A failed
     cell raises :class:`~empirical.sweeps.CellsFailed` after the others finished."""
     if workers < 1:
         raise ConfigError("workers", f"must be >= 1, got {workers}")
     dev = str(resolve_device(device))
-    cells = [Cell(paper, cell_config(run), kind="text", options={"device": dev}, swept=dict(swept)) for swept, run in jobs]
+    cells = [Cell(paper, cell_config(run), kind="text", options={"device": dev}, swept=dict(swept))
+             for swept, run in jobs]
 
     def note(key, status, err):
         print(f"{paper}: cell {key} {status}{': ' + err if err else ''}", file=sys.stderr)

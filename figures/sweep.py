@@ -68,7 +68,8 @@ def text_base(paper: str, overrides: Sequence[str] = ()):
     from .realtext import PAPERS, config_for
 
     if paper not in PAPERS:
-        raise ConfigError("kind", f"text: {paper} has no real-text runs (only {', '.join(p for p in PAPERS if '_' not in p)})")
+        names = ", ".join(p for p in PAPERS if "_" not in p)
+        raise ConfigError("kind", f"text: {paper} has no real-text runs (only {names})")
     return config_for(paper, True).sweep_run().with_overrides(list(overrides))
 
 
