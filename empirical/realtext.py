@@ -18,12 +18,25 @@ with ``quick()`` (CPU, small vocabulary, short runs; what ``make figures`` runs)
 Hoffman et al.'s (2010) online variational Bayes, the algorithm the spec names and gensim's
 ``LdaModel`` implements; scikit-learn installs from wheels for current numpy/scipy, is seeded by
 ``random_state``, and needs no corpus/dictionary conversion. It is an optional extra (``[text]``).
+
+**Runs as sweep cells.** The Scan & Snap and JoMA protocols are grids of independent runs; each
+run is a cell of :mod:`empirical.sweeps` computed by :func:`empirical.textrun.text_cell`
+(:func:`run_text_cells`): a result store makes an interrupted protocol resume without recomputing
+finished runs, and ``workers=K`` / ``ray=ADDRESS`` run the cells in parallel. Topic's protocol is
+one run whose trained model (not just its trajectory) feeds the ratios, so it runs in-process.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -31,12 +44,17 @@ import torch
 
 from theory.errors import ConfigError
 
-from .textrun import TextExperiment, TextRunConfig, TextSettings, corpus_for, train_text
+from . import text
+from .sweeps import Cell, load_cells, run_cells
+from .textrun import (CELL_THREADS, TextExperiment, TextRunConfig, TextSettings, cell_config, cell_progress, corpus_for,
+                      train_text)
 from .trainer import resolve_device
 
 __all__ = ["ScanSnapTextConfig", "JomaTextConfig", "TopicTextConfig", "scan_snap_protocol", "joma_protocol",
-           "topic_protocol", "per_layer_summary", "lda_topic_words", "topic_ratios"]
+           "topic_protocol", "run_text_cells", "per_layer_summary", "lda_topic_words", "topic_ratios", "TEXT_CELL"]
 
+#: the sweep cell function of every real-text run (:func:`empirical.textrun.text_cell`)
+TEXT_CELL = "empirical.textrun:text_cell"
 #: vocabulary cap of the full presets: above the 12,455 types of the training split wiki.test.tokens (= no cap)
 FULL_VOCAB = 40000
 
@@ -61,6 +79,10 @@ class _TextProtocol(TextSettings):
         """The :class:`TextRunConfig` of one run of this protocol."""
         base = {f.name: getattr(self, f.name) for f in fields(TextRunConfig) if hasattr(self, f.name)}
         return TextRunConfig(**{**base, **changes})
+
+    def sweep_run(self, **changes) -> TextRunConfig:
+        """The run the paper sweeps (``tdyn sweep PAPER --kind text``'s base config)."""
+        return self.run(**changes)
 
     @classmethod
     def quick(cls, **changes) -> "_TextProtocol":
@@ -96,26 +118,62 @@ class ScanSnapTextConfig(_TextProtocol):
     FULL = dict(vocab_size=FULL_VOCAB, steps=1500, log_every=500, sweep_lrs=(1.0, 2.0, 3.0, 4.0, 5.0),
                 seeds=(1, 2, 3, 4, 5), sweep_steps=1725, eval_chunks=0)  # 5 epochs of the split
 
+    def sweep_run(self, **changes) -> TextRunConfig:
+        """A Fig. 10 run: 1 layer, one SGD learning rate for every parameter, no decay."""
+        return self.run(**{"n_layer": 1, "optimizer": "sgd", "lr": self.sweep_lrs[0], "ffn_lr": 0.0, "lr_decay": 1.0,
+                           "dropout": self.sweep_dropout, "seed": self.seeds[0], "steps": self.sweep_steps,
+                           "log_every": self.sweep_steps, **changes})
 
-def scan_snap_protocol(cfg: ScanSnapTextConfig, *, device: str = "auto", progress: bool = False) -> dict[str, Any]:
+
+def scan_snap_protocol(cfg: ScanSnapTextConfig, *, device: str = "auto", progress: bool = False,
+                       store: str | Path | None = None, workers: int = 1, ray: str | None = None) -> dict[str, Any]:
     """Returns ``maps[n_layer] = {step: (T, T) map}``, ``traj[n_layer]`` (validation entropy per
-    layer over training), ``sweep`` (DataFrame: lr, seed, entropy, val_loss) and ``seconds``."""
-    out: dict[str, Any] = {"maps": {}, "traj": {}, "seconds": 0.0}
-    for L in cfg.layers:
-        traj, exp, sec = train_text(cfg.run(n_layer=L, optimizer="sgd", seed=cfg.seeds[0]), device=device, progress=progress)
-        out["maps"][L], out["traj"][L] = exp.snapshots, traj
-        out["seconds"] += sec
-    rows = []
-    for lr in cfg.sweep_lrs:
-        for seed in cfg.seeds:
-            run = cfg.run(n_layer=1, optimizer="sgd", lr=lr, ffn_lr=0.0, lr_decay=1.0, dropout=cfg.sweep_dropout,
-                          seed=seed, steps=cfg.sweep_steps, log_every=cfg.sweep_steps)
-            traj, _, sec = train_text(run, device=device, progress=progress)
-            out["seconds"] += sec
-            rows.append({"lr": lr, "seed": seed, "entropy": float(traj["entropy_layer0"].values[-1]),
-                         "val_loss": float(traj["val_loss"].values[-1])})
-    out["sweep"] = pd.DataFrame(rows)
+    layer over training), ``sweep`` (DataFrame: lr, seed, entropy, val_loss) and ``seconds``.
+    Every run is a cell of :func:`run_text_cells` (``store``, ``workers``, ``ray``)."""
+    jobs = [({"part": "fig7", "n_layer": L}, cfg.run(n_layer=L, optimizer="sgd", seed=cfg.seeds[0]))
+            for L in cfg.layers]
+    grid = [(lr, seed) for lr in cfg.sweep_lrs for seed in cfg.seeds]
+    jobs += [({"part": "fig10", "lr": lr, "seed": seed}, cfg.sweep_run(lr=lr, seed=seed)) for lr, seed in grid]
+    trajs = run_text_cells("scan-snap", jobs, device=device, progress=progress, store=store, workers=workers, ray=ray)
+    out: dict[str, Any] = {"maps": {}, "traj": {}, "seconds": sum(t.attrs["train_seconds"] for t in trajs)}
+    for L, traj in zip(cfg.layers, trajs):
+        out["maps"][L] = {int(s): m for s, m in zip(traj["step"].values, traj["snapshot"].values)}
+        out["traj"][L] = traj.drop_vars("snapshot")
+    out["sweep"] = pd.DataFrame([{"lr": lr, "seed": seed, "entropy": float(t["entropy_layer0"].values[-1]),
+                                  "val_loss": float(t["val_loss"].values[-1])}
+                                 for (lr, seed), t in zip(grid, trajs[len(cfg.layers):])])
     return out
+
+
+def run_text_cells(paper: str, jobs: Sequence[tuple[Mapping[str, Any], TextRunConfig]], *, device: str = "auto",
+                   progress: bool = False, store: str | Path | None = None, workers: int = 1,
+                   ray: str | None = None) -> list:
+    """Run ``jobs`` (``(swept values, run config)`` pairs) as cells of :func:`empirical.sweeps.run_cells`
+    with :func:`empirical.textrun.text_cell`; returns their trajectories (in memory, in job order).
+    ``store`` (a folder; None: a temporary one) keeps finished runs: a rerun on the same code skips
+    them, so an interrupted protocol resumes. ``workers > 1`` runs cells in that many local
+    processes, ``ray`` (an address or ``"auto"``) on a Ray cluster (the workers write the cells into
+    ``store``: on several machines it must be a shared folder, and so must the corpus); every cell
+    is the same :func:`~empirical.textrun.train_text` run as in-process (same seed -> same numbers). A failed
+    cell raises :class:`~empirical.sweeps.CellsFailed` after the others finished."""
+    if workers < 1:
+        raise ConfigError("workers", f"must be >= 1, got {workers}")
+    dev = str(resolve_device(device))
+    cells = [Cell(paper, cell_config(run), kind="text", options={"device": dev}, swept=dict(swept))
+             for swept, run in jobs]
+
+    def note(key, status, err):
+        print(f"{paper}: cell {key} {status}{': ' + err if err else ''}", file=sys.stderr)
+
+    with contextlib.ExitStack() as stack:
+        if store is None:
+            store = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"tdyn-{paper}-"))
+        stack.enter_context(cell_progress(progress and workers == 1 and ray is None))
+        if workers > 1 and ray is None:  # the spawned workers share the cores
+            threads = str(max(1, (os.cpu_count() or 1) // workers))
+            stack.enter_context(mock.patch.dict(os.environ, {CELL_THREADS: threads}))
+        run_cells(TEXT_CELL, cells, store, workers=workers, ray=ray, progress=note if progress else None)
+        return load_cells(store, cells)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -138,6 +196,10 @@ class JomaTextConfig(_TextProtocol):
     FULL = dict(vocab_size=FULL_VOCAB, layers=(1, 2, 5, 10), sweep_lrs=(1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2),
                 seeds=(1, 2, 3), steps=6900, log_every=100, eval_chunks=0)  # 20 epochs of the split
 
+    def sweep_run(self, **changes) -> TextRunConfig:
+        """A Fig. 8 run: ``sweep_layers`` layers at Adam ``lr``, the first seed."""
+        return self.run(**{"n_layer": self.sweep_layers, "seed": self.seeds[0], **changes})
+
 
 def per_layer_summary(traj, prefix: str = "entropy_layer") -> pd.DataFrame:
     """Per layer: initial value, minimum, its step, final value, ``drop = initial - min`` and
@@ -159,25 +221,21 @@ def _mean_runs(trajs):
     return xr.concat(trajs, dim="run", combine_attrs="drop_conflicts").mean("run") if len(trajs) > 1 else trajs[0]
 
 
-def joma_protocol(cfg: JomaTextConfig, *, device: str = "auto", progress: bool = False) -> dict[str, Any]:
+def joma_protocol(cfg: JomaTextConfig, *, device: str = "auto", progress: bool = False,
+                  store: str | Path | None = None, workers: int = 1, ray: str | None = None) -> dict[str, Any]:
     """Returns ``depth[L]`` and ``sweep[lr]`` (seed-averaged trajectories with ``val_loss``,
-    ``entropy_layer{l}``, ``stable_rank_layer{l}`` per logged step) and ``seconds``."""
-    out: dict[str, Any] = {"depth": {}, "sweep": {}, "seconds": 0.0}
-
-    def runs(L, lr):
-        trajs = []
-        for seed in cfg.seeds:
-            traj, _, sec = train_text(cfg.run(n_layer=L, lr=lr, seed=seed), device=device, progress=progress)
-            out["seconds"] += sec
-            trajs.append(traj)
-        return _mean_runs(trajs)
-
-    for L in cfg.layers:
-        out["depth"][L] = runs(L, cfg.lr)
-    for lr in cfg.sweep_lrs:
-        out["sweep"][lr] = out["depth"][cfg.sweep_layers] if (lr == cfg.lr and cfg.sweep_layers in cfg.layers) \
-            else runs(cfg.sweep_layers, lr)
-    return out
+    ``entropy_layer{l}``, ``stable_rank_layer{l}`` per logged step) and ``seconds``. Every
+    (layers, lr, seed) run is a cell of :func:`run_text_cells` (``store``, ``workers``, ``ray``);
+    the depth run at ``lr`` doubles as the sweep's run at that lr."""
+    pairs = list(dict.fromkeys([(L, cfg.lr) for L in cfg.layers] + [(cfg.sweep_layers, lr) for lr in cfg.sweep_lrs]))
+    jobs = [({"n_layer": L, "lr": lr, "seed": seed}, cfg.run(n_layer=L, lr=lr, seed=seed))
+            for L, lr in pairs for seed in cfg.seeds]
+    trajs = run_text_cells("joma", jobs, device=device, progress=progress, store=store, workers=workers, ray=ray)
+    n = len(cfg.seeds)
+    mean = {p: _mean_runs([t.drop_vars("snapshot") for t in trajs[i * n:(i + 1) * n]]) for i, p in enumerate(pairs)}
+    return {"depth": {L: mean[(L, cfg.lr)] for L in cfg.layers},
+            "sweep": {lr: mean[(cfg.sweep_layers, lr)] for lr in cfg.sweep_lrs},
+            "seconds": sum(t.attrs["train_seconds"] for t in trajs)}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -261,8 +319,6 @@ def topic_ratios(exp: TextExperiment, assigns: list[dict[str, int]], chunks: int
     embedding cosine, embedding dot product (distinct word pairs) and attention weight (query-key
     pairs of distinct positions whose words are both assigned; mean over layers and heads; eval
     mode, no masking; the first ``chunks`` validation chunks, 0 = all), with each gap's z-score."""
-    from . import text
-
     stoi, dev = exp.corpus.vocab.stoi, exp.device
     out, lookups = [], []
     for assign in assigns:

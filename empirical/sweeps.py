@@ -37,8 +37,9 @@ from typing import Any
 import pandas as pd
 
 from simulate.trajectory import _jsonable, atomic_write, code_version
+from theory.errors import TdynError
 
-__all__ = ["Cell", "grid_cells", "run_cells", "open_sweep", "read_index"]
+__all__ = ["Cell", "grid_cells", "run_cells", "open_sweep", "read_index", "load_cells", "CellsFailed"]
 
 
 @dataclass(frozen=True)
@@ -202,3 +203,29 @@ def open_sweep(store: str | Path):
     skip = {"paper", "kind", "status", "error", "file"}
     coords = {c: ("cell", ok[c].to_numpy()) for c in ok.columns if c not in skip}
     return ds.assign_coords(coords)
+
+
+class CellsFailed(TdynError, RuntimeError):
+    """Some cells of a sweep failed (the others are in the store). One line:
+    ``sweep: k of n cell(s) failed (first: <error>); see <store>/index.csv; rerun to retry them``."""
+
+    field = "sweep"
+
+    def __init__(self, store: str | Path, index: pd.DataFrame):
+        bad = index[index["status"] != "ok"]
+        self.store, self.failed = str(store), bad
+        first = str(bad["error"].iloc[0]) if len(bad) else ""
+        super().__init__(f"sweep: {len(bad)} of {len(index)} cell(s) failed (first: {first[:300]}); "
+                         f"see {Path(store) / 'index.csv'}; rerun to retry them")
+
+
+def load_cells(store: str | Path, cells: Sequence[Cell]) -> list:
+    """The finished cells' Datasets, loaded into memory, in the order of ``cells``; raises
+    :class:`CellsFailed` (naming the first error) when any of them is missing from ``store``."""
+    import xarray as xr
+
+    root = Path(store)
+    files = [root / "cells" / f"{c.key}.nc" for c in cells]
+    if not all(f.exists() for f in files):
+        raise CellsFailed(root, read_index(root))
+    return [xr.load_dataset(f, engine="h5netcdf") for f in files]

@@ -334,17 +334,42 @@ def _checked_corpus(corpus):
     return text.using_corpus(corpus)
 
 
+def _text_sweep_options(f):
+    """``--workers`` / ``--store`` / ``--ray`` of the real-text runs (sweep cells)."""
+    f = click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
+                     help="Run the real-text runs on a Ray cluster (an address or 'auto').")(f)
+    f = click.option("--store", default=None, metavar="DIR",
+                     help="Keep the real-text runs in DIR/<paper> (default <outdir>/wikitext_runs); "
+                          "finished runs are not recomputed.")(f)
+    return click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+                        help="Local processes for the real-text runs.")(f)
+
+
+def _checked_sweep(store, workers, ray_address):
+    """Validate ``--store``/``--ray`` up front and make them (and ``--workers``) the default."""
+    import importlib.util
+
+    from .realtext import using_sweep
+
+    if store is not None:
+        check_outdir(store, "store")
+    if ray_address is not None and importlib.util.find_spec("ray") is None:
+        raise ConfigError("ray", "ray is not installed (pip install tdyn[cluster])")
+    return using_sweep(store, workers, ray_address)
+
+
 @main.command()
 @_paper_arg
 @click.option("--quick/--full", default=True, show_default=True)
 @click.option("--outdir", type=click.Path(file_okay=False), default=None)
 @click.option("--device", default="auto", show_default=True)
 @_corpus_option
-def figures(paper, quick, outdir, device, corpus):
+@_text_sweep_options
+def figures(paper, quick, outdir, device, corpus, workers, store, ray_address):
     """Regenerate a paper's figures into figures/out/<paper>/."""
     row = get(paper)
     outdir = check_outdir(outdir)
-    with _checked_corpus(corpus):
+    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address):
         _figures(row, quick, outdir, device)
 
 
@@ -367,20 +392,25 @@ def _figures(row, quick, outdir, device):
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS", help="Run on a Ray cluster (or 'auto').")
 @click.option("--store", default="sweeps", show_default=True, metavar="DIR",
               help="Result store (NetCDF per cell + index.csv); finished cells are skipped.")
-@click.option("--kind", type=click.Choice(["train", "ode"]), default="train", show_default=True)
+@click.option("--kind", type=click.Choice(["train", "ode", "text"]), default="train", show_default=True,
+              help="train: the paper's training runs; ode: its ODE solves; text: its real-text run "
+                   "(JoMA Fig. 8, Scan & Snap Fig. 10, topic).")
 @click.option("--variant", default=None)
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
               help="ODE cells: the solver backend.")
 @_set_option
 @_large_option
-def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device, backend, assignments, allow_large):
+@_corpus_option
+def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device, backend, assignments, allow_large,
+          corpus):
     """Run a grid of training runs (or ODE solves) into a resumable result store."""
     from .sweep import KINDS, plan
     from empirical.sweeps import run_cells
 
-    cells = plan(paper, grid, seeds=seeds, overrides=assignments, kind=kind, variant=variant, device=device,
-                 backend=backend, allow_large=allow_large)
+    with _checked_corpus(corpus):  # kind=text: the corpus of the real-text runs
+        cells = plan(paper, grid, seeds=seeds, overrides=assignments, kind=kind, variant=variant, device=device,
+                     backend=backend, allow_large=allow_large)
     check_outdir(store, "store")
 
     def progress(key, status, err):
@@ -398,12 +428,13 @@ def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device
 @click.option("--quick/--full", default=True, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @_corpus_option
-def reproduce(quick, device, corpus):
+@_text_sweep_options
+def reproduce(quick, device, corpus, workers, store, ray_address):
     """Regenerate the figures of every paper in the table."""
     from .core import OUT_DIR
 
     check_outdir(str(OUT_DIR))
-    with _checked_corpus(corpus):
+    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address):
         for row in PAPERS.values():
             click.echo(f"== {row.name}")
             _figures(row, quick, None, device)

@@ -8,8 +8,8 @@ The protocols and their quick / full presets are in :mod:`empirical.realtext`.
 
 from __future__ import annotations
 
-import functools
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from .report import Claim  # noqa: E402
 __all__ = ["make_realtext_figures", "claims_for", "corpus_available", "paper_realtext_figures",
            "paper_realtext_claims", "results", "config_for", "fig_scan_snap_maps",
            "fig_scan_snap_entropy_vs_lr", "fig_joma_entropy", "fig_joma_lr_sweep", "fig_topic_ratios",
-           "DROP_BOUNCE_NATS", "STABLE_RANK_REL"]
+           "using_sweep", "RUNS_DIR", "DROP_BOUNCE_NATS", "STABLE_RANK_REL"]
 
 PAPERS = {"scan-snap": R.ScanSnapTextConfig, "scan_snap": R.ScanSnapTextConfig, "joma": R.JomaTextConfig,
           "topic": R.TopicTextConfig}
@@ -49,18 +49,47 @@ def config_for(paper: str, quick: bool, corpus: str | None = None):
     return (cls.quick if quick else cls.full)(corpus=str(text.check_corpus(corpus)))
 
 
-@functools.lru_cache(maxsize=None)
-def _results(paper: str, quick: bool, device: str, corpus: str) -> dict[str, Any]:
-    cfg = config_for(paper, quick, corpus)
-    run = {R.ScanSnapTextConfig: R.scan_snap_protocol, R.JomaTextConfig: R.joma_protocol,
-           R.TopicTextConfig: R.topic_protocol}[type(cfg)]
-    return {"config": cfg, **run(cfg, device=device, progress=not quick)}
+_SWEEP: list[dict[str, Any]] = []
+_CACHE: dict[tuple, dict[str, Any]] = {}
+#: the default store of a figure's runs: this folder under the figure's outdir
+RUNS_DIR = "wikitext_runs"
 
 
-def results(paper: str, quick: bool = True, device: str = "auto", corpus: str | None = None) -> dict[str, Any]:
-    """The protocol's results (run once per process and setting)."""
-    return _results(paper.replace("_", "-") if paper == "scan_snap" else paper, quick, device,
-                    str(text.check_corpus(corpus)))
+@contextmanager
+def using_sweep(store: str | Path | None = None, workers: int = 1, ray: str | None = None):
+    """Run the real-text protocols' runs (sweep cells, :func:`empirical.realtext.run_text_cells`)
+    with these settings inside the block: the CLI's ``--store DIR`` (one folder per paper,
+    ``DIR/<paper>``), ``--workers K`` and ``--ray ADDRESS``. Topic's single run ignores them."""
+    if workers < 1:
+        raise ConfigError("workers", f"must be >= 1, got {workers}")
+    _SWEEP.append({"store": store, "workers": workers, "ray": ray})
+    try:
+        yield
+    finally:
+        _SWEEP.pop()
+
+
+def _runs_dir(outdir) -> Path | None:
+    return None if outdir is None else Path(outdir) / RUNS_DIR
+
+
+def results(paper: str, quick: bool = True, device: str = "auto", corpus: str | None = None, *,
+            store: str | Path | None = None) -> dict[str, Any]:
+    """The protocol's results, run once per process and setting (paper, preset, device, corpus).
+    Its runs are sweep cells kept in a store: :func:`using_sweep`'s ``DIR/<paper>``, else
+    ``store`` (the figures pass ``<outdir>/wikitext_runs``), else a temporary folder; the store,
+    workers and Ray change where runs are computed, never their numbers."""
+    paper = "scan-snap" if paper == "scan_snap" else paper
+    key = (paper, quick, device, str(text.check_corpus(corpus)))
+    if key not in _CACHE:
+        cfg = config_for(paper, quick, key[3])
+        opts = dict(_SWEEP[-1]) if _SWEEP else {"store": None, "workers": 1, "ray": None}
+        opts["store"] = Path(opts["store"]) / paper if opts["store"] is not None else store
+        run = {R.ScanSnapTextConfig: R.scan_snap_protocol, R.JomaTextConfig: R.joma_protocol,
+               R.TopicTextConfig: R.topic_protocol}[type(cfg)]
+        kw = {} if run is R.topic_protocol else opts
+        _CACHE[key] = {"config": cfg, **run(cfg, device=device, progress=not quick, **kw)}
+    return _CACHE[key]
 
 
 def _write_csv(df: pd.DataFrame, outdir, name: str, paths: list) -> None:
@@ -82,7 +111,7 @@ def _long(traj, **keys) -> pd.DataFrame:
 def fig_scan_snap_maps(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
     """Fig. 7: lowest-layer attention maps (batch element 0 of training chunk 101) per model and
     logged step; the table has each map's entropy and its Frobenius change since the previous one."""
-    res = results("scan-snap", quick, device, corpus)
+    res = results("scan-snap", quick, device, corpus, store=_runs_dir(outdir))
     maps = res["maps"]
     layers = sorted(maps)
     steps = sorted(next(iter(maps.values())))
@@ -107,7 +136,7 @@ def fig_scan_snap_maps(outdir, quick: bool = True, *, device: str = "auto", corp
 
 def fig_scan_snap_entropy_vs_lr(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
     """Fig. 10: validation attention entropy of 1-layer models vs SGD learning rate, mean +- 1 std over seeds."""
-    res = results("scan-snap", quick, device, corpus)
+    res = results("scan-snap", quick, device, corpus, store=_runs_dir(outdir))
     df = res["sweep"]
     g = df.groupby("lr")["entropy"].agg(["mean", "std"]).reset_index()
     fig, ax = plt.subplots(figsize=(4.2, 3.2))
@@ -144,14 +173,14 @@ def _layer_panels(trajs: dict, title, outdir, name):
 def fig_joma_entropy(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
     """Fig. 6: per-layer validation attention entropy (top) and fc1 stable rank (bottom) over
     training, one panel per depth. Returns the long table (n_layer, step, layer, entropy, ...)."""
-    res = results("joma", quick, device, corpus)
+    res = results("joma", quick, device, corpus, store=_runs_dir(outdir))
     _layer_panels(res["depth"], lambda L: f"Layers: {L}", outdir, "wikitext_fig6_entropy.png")
     return pd.concat([_long(t, n_layer=L) for L, t in res["depth"].items()], ignore_index=True)
 
 
 def fig_joma_lr_sweep(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
     """Fig. 8: the same for the ``sweep_layers``-layer model at each Adam learning rate."""
-    res = results("joma", quick, device, corpus)
+    res = results("joma", quick, device, corpus, store=_runs_dir(outdir))
     _layer_panels(res["sweep"], lambda lr: f"lr: {lr:g}", outdir, "wikitext_fig8_lr_sweep.png")
     return pd.concat([_long(t, lr=lr) for lr, t in res["sweep"].items()], ignore_index=True)
 
@@ -176,7 +205,7 @@ def _summaries(res) -> pd.DataFrame:
 def fig_topic_ratios(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
     """Same-topic / different-topic ratios (embedding cosine, dot product, attention) per
     threshold, trained masked LM vs its random initialisation."""
-    res = results("topic", quick, device, corpus)
+    res = results("topic", quick, device, corpus, store=_runs_dir(outdir))
     df = res["table"]
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
     for ax, stat in zip(axes, ("cosine", "dot", "attention")):
@@ -213,7 +242,8 @@ def make_realtext_figures(paper: str, outdir, *, quick: bool = True, device: str
     elif paper == "joma":
         _write_csv(fig_joma_entropy(out, quick, **kw), out, "wikitext_fig6_entropy.csv", paths)
         _write_csv(fig_joma_lr_sweep(out, quick, **kw), out, "wikitext_fig8_lr_sweep.csv", paths)
-        _write_csv(_summaries(results("joma", quick, device, corpus)), out, "wikitext_fig6_fig8_summary.csv", paths)
+        summary = _summaries(results("joma", quick, device, corpus, store=_runs_dir(out)))
+        _write_csv(summary, out, "wikitext_fig6_fig8_summary.csv", paths)
         names = ["wikitext_fig6_entropy.png", "wikitext_fig8_lr_sweep.png"]
     else:
         _write_csv(fig_topic_ratios(out, quick, **kw), out, "wikitext_topic_ratios.csv", paths)

@@ -4,6 +4,7 @@ failed cells recorded, local processes or Ray).
 
 >>> from figures.sweep import sweep
 >>> ds = sweep("scb", {"eta_V": [0.02, 0.05]}, seeds=2, store="runs/scb-lr", overrides=["steps=200"])
+>>> ds = sweep("joma", {"lr": [1e-4, 1e-3]}, kind="text", store="runs/joma-lr")  # real text (Fig. 8 run)
 
 Every cell's config is validated and its resource estimate checked (``theory.limits``) before any
 cell runs: a bad grid value is a ``ConfigError`` naming its field.
@@ -21,9 +22,9 @@ from theory.limits import check
 
 from .papers import get
 
-__all__ = ["sweep", "plan", "train_cell", "ode_cell", "parse_grid", "KINDS"]
+__all__ = ["sweep", "plan", "train_cell", "ode_cell", "parse_grid", "text_base", "KINDS"]
 
-KINDS = {"train": "figures.sweep:train_cell", "ode": "figures.sweep:ode_cell"}
+KINDS = {"train": "figures.sweep:train_cell", "ode": "figures.sweep:ode_cell", "text": "empirical.textrun:text_cell"}
 
 
 def train_cell(paper: str, config: dict, *, variant: str | None = None, device: str = "cpu"):
@@ -44,9 +45,10 @@ def ode_cell(paper: str, config: dict, *, backend: str = "diffrax"):
     return traj
 
 
-def parse_grid(row, specs: Sequence[str]) -> dict[str, list[Any]]:
-    """``["key=v1,v2,...", ...]`` -> ``{key: [typed values]}`` (each value typed as ``--set`` does)."""
-    base = row.Config()
+def parse_grid(row, specs: Sequence[str], base=None) -> dict[str, list[Any]]:
+    """``["key=v1,v2,...", ...]`` -> ``{key: [typed values]}`` (each value typed as ``--set`` does
+    on ``base``, default the row's Config)."""
+    base = row.Config() if base is None else base
     grid: dict[str, list[Any]] = {}
     for spec in specs:
         if "=" not in spec:
@@ -59,25 +61,46 @@ def parse_grid(row, specs: Sequence[str]) -> dict[str, list[Any]]:
     return grid
 
 
+def text_base(paper: str, overrides: Sequence[str] = ()):
+    """``kind="text"``: the real-text run ``paper`` sweeps (:meth:`sweep_run` of its quick
+    protocol: JoMA Fig. 8, Scan & Snap Fig. 10, the topic run) on the active corpus, with
+    ``overrides`` (``--set``) applied; a :class:`~empirical.textrun.TextRunConfig`."""
+    from .realtext import PAPERS, config_for
+
+    if paper not in PAPERS:
+        names = ", ".join(p for p in PAPERS if "_" not in p)
+        raise ConfigError("kind", f"text: {paper} has no real-text runs (only {names})")
+    return config_for(paper, True).sweep_run().with_overrides(list(overrides))
+
+
 def plan(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, seeds: int = 0, overrides: Sequence[str] = (),
          kind: str = "train", variant: str | None = None, device: str = "cpu", backend: str = "diffrax",
          allow_large: bool = False) -> list[Cell]:
-    """The validated cells of a sweep (nothing runs): every cell's config is built and checked."""
+    """The validated cells of a sweep (nothing runs): every cell's config is built and checked.
+    ``kind="text"`` sweeps the paper's real-text run (:func:`text_base`) instead of its Config."""
     check_choice("kind", kind, tuple(KINDS))
     row = get(paper)
     row.check_variant(variant)
-    if not isinstance(grid, Mapping):
-        grid = parse_grid(row, grid)
     if seeds < 0:
         raise ConfigError("seeds", f"must be >= 0, got {seeds}")
-    base = row.Config().with_overrides(list(overrides))
+    base = text_base(row.name, overrides) if kind == "text" else row.Config().with_overrides(list(overrides))
+    if not isinstance(grid, Mapping):
+        grid = parse_grid(row, grid, base)
     if seeds and not hasattr(base, "seed"):
         raise ConfigError("seeds", f"{paper}'s config has no seed field")
-    options = {"variant": variant, "device": device} if kind == "train" else {"backend": backend}
-    cells = grid_cells(row.name, base.to_dict(), grid, seeds=seeds, kind=kind, options=options)
+    options = {"backend": backend} if kind == "ode" else {"variant": variant, "device": device}
+    if kind == "text":
+        from empirical.textrun import cell_config
+
+        options = {"device": device}
+        base_dict = cell_config(base)
+    else:
+        base_dict = base.to_dict()
+    cells = grid_cells(row.name, base_dict, grid, seeds=seeds, kind=kind, options=options)
     for c in cells:  # the validation pass: every cell, before any runs
-        cfg = row.Config.from_dict(c.config, field="grid")
-        check(row.name, cfg, "train" if kind == "train" else "simulate", allow_large=allow_large)
+        cfg = type(base).from_dict(c.config, field="grid")
+        if kind != "text":
+            check(row.name, cfg, "train" if kind == "train" else "simulate", allow_large=allow_large)
     return cells
 
 
