@@ -58,16 +58,20 @@ class Batch:
         return n, self.counts[real].reshape(R, -1, S)
 
 
-def _softmax_last(a: np.ndarray, ones: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """``weight[..., None] * softmax(a)`` over the last axis, in place of ``a``. Unshifted when every
-    row sum of ``exp`` is a normal number (then it equals the shifted one to round-off); shifted by
-    the row max otherwise."""
-    e = np.exp(a)
+def _softmax_last(a: np.ndarray, ones: np.ndarray, weight: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``weight[..., None] * softmax(a)`` over the last axis, into ``out`` (``a`` may be overwritten).
+    Unshifted when every row sum of ``exp`` is a normal number well above underflow (then it equals
+    the shifted softmax to round-off); shifted by the row max otherwise."""
+    e = np.exp(a, out=out)
     s = e @ ones
-    if not (np.isfinite(s).all() and s.min() > 1e-290):
+    if not (np.isfinite(s).all() and s.min() > np.finfo(s.dtype).tiny * 1e6):
         a -= a.max(-1, keepdims=True)
-        e = np.exp(a, out=a)
+        e = np.exp(a, out=out)
         s = e @ ones
+        if not np.isfinite(s).all():  # NaN/inf logits: a parameter is no longer finite
+            from theory.errors import DivergenceError
+
+            raise DivergenceError(-1, "non-finite parameters in count-vector SGD")
     e *= (weight / s)[..., None]
     return e
 
@@ -109,6 +113,11 @@ class CountSGD:
         self.vY = np.zeros((R, self._ctx, Mo), self.dtype)  # momentum on the rows that move
         self.vZ = np.zeros((R, len(self._qrows), Mi), self.dtype)
         self._buffer: list[Batch] = []
+        self._scratch = None
+        self.steps_done = 0
+        self._onesP = np.ones(0, self.dtype)
+        q = self._qrows
+        self._zrows = slice(q[0], q[-1] + 1) if np.array_equal(q, np.arange(q[0], q[-1] + 1)) else q
         self._k = np.arange(K)
         self._ones = (np.ones(self.sup.shape[1], self.dtype), np.ones(Mo, self.dtype))
 
@@ -139,10 +148,19 @@ class CountSGD:
                     c[sel] = smp.sample(self.rng, int(sel.sum())).T
         return [Batch(m[i], counts[i], masks[i].astype(self.dtype)) for i in reversed(range(steps))]
 
+    def _buffer_arrays(self, shape):
+        """Two scratch arrays of ``shape`` (the (R, K, P, M_out) decoder logits, the largest arrays
+        of a step), reused across steps: fresh ones would be page-faulted in every step."""
+        size = int(np.prod(shape))
+        if self._scratch is None or self._scratch.shape[1] < size:
+            self._scratch = np.empty((2, size), self.dtype)
+        return self._scratch[0, :size].reshape(shape), self._scratch[1, :size].reshape(shape)
+
     # -- gradient --------------------------------------------------------------------------------
     def _parts(self, batch: Batch):
-        """Ascent gradient of J on the rows that move: ``gY_common`` (R, C, M_out), ``gY_dt`` (R, K,
-        U, M_out), ``gZ_rows`` (R, n_query, M_in) (spec §1.3, §2.4; batch mean)."""
+        """Ascent gradient of J on the rows that move: ``gY`` on the common + DT rows (R, C + K U,
+        M_out), ``gZ`` on the query rows (R, n_query, M_in) (spec §1.3, §2.4; batch mean). A
+        non-finite parameter shows in the decoder softmax: :class:`DivergenceError`."""
         R, K, P, S = batch.counts.shape
         C, Mo = self.C, self.task.M_out
         one_s, one_o = self._ones  # row sums as matvecs (numpy's short-axis reductions are slow)
@@ -154,44 +172,50 @@ class CountSGD:
         f = mix / nrm  # LN(X^T b)
         Yc = self.Y[:, None, :C]  # common rows (R, 1, C, M_out)
         Yd = self.Y[:, C:self._ctx].reshape(R, K, self.U, Mo)  # DT rows of each class
-        a = f[..., :C] @ Yc
-        a += f[..., C:] @ Yd  # decoder logits Y^T f: (R, K, P, M_out)
-        d = _softmax_last(a, one_o, -batch.mask)  # -alpha; placeholder slots weighted 0
-        d[:, self._k, :, self.task.label] += batch.mask.transpose(1, 0, 2)  # dJ/dlogits = e_n - alpha
+        a, tmp = self._buffer_arrays((R, K, P, Mo))
+        np.matmul(f[..., :C], Yc, out=a)
+        a += np.matmul(f[..., C:], Yd, out=tmp)  # decoder logits Y^T f: (R, K, P, M_out)
+        d = _softmax_last(a, one_o, batch.mask * (-1.0 / self.B), out=tmp)  # -alpha / B; placeholders 0
+        d[:, self._k, :, self.task.label] += batch.mask.transpose(1, 0, 2) / self.B  # (e_n - alpha) / B
         g = np.empty_like(f)
         np.matmul(d, Yc.transpose(0, 1, 3, 2), out=g[..., :C])  # dJ/df = Y (e_n - alpha) on the support
         np.matmul(d, Yd.transpose(0, 1, 3, 2), out=g[..., C:])
         dmix = (g - f * ((f * g) @ one_s)[..., None]) / nrm  # through the l2 normalisation
         dlog = mix * (dmix - ((mix * dmix) @ one_s)[..., None])  # through the softmax over tokens
-        gYc = f[..., :C].reshape(R, K * P, C).transpose(0, 2, 1) @ d.reshape(R, K * P, Mo)
-        gYd = f[..., C:].transpose(0, 1, 3, 2) @ d
-        B = self.B
-        gZ = np.bincount(self._gz_index.reshape(-1), (np.ones(P, self.dtype) @ dlog).reshape(-1), self.vZ.size)
-        return gYc / B, gYd / B, (gZ / B).reshape(self.vZ.shape).astype(self.dtype, copy=False)
+        gY = np.empty((R, self._ctx, Mo), self.dtype)  # rows common + DT (the others stay 0)
+        np.matmul(f[..., :C].reshape(R, K * P, C).transpose(0, 2, 1), d.reshape(R, K * P, Mo), out=gY[:, :C])
+        np.matmul(f[..., C:].transpose(0, 1, 3, 2), d, out=gY[:, C:].reshape(R, K, self.U, Mo))
+        gZ = np.bincount(self._gz_index.reshape(-1), (self._ones_p(P) @ dlog).reshape(-1), self.vZ.size)
+        return gY, gZ.reshape(self.vZ.shape).astype(self.dtype, copy=False)
+
+    def _ones_p(self, P):
+        if self._onesP.size != P:
+            self._onesP = np.ones(P, self.dtype)
+        return self._onesP
 
     def gradient(self, batch: Batch):
         """Batch-mean ascent gradient of J per run, ``(gY, gZ)`` shaped like ``Y``, ``Z``."""
-        gYc, gYd, gZr = self._parts(batch)
+        gYr, gZr = self._parts(batch)
         gY, gZ = np.zeros_like(self.Y), np.zeros_like(self.Z)
-        gY[:, :self.C] = gYc
-        gY[:, self.C:self._ctx] = gYd.reshape(self.R, -1, gY.shape[-1])
+        gY[:, :self._ctx] = gYr
         gZ[:, self._qrows] = gZr
         return gY, gZ
 
     def step(self):
-        gYc, gYd, gZr = self._parts(self.sample())
-        R, C, ctx = self.R, self.C, self._ctx
-        self.vY *= self.mu
-        self.vY[:, :C] += gYc
-        self.vY[:, C:] += gYd.reshape(R, ctx - C, -1)
-        self.vZ *= self.mu
-        self.vZ += gZr
-        self.Y[:, :ctx] += self.lr_Y * self.vY
-        self.Z[:, self._qrows] += self.lr_Z * self.vZ
-        if not (np.isfinite(gYc.sum() + gYd.sum()) and np.isfinite(gZr.sum())):
-            from theory.errors import DivergenceError
+        from theory.errors import DivergenceError
 
-            raise DivergenceError(-1, "non-finite gradient in count-vector SGD")
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):  # overflow: the softmax falls back; NaN: raised
+                gY, gZ = self._parts(self.sample())
+        except DivergenceError as exc:
+            raise DivergenceError(self.steps_done, exc.message) from None
+        self.steps_done += 1
+        self.vY *= self.mu
+        self.vY += gY
+        self.vZ *= self.mu
+        self.vZ += gZ
+        self.Y[:, :self._ctx] += self.lr_Y * self.vY
+        self.Z[:, self._zrows] += self.lr_Z * self.vZ  # a slice when the query rows are contiguous
 
     def run(self, steps: int, snapshots=()):
         """``steps`` SGD steps; returns ``{step: Z copy}`` at each step in ``snapshots`` (before it)."""
