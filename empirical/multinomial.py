@@ -86,16 +86,15 @@ class MultinomialSampler:
         self.n, self.S = int(n), p.size
         self.levels, self.pi, self.table = _tables(self.n, tuple((p / p.sum()).tolist()))
         self._plan = self._make_plan()
-        m = np.arange(self.n + 1)
-        self._tri = m * (m + 1) // 2
-        self._base = (np.arange(self.S - 1) * ((self.n + 1) * (self.n + 2) // 2))[:, None]
+        L = np.arange(self.n + 2)  # row (node v, count m = L - 1) starts at v * per_node + m (m + 1) / 2
+        self._start = np.arange(self.S - 1)[:, None] * ((self.n + 1) * (self.n + 2) // 2) + (L - 1) * L // 2
 
     def _make_plan(self):
         """Per level: node ids (into ``pi``/the table), and where each child's count goes — the next
         level's node slot or a leaf column."""
         plan, base = [], 0
         for li, level in enumerate(self.levels):
-            ids = np.arange(base, base + len(level))
+            ids = slice(base, base + len(level))
             base += len(level)
             nxt = {(lo, hi): i for i, (lo, _, hi) in enumerate(self.levels[li + 1])} if li + 1 < len(self.levels) else {}
             to_next, to_leaf = [], []
@@ -111,19 +110,23 @@ class MultinomialSampler:
     def sample(self, rng: np.random.Generator, N: int) -> np.ndarray:
         """(S, N) int64 counts: column i is one draw (the transpose of numpy's layout)."""
         out = np.empty((self.S, N), np.int64)
-        m = np.full((1, N), self.n, np.int64)
+        size = np.full((1, N), self.n + 1, np.int64)  # carried: a node's count + 1 (its pmf's length)
         u = rng.random((self.S - 1, N)) if self.table is not None else None
         for ids, nxt_rows, leaf_rows, leaves in self._plan:
+            V = ids.stop - ids.start
             if u is None:
-                k = rng.binomial(m, self.pi[ids][:, None])
-            else:
+                k = rng.binomial(size - 1, self.pi[ids][:, None])
+            else:  # Walker: j ~ U{0..m}, kept with probability prob, else alias (one uniform per key)
                 prob, alias = self.table
                 x = u[ids]
-                x *= m + 1
+                x *= size
                 j = x.astype(np.int64)
-                idx = self._tri[m] + self._base[ids] + j  # row (node, m) starts at node * row + m(m+1)/2
-                k = np.where(x - j < prob[idx], j, alias[idx])
-            kids = np.concatenate([k, m - k])
-            out[leaves] = kids[leaf_rows]
-            m = kids[nxt_rows]
+                x -= j
+                idx = self._start[ids][np.arange(V)[:, None], size] + j
+                k = np.where(x < prob[idx], j, alias[idx])
+            kids = np.empty((2 * V, N), np.int64)
+            np.add(k, 1, out=kids[:V])
+            np.subtract(size, k, out=kids[V:])
+            out[leaves] = kids[leaf_rows] - 1
+            size = kids[nxt_rows]
         return out

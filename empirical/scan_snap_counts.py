@@ -25,6 +25,7 @@ g``, first step ``v = g``; ``theta += lr v`` is descent on the CE), init zero or
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,7 +113,7 @@ class CountSGD:
         self._onehot = np.eye(Mo, dtype=self.dtype)[task.label]  # (K, M_out)
         self.vY = np.zeros((R, self._ctx, Mo), self.dtype)  # momentum on the rows that move
         self.vZ = np.zeros((R, len(self._qrows), Mi), self.dtype)
-        self._buffer: list[Batch] = []
+        self._block, self._next = None, 0
         self._scratch = None
         self.steps_done = 0
         self._onesP = np.ones(0, self.dtype)
@@ -126,32 +127,36 @@ class CountSGD:
         """The next step's minibatch per run. Drawn ahead for a block of steps (:data:`BLOCK_ROWS`
         samples at a time: the data do not depend on the parameters), which changes the random
         stream, not the law."""
-        if not self._buffer:
-            self._buffer = self._draw_block()
-        return self._buffer.pop()
+        if self._block is None or self._next == len(self._block[0]):
+            self._draw_block()
+        m, offset, rows = self._block
+        i, self._next = self._next, self._next + 1
+        m, offset = m[i], offset[i]
+        slot = np.arange(m.max())
+        # slot p of (r, k) is row offset + p of the block; slots past m[r, k] hold any other row
+        # (a placeholder: weight 0)
+        counts = rows[np.minimum(offset[..., None] + slot, len(rows) - 1)]
+        return Batch(m, counts, (slot < m[..., None]).astype(self.dtype))
 
-    def _draw_block(self) -> list[Batch]:
+    def _draw_block(self):
         R, B, K, S = self.R, self.B, self.task.K, self.sup.shape[1]
         steps = max(1, BLOCK_ROWS // (R * B))
         m = self.rng.multinomial(B, np.full(K, 1.0 / K), size=(steps, R))  # classes i.i.d. uniform
-        masks = [np.arange(m[i].max()) < m[i][..., None] for i in range(steps)]  # (R, K, P) real slots
-        counts = [np.ones(mk.shape + (S,), np.int64) for mk in masks]  # placeholder on weight-0 slots
+        offset = (np.cumsum(m.reshape(-1)) - m.reshape(-1)).reshape(m.shape)  # rows ordered (step, run, class)
         if len(self._groups) == 1:  # one support distribution: every row of the block in one draw
-            rows, start = self._groups[0][1].sample(self.rng, steps * R * B).T, 0
-            for mk, c in zip(masks, counts):
-                c[mk] = rows[start:start + R * B]
-                start += R * B
+            rows = self._groups[0][1].sample(self.rng, steps * R * B).T.astype(self.dtype)
         else:
-            for mk, c in zip(masks, counts):
-                for ks, smp in self._groups:
-                    sel = mk & np.isin(np.arange(K), ks)[None, :, None]
-                    c[sel] = smp.sample(self.rng, int(sel.sum())).T
-        return [Batch(m[i], counts[i], masks[i].astype(self.dtype)) for i in reversed(range(steps))]
+            cls = np.repeat(np.tile(np.arange(K), steps * R), m.reshape(-1))
+            rows = np.empty((steps * R * B, S), self.dtype)
+            for ks, smp in self._groups:
+                sel = np.isin(cls, ks)
+                rows[sel] = smp.sample(self.rng, int(sel.sum())).T
+        self._block, self._next = (m, offset, rows), 0
 
     def _buffer_arrays(self, shape):
         """Two scratch arrays of ``shape`` (the (R, K, P, M_out) decoder logits, the largest arrays
         of a step), reused across steps: fresh ones would be page-faulted in every step."""
-        size = int(np.prod(shape))
+        size = math.prod(shape)
         if self._scratch is None or self._scratch.shape[1] < size:
             self._scratch = np.empty((2, size), self.dtype)
         return self._scratch[0, :size].reshape(shape), self._scratch[1, :size].reshape(shape)
