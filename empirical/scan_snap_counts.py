@@ -44,8 +44,8 @@ BLOCK_ROWS = 8192
 @dataclass
 class Batch:
     """One minibatch per run in class-slot layout: ``m`` (R, K) class counts (sum B), ``counts``
-    (R, K, P, S) support counts of slot ``p < m[r, k]`` (sum T - 1; other slots hold a placeholder),
-    ``mask`` (R, K, P) 1.0 on the real slots."""
+    (R, K, P, S) support counts (integers stored as floats) of slot ``p < m[r, k]`` (sum T - 1;
+    other slots hold a placeholder), ``mask`` (R, K, P) 1.0 on the real slots."""
 
     m: np.ndarray
     counts: np.ndarray
@@ -103,14 +103,12 @@ class CountSGD:
             raise ValueError("CountSGD needs the official layout: support = common tokens + a DT block per class")
         self.C, self.U, self._ctx = C, U, C + K * U
         self.sup_p = np.take_along_axis(task.P, self.sup, 1)
-        groups: dict[tuple, list[int]] = {}  # classes sharing one support distribution share a sampler
-        for k in range(K):
-            groups.setdefault(tuple(self.sup_p[k]), []).append(k)
-        self._groups = [(np.array(ks), MultinomialSampler(task.config.T - 1, p)) for p, ks in groups.items()]
+        if not np.all(self.sup_p == self.sup_p[0]):
+            raise ValueError("CountSGD needs one support distribution for every class (the official generator)")
+        self._sampler = MultinomialSampler(task.config.T - 1, self.sup_p[0])
         self._qrows, qi = np.unique(task.query, return_inverse=True)  # the rows of Z that move
         self._zk = (np.arange(R)[:, None, None] * Mi * Mi + task.query[:, None] * Mi + self.sup)  # (R, K, S)
         self._gz_index = (np.arange(R)[:, None, None] * len(self._qrows) + qi[:, None]) * Mi + self.sup
-        self._onehot = np.eye(Mo, dtype=self.dtype)[task.label]  # (K, M_out)
         self.vY = np.zeros((R, self._ctx, Mo), self.dtype)  # momentum on the rows that move
         self.vZ = np.zeros((R, len(self._qrows), Mi), self.dtype)
         self._block, self._next = None, 0
@@ -139,18 +137,11 @@ class CountSGD:
         return Batch(m, counts, (slot < m[..., None]).astype(self.dtype))
 
     def _draw_block(self):
-        R, B, K, S = self.R, self.B, self.task.K, self.sup.shape[1]
+        R, B, K = self.R, self.B, self.task.K
         steps = max(1, BLOCK_ROWS // (R * B))
         m = self.rng.multinomial(B, np.full(K, 1.0 / K), size=(steps, R))  # classes i.i.d. uniform
         offset = (np.cumsum(m.reshape(-1)) - m.reshape(-1)).reshape(m.shape)  # rows ordered (step, run, class)
-        if len(self._groups) == 1:  # one support distribution: every row of the block in one draw
-            rows = self._groups[0][1].sample(self.rng, steps * R * B).T.astype(self.dtype)
-        else:
-            cls = np.repeat(np.tile(np.arange(K), steps * R), m.reshape(-1))
-            rows = np.empty((steps * R * B, S), self.dtype)
-            for ks, smp in self._groups:
-                sel = np.isin(cls, ks)
-                rows[sel] = smp.sample(self.rng, int(sel.sum())).T
+        rows = self._sampler.sample(self.rng, steps * R * B).T.astype(self.dtype)  # every row of the block
         self._block, self._next = (m, offset, rows), 0
 
     def _buffer_arrays(self, shape):
@@ -171,10 +162,8 @@ class CountSGD:
         one_s, one_o = self._ones  # row sums as matvecs (numpy's short-axis reductions are slow)
         zs = self.Z.reshape(-1)[self._zk]  # z_{psi(k), l}: (R, K, S)
         ez = np.exp(zs - zs.max(-1, keepdims=True))
-        w = ez[:, :, None, :] * batch.counts  # q o e^{z}: (R, K, P, S)
-        mix = w / (w @ one_s)[..., None]  # X^T b on the support (spec §1.3)
-        nrm = np.sqrt((mix * mix) @ one_s)[..., None]
-        f = mix / nrm  # LN(X^T b)
+        w = ez[:, :, None, :] * batch.counts  # q o e^{z}, proportional to X^T b (spec §1.3): (R, K, P, S)
+        f = w / np.sqrt((w * w) @ one_s)[..., None]  # LN(X^T b)
         Yc = self.Y[:, None, :C]  # common rows (R, 1, C, M_out)
         Yd = self.Y[:, C:self._ctx].reshape(R, K, self.U, Mo)  # DT rows of each class
         a, tmp = self._buffer_arrays((R, K, P, Mo))
@@ -185,8 +174,10 @@ class CountSGD:
         g = np.empty_like(f)
         np.matmul(d, Yc.transpose(0, 1, 3, 2), out=g[..., :C])  # dJ/df = Y (e_n - alpha) on the support
         np.matmul(d, Yd.transpose(0, 1, 3, 2), out=g[..., C:])
-        dmix = (g - f * ((f * g) @ one_s)[..., None]) / nrm  # through the l2 normalisation
-        dlog = mix * (dmix - ((mix * dmix) @ one_s)[..., None])  # through the softmax over tokens
+        # through LN and the softmax over tokens: with x = X^T b, dJ/dx = P_perp(f) g / |x|, and the
+        # softmax Jacobian diag(x) - x x^T (Eqn. 3's proof) gives x o dJ/dx (x . dJ/dx = 0), i.e.
+        dlog = g - f * ((f * g) @ one_s)[..., None]
+        dlog *= f  # dJ/dz_{psi, l} per sample = f o P_perp(f) g
         gY = np.empty((R, self._ctx, Mo), self.dtype)  # rows common + DT (the others stay 0)
         np.matmul(f[..., :C].reshape(R, K * P, C).transpose(0, 2, 1), d.reshape(R, K * P, Mo), out=gY[:, :C])
         np.matmul(f[..., C:].transpose(0, 1, 3, 2), d, out=gY[:, C:].reshape(R, K, self.U, Mo))
