@@ -18,26 +18,28 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["MultinomialSampler", "TABLE_LIMIT"]
+__all__ = ["MultinomialSampler", "TABLE_LIMIT", "alias_table"]
 
 #: Largest alias table (entries) built; beyond it the tree uses ``Generator.binomial``.
 TABLE_LIMIT = 2_000_000
 
 
-def _alias(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Vose's alias table of the pmf ``q`` (L,): ``(prob (L,), alias (L,))``; draw ``j ~ U{0..L-1}``,
-    keep ``j`` with probability ``prob[j]``, else take ``alias[j]``."""
+def alias_table(p) -> tuple[np.ndarray, np.ndarray]:
+    """Walker/Vose alias table of a distribution ``p`` (L,): ``(accept (L,), alias (L,))``; a draw is
+    ``j = floor(L u)``, then ``j`` if the fractional part of ``L u`` (or a second uniform) is below
+    ``accept[j]``, else ``alias[j]``. Pure-Python lists: the table is built once per (n, p)."""
+    q = np.asarray(p, np.float64)
     L = q.size
     scaled = (q * (L / q.sum())).tolist()
-    prob, alias = [1.0] * L, list(range(L))
+    accept, alias = [1.0] * L, list(range(L))
     small = [i for i in range(L) if scaled[i] < 1.0]
     large = [i for i in range(L) if scaled[i] >= 1.0]
     while small and large:
         s, g = small.pop(), large.pop()
-        prob[s], alias[s] = scaled[s], g
+        accept[s], alias[s] = scaled[s], g
         scaled[g] -= 1.0 - scaled[s]
         (small if scaled[g] < 1.0 else large).append(g)
-    return prob, alias  # leftovers keep prob 1 (round-off)
+    return np.array(accept), np.array(alias)  # leftovers keep accept 1 (round-off)
 
 
 def _tree_levels(S: int) -> list[list[tuple[int, int, int]]]:
@@ -67,12 +69,14 @@ def _tables(n: int, p: tuple[float, ...]):
     if len(nodes) * (n + 1) * (n + 2) // 2 > TABLE_LIMIT:
         return levels, np.array(pis), None
     probs, aliases = [], []
+    k = np.arange(n + 1)
     for pi in pis:
+        pmf = binom.pmf(k[None, :], k[:, None], pi)  # row m: Bin(m, pi) on 0..m (0 past m)
         for m in range(n + 1):
-            pr, al = _alias(binom.pmf(np.arange(m + 1), m, pi))
-            probs += pr
-            aliases += al
-    return levels, np.array(pis), (np.array(probs), np.array(aliases, np.int64))
+            pr, al = alias_table(pmf[m, :m + 1])
+            probs.append(pr)
+            aliases.append(al)
+    return levels, np.array(pis), (np.concatenate(probs), np.concatenate(aliases))
 
 
 class MultinomialSampler:
