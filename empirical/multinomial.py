@@ -100,7 +100,8 @@ class MultinomialSampler:
         for li, level in enumerate(self.levels):
             ids = slice(base, base + len(level))
             base += len(level)
-            nxt = {(lo, hi): i for i, (lo, _, hi) in enumerate(self.levels[li + 1])} if li + 1 < len(self.levels) else {}
+            below = self.levels[li + 1] if li + 1 < len(self.levels) else []
+            nxt = {(lo, hi): i for i, (lo, _, hi) in enumerate(below)}
             to_next, to_leaf = [], []
             for i, (lo, mid, hi) in enumerate(level):
                 for c, (a, b) in enumerate(((lo, mid), (mid, hi))):

@@ -295,7 +295,8 @@ def train_grid(config: ScanSnapConfig, eta_Z: list[float], ratios: list[float], 
     """Train ``len(eta_Z) x len(ratios) x seeds`` runs of ``config`` (eta_Y = ratio * eta_Z) as one
     batched computation (counts path unless ``config.path == "sequences"``). ``engine="numpy"``
     runs the count-vector SGD of :mod:`empirical.scan_snap_counts` (cost independent of T; SGD and
-    the counts path only, CPU, float64 or float32 as ``dtype``; other random streams than torch's). Returns a dict with
+    the counts path only, CPU, float64 or float32 as ``dtype``; the same algorithm on other random
+    streams than torch's). Returns a dict with
     ``eta_Z``, ``ratio``, ``seed`` (R,) arrays, ``final`` (observables dict of (R,) arrays) and
     ``Z`` snapshots {step: (R, M_in, M_in)}. Runs are independent (own data, own init); the whole
     grid is seeded by ``config.seed``."""
@@ -308,7 +309,8 @@ def train_grid(config: ScanSnapConfig, eta_Z: list[float], ratios: list[float], 
             raise ConfigError("eta_Z", f"learning rates and ratios must be > 0, got {v}")
     check_choice("engine", engine, ("torch", "numpy"))
     if engine == "numpy":
-        return _train_grid_numpy(config, eta_Z, ratios, seeds, snapshots, np.float32 if dtype == torch.float32 else np.float64)
+        np_dtype = np.float32 if dtype == torch.float32 else np.float64
+        return _train_grid_numpy(config, eta_Z, ratios, seeds, snapshots, np_dtype)
     with torch_threads(1):
         return _train_grid(config, eta_Z, ratios, seeds, resolve_device(device), snapshots, dtype)
 

@@ -98,8 +98,8 @@ def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds
         from empirical.trainer import resolve_device
 
         dev = resolve_device(device)
-        t = fig6_table(panels, seeds, float32=quick, zero_init=zero_init, engine="numpy" if dev.type == "cpu" else "torch",
-                       device=str(dev), store=store, workers=workers, ray=ray)
+        t = fig6_table(panels, seeds, float32=quick, zero_init=zero_init, device=str(dev), store=store,
+                       engine="numpy" if dev.type == "cpu" else "torch", workers=workers, ray=ray)
         tables = [t[t.num_last == nl] for nl in panels]
     fig, axes = _plt().subplots(1, len(panels), figsize=(4 * len(panels), 3.2), squeeze=False)
     for ax, nl, g in zip(axes[0], panels, tables):

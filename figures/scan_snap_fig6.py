@@ -90,7 +90,7 @@ def fig6_table(panels=FIG6_GRID["num_last"], seeds: int = 10, *, float32: bool =
     mean, std, count) of the final DT entropy (std over seeds, ddof 1, as pandas). ``store``: the
     result folder (resumable; None: a temporary one); ``progress(key, status, error)`` is called for
     each cell computed; ``cell_fn`` ("module:function") replaces :func:`fig6_cell` (tests)."""
-    from empirical.sweeps import read_index, run_cells
+    from empirical.sweeps import run_cells
 
     cells = fig6_cells(panels, seeds, float32=float32, zero_init=zero_init, engine=engine, device=device,
                        steps=steps, eta_Z=eta_Z, ratios=ratios)
