@@ -127,8 +127,10 @@ class MultinomialSampler:
                 x *= size
                 j = x.astype(np.int64)
                 x -= j
-                idx = self._start[ids][np.arange(V)[:, None], size] + j
-                k = np.where(x < prob[idx], j, alias[idx])
+                idx = np.take_along_axis(self._start[ids], size, 1)  # row (node, m) of the table
+                idx += j
+                k = np.take(alias, idx)
+                np.copyto(k, j, where=x < np.take(prob, idx))
             kids = np.empty((2 * V, N), np.int64)
             np.add(k, 1, out=kids[:V])
             np.subtract(size, k, out=kids[V:])

@@ -127,14 +127,9 @@ class CountSGD:
         stream, not the law."""
         if self._block is None or self._next == len(self._block[0]):
             self._draw_block()
-        m, offset, rows = self._block
         i, self._next = self._next, self._next + 1
-        m, offset = m[i], offset[i]
-        slot = np.arange(m.max())
-        # slot p of (r, k) is row offset + p of the block; slots past m[r, k] hold any other row
-        # (a placeholder: weight 0)
-        counts = rows[np.minimum(offset[..., None] + slot, len(rows) - 1)]
-        return Batch(m, counts, (slot < m[..., None]).astype(self.dtype))
+        m, counts, mask = self._block
+        return Batch(m[i], counts[i], mask[i])
 
     def _draw_block(self):
         R, B, K = self.R, self.B, self.task.K
@@ -142,7 +137,11 @@ class CountSGD:
         m = self.rng.multinomial(B, np.full(K, 1.0 / K), size=(steps, R))  # classes i.i.d. uniform
         offset = (np.cumsum(m.reshape(-1)) - m.reshape(-1)).reshape(m.shape)  # rows ordered (step, run, class)
         rows = self._sampler.sample(self.rng, steps * R * B).T.astype(self.dtype)  # every row of the block
-        self._block, self._next = (m, offset, rows), 0
+        slot = np.arange(m.max())
+        # slot p of (step, r, k) is row offset + p; slots past m hold any other row (a placeholder,
+        # weight 0)
+        counts = rows[np.minimum(offset[..., None] + slot, len(rows) - 1)]  # (steps, R, K, P, S)
+        self._block, self._next = (m, counts, (slot < m[..., None]).astype(self.dtype)), 0
 
     def _buffer_arrays(self, shape):
         """Two scratch arrays of ``shape`` (the (R, K, P, M_out) decoder logits, the largest arrays
