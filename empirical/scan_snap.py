@@ -295,7 +295,8 @@ def train_grid(config: ScanSnapConfig, eta_Z: list[float], ratios: list[float], 
     """Train ``len(eta_Z) x len(ratios) x seeds`` runs of ``config`` (eta_Y = ratio * eta_Z) as one
     batched computation (counts path unless ``config.path == "sequences"``). ``engine="numpy"``
     runs the count-vector SGD of :mod:`empirical.scan_snap_counts` (cost independent of T; SGD and
-    the counts path only, float64, CPU; other random streams than torch's). Returns a dict with
+    the counts path only, CPU, float64 or float32 as ``dtype``; the same algorithm on other random
+    streams than torch's). Returns a dict with
     ``eta_Z``, ``ratio``, ``seed`` (R,) arrays, ``final`` (observables dict of (R,) arrays) and
     ``Z`` snapshots {step: (R, M_in, M_in)}. Runs are independent (own data, own init); the whole
     grid is seeded by ``config.seed``."""
@@ -308,7 +309,8 @@ def train_grid(config: ScanSnapConfig, eta_Z: list[float], ratios: list[float], 
             raise ConfigError("eta_Z", f"learning rates and ratios must be > 0, got {v}")
     check_choice("engine", engine, ("torch", "numpy"))
     if engine == "numpy":
-        return _train_grid_numpy(config, eta_Z, ratios, seeds, snapshots)
+        np_dtype = np.float32 if dtype == torch.float32 else np.float64
+        return _train_grid_numpy(config, eta_Z, ratios, seeds, snapshots, np_dtype)
     with torch_threads(1):
         return _train_grid(config, eta_Z, ratios, seeds, resolve_device(device), snapshots, dtype)
 
@@ -322,7 +324,7 @@ def _grid_result(combos, Y, Z, snaps, task):
     }
 
 
-def _train_grid_numpy(config, eta_Z, ratios, seeds, snapshots):
+def _train_grid_numpy(config, eta_Z, ratios, seeds, snapshots, dtype=np.float64):
     from .scan_snap_counts import CountSGD
 
     if config.optimizer != "sgd" or config.path != "counts":
@@ -331,12 +333,9 @@ def _train_grid_numpy(config, eta_Z, ratios, seeds, snapshots):
     task = make_task(config)
     combos = list(itertools.product(eta_Z, ratios, range(seeds)))
     eng = CountSGD(task, [c[0] * c[1] for c in combos], [c[0] for c in combos], batch=config.batch,
-                   momentum=config.momentum, zero_init=config.zero_init, rng=np.random.default_rng(config.seed))
-    snaps = {}
-    for s in range(config.steps):
-        if s in snapshots:
-            snaps[s] = eng.Z.copy()
-        eng.step()
+                   momentum=config.momentum, zero_init=config.zero_init, rng=np.random.default_rng(config.seed),
+                   dtype=dtype)
+    snaps = eng.run(config.steps, snapshots)
     snaps[config.steps] = eng.Z.copy()
     return _grid_result(combos, eng.Y, eng.Z, snaps, task)
 

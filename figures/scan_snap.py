@@ -81,14 +81,26 @@ def fig4_heatmaps(outdir=None, quick: bool = True, *, device: str = "auto", step
 
 
 def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds: int | None = None,
-                 zero_init: bool = False) -> pd.DataFrame:
+                 zero_init: bool = False, store=None, workers: int = 1, ray: str | None = None) -> pd.DataFrame:
     """Fig. 6: DT entropy at iteration 100 vs eta_Y/eta_Z in {1, 2, 5, 10}, one line per eta_Z in
     {0.5, 1, 2, 3}, panels #last = 1, 3, 5, 10 (Syn-Medium), SGD momentum 0.9, batch 128, T = 128,
-    default init (official sweep). Quick: 2 seeds in float32; full: 10 seeds in float64. Returns
-    the table (num_last, eta_Z, ratio, mean, std, count)."""
+    default init (official sweep). Quick: 2 seeds in float32; full: 10 seeds in float64. The grid
+    runs through the sweep runner (:mod:`figures.scan_snap_fig6`): ``store`` (a folder: resumable),
+    ``workers`` (local processes), ``ray`` (a cluster address). Returns the table (num_last, eta_Z,
+    ratio, mean, std, count)."""
+    from .scan_snap_fig6 import fig6_table
+
     seeds = seeds or (2 if quick else 10)
     panels = FIG6_GRID["num_last"]
-    tables = [fig6_panel(nl, seeds, device, quick, zero_init) for nl in panels]
+    if store is None and workers == 1 and ray is None:
+        tables = [fig6_panel(nl, seeds, device, quick, zero_init) for nl in panels]
+    else:
+        from empirical.trainer import resolve_device
+
+        dev = resolve_device(device)
+        t = fig6_table(panels, seeds, float32=quick, zero_init=zero_init, device=str(dev), store=store,
+                       engine="numpy" if dev.type == "cpu" else "torch", workers=workers, ray=ray)
+        tables = [t[t.num_last == nl] for nl in panels]
     fig, axes = _plt().subplots(1, len(panels), figsize=(4 * len(panels), 3.2), squeeze=False)
     for ax, nl, g in zip(axes[0], panels, tables):
         for ez in FIG6_GRID["eta_Z"]:

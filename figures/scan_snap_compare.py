@@ -25,6 +25,8 @@ from figures.core import rel_l2
 from figures.report import Claim, Observable, Report
 from theory import scan_snap as ss
 
+from .scan_snap_fig6 import FIG6_GRID
+
 __all__ = ["compare", "compare_data", "COMPARE_TOL", "REDUCED_TOL", "FROZEN_FRACTION", "SNAP_T0_FACTOR", "theory_trajectory",
            "reduced_trajectory", "z_rows_agreement", "momentum_map", "fig6_panel", "FIG6_GRID"]
 
@@ -39,8 +41,6 @@ FROZEN_FRACTION = 0.2
 #: "... after t0": the z rows must have made 90% of their final move by this multiple of t0 = 2K ln M/eta_Y
 #: (an order-of-magnitude allowance for the paper's O(.) and (1 + omega_1)).
 SNAP_T0_FACTOR = 5.0
-#: Fig. 6 protocol (spec §5.4): eta_Z values, eta_Y/eta_Z ratios, #last panels.
-FIG6_GRID = {"eta_Z": (0.5, 1.0, 2.0, 3.0), "ratio": (1.0, 2.0, 5.0, 10.0), "num_last": (1, 3, 5, 10)}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -310,22 +310,16 @@ def _claim_scan_snap(quick: bool, device: str) -> Claim:
 def fig6_panel(num_last: int, seeds: int, device: str, float32: bool, zero_init: bool = False):
     """One Fig. 6 panel (spec §5.4): DT entropy at iteration 100 for every (eta_Z, ratio) of
     :data:`FIG6_GRID`, ``seeds`` runs each, SGD momentum 0.9, batch 128, T = 128, default init
-    (official sweep). Returns a DataFrame (num_last, eta_Z, ratio, mean, std, count). Cached: the
-    figure and the claim share it."""
-    import torch
+    (official sweep), through the sweep runner (:func:`figures.scan_snap_fig6.fig6_table`: the
+    count-vector engine on CPU, the torch grid on a GPU). Returns a DataFrame (num_last, eta_Z,
+    ratio, mean, std, count). Cached: the figure and the claim share it."""
+    from empirical.trainer import resolve_device
 
-    from empirical.scan_snap import train_grid
+    from .scan_snap_fig6 import fig6_table
 
-    cfg = ss.Config(num_last=num_last, num_next_per_last=2, momentum=0.9, batch=128, T=128, steps=100,
-                    zero_init=zero_init, seed=num_last)
-    res = train_grid(cfg, list(FIG6_GRID["eta_Z"]), list(FIG6_GRID["ratio"]), seeds, device=device,
-                     dtype=torch.float32 if float32 else torch.float64)
-    import pandas as pd
-
-    df = pd.DataFrame({"eta_Z": res["eta_Z"], "ratio": res["ratio"], "entropy": res["final"]["dt_entropy"]})
-    g = df.groupby(["eta_Z", "ratio"])["entropy"].agg(["mean", "std", "count"]).reset_index()
-    g.insert(0, "num_last", num_last)
-    return g
+    dev = resolve_device(device)
+    return fig6_table((num_last,), seeds, float32=float32, zero_init=zero_init,
+                      engine="numpy" if dev.type == "cpu" else "torch", device=str(dev))
 
 
 def entropy_trend(table) -> dict:

@@ -201,8 +201,10 @@ def test_count_sgd_gradient_equals_torch_autograd(layout):
     eng = CountSGD(task, [1.0, 2.0], [0.5, 1.0], batch=16, momentum=0.9, zero_init=False,
                    rng=np.random.default_rng(0))
     eng.Y += np.random.default_rng(1).normal(size=eng.Y.shape)  # a generic point
-    n, sup_counts = eng.sample()
-    gY, gZ = eng.gradient(n, sup_counts)
+    batch = eng.sample()
+    gY, gZ = eng.gradient(batch)
+    n, sup_counts = batch.per_sample()
+    assert n.shape == (2, 16) and np.all(np.bincount(n[0], minlength=task.K) == batch.m[0])
     m = es.DirectYZ(task, 2, True)
     with torch.no_grad():
         m.Y.copy_(torch.as_tensor(eng.Y))
