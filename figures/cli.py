@@ -335,21 +335,23 @@ def _checked_corpus(corpus):
 
 
 def _text_sweep_options(f):
-    """``--workers`` / ``--store`` / ``--ray`` of the real-text runs (sweep cells)."""
+    """``--workers`` / ``--store`` / ``--ray`` of the protocols that are grids of runs (the real-text
+    runs, Scan & Snap Fig. 6): sweep cells."""
     f = click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
-                     help="Run the real-text runs on a Ray cluster (an address or 'auto').")(f)
+                     help="Run the grids of runs (real text, Scan & Snap Fig. 6) on a Ray cluster "
+                          "(an address or 'auto').")(f)
     f = click.option("--store", default=None, metavar="DIR",
-                     help="Keep the real-text runs in DIR/<paper> (default <outdir>/wikitext_runs); "
-                          "finished runs are not recomputed.")(f)
+                     help="Keep the grids' runs in DIR/<paper> and DIR/scan-snap-fig6 (default: real text in "
+                          "<outdir>/wikitext_runs); finished runs are not recomputed.")(f)
     return click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-                        help="Local processes for the real-text runs.")(f)
+                        help="Local processes for the grids of runs.")(f)
 
 
 def _checked_sweep(store, workers, ray_address):
     """Validate ``--store``/``--ray`` up front and make them (and ``--workers``) the default."""
     import importlib.util
 
-    from .realtext import using_sweep
+    from .sweep import using_sweep
 
     if store is not None:
         check_outdir(store, "store")

@@ -9,7 +9,6 @@ The protocols and their quick / full presets are in :mod:`empirical.realtext`.
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from theory.errors import ConfigError, check_choice  # noqa: E402
 
 from .core import finish_figure, save_table  # noqa: E402
 from .report import Claim  # noqa: E402
+from .sweep import sweep_settings, using_sweep  # noqa: E402,F401  (using_sweep: re-exported)
 
 __all__ = ["make_realtext_figures", "claims_for", "corpus_available", "paper_realtext_figures",
            "paper_realtext_claims", "results", "config_for", "fig_scan_snap_maps",
@@ -49,24 +49,9 @@ def config_for(paper: str, quick: bool, corpus: str | None = None):
     return (cls.quick if quick else cls.full)(corpus=str(text.check_corpus(corpus)))
 
 
-_SWEEP: list[dict[str, Any]] = []
 _CACHE: dict[tuple, dict[str, Any]] = {}
 #: the default store of a figure's runs: this folder under the figure's outdir
 RUNS_DIR = "wikitext_runs"
-
-
-@contextmanager
-def using_sweep(store: str | Path | None = None, workers: int = 1, ray: str | None = None):
-    """Run the real-text protocols' runs (sweep cells, :func:`empirical.realtext.run_text_cells`)
-    with these settings inside the block: the CLI's ``--store DIR`` (one folder per paper,
-    ``DIR/<paper>``), ``--workers K`` and ``--ray ADDRESS``. Topic's single run ignores them."""
-    if workers < 1:
-        raise ConfigError("workers", f"must be >= 1, got {workers}")
-    _SWEEP.append({"store": store, "workers": workers, "ray": ray})
-    try:
-        yield
-    finally:
-        _SWEEP.pop()
 
 
 def _runs_dir(outdir) -> Path | None:
@@ -83,8 +68,7 @@ def results(paper: str, quick: bool = True, device: str = "auto", corpus: str | 
     key = (paper, quick, device, str(text.check_corpus(corpus)))
     if key not in _CACHE:
         cfg = config_for(paper, quick, key[3])
-        opts = dict(_SWEEP[-1]) if _SWEEP else {"store": None, "workers": 1, "ray": None}
-        opts["store"] = Path(opts["store"]) / paper if opts["store"] is not None else store
+        opts = sweep_settings(paper, store)
         run = {R.ScanSnapTextConfig: R.scan_snap_protocol, R.JomaTextConfig: R.joma_protocol,
                R.TopicTextConfig: R.topic_protocol}[type(cfg)]
         kw = {} if run is R.topic_protocol else opts

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from figures.core import finish_figure, save_table
+from figures.sweep import sweep_settings
 from figures.scan_snap_compare import (COMPARE_TOL, FIG6_GRID, compare, compare_data, fig6_panel, theory_trajectory,
                                        z_rows_agreement)
 from theory import scan_snap as ss
@@ -251,7 +252,7 @@ def make_figures(outdir, *, quick: bool = True, device: str = "auto") -> list[Pa
     paths.append(out / "fig9_B.png")
     table(pd.DataFrame([fig4_heatmaps(out, quick, device=device)["dt_entropy"]]), "fig4_dt_entropy.csv")
     paths.append(out / "fig4_heatmaps.png")
-    table(fig6_entropy(out, quick, device=device), "fig6_entropy.csv")
+    table(fig6_entropy(out, quick, device=device, **sweep_settings("scan-snap-fig6")), "fig6_entropy.csv")
     paths.append(out / "fig6_entropy.png")
     report, theory, practice = compare_data(quick, device)
     fig_overlay(out, quick, device=device, data=(theory, practice))

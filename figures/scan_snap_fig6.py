@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from empirical.sweeps import CellsFailed
 from theory import scan_snap as ss
-from theory.errors import TdynError
 
 __all__ = ["FIG6_GRID", "fig6_config", "fig6_cells", "fig6_cell", "fig6_table", "CELL_FN", "CellsFailed"]
 
@@ -32,10 +32,6 @@ __all__ = ["FIG6_GRID", "fig6_config", "fig6_cells", "fig6_cell", "fig6_table", 
 FIG6_GRID = {"eta_Z": (0.5, 1.0, 2.0, 3.0), "ratio": (1.0, 2.0, 5.0, 10.0), "num_last": (1, 3, 5, 10)}
 #: The cell function, as the sweep runner imports it in every worker.
 CELL_FN = "figures.scan_snap_fig6:fig6_cell"
-
-
-class CellsFailed(TdynError, RuntimeError):
-    """Some cells of the grid failed (their errors are in the store's index); a rerun retries them."""
 
 
 def fig6_config(num_last: int, eta_Z: float, *, zero_init: bool = False, steps: int = 100) -> ss.ScanSnapConfig:
@@ -97,10 +93,8 @@ def fig6_table(panels=FIG6_GRID["num_last"], seeds: int = 10, *, float32: bool =
     with tempfile.TemporaryDirectory(prefix="tdyn-fig6-") as tmp:
         root = Path(store) if store is not None else Path(tmp)
         index = run_cells(cell_fn, cells, root, workers=workers, ray=ray, progress=progress)
-        bad = index[index["status"] != "ok"]
-        if not bad.empty:
-            raise CellsFailed(f"Fig. 6: {len(bad)} cell(s) failed in {root} (rerun to retry them): "
-                              + "; ".join(bad["error"]))
+        if (index["status"] != "ok").any():
+            raise CellsFailed(root, index)
         return _table(root, index)
 
 

@@ -13,6 +13,7 @@ cell runs: a bad grid value is a ``ConfigError`` naming its field.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,33 @@ from theory.limits import check
 
 from .papers import get
 
-__all__ = ["sweep", "plan", "train_cell", "ode_cell", "parse_grid", "text_base", "KINDS"]
+__all__ = ["sweep", "plan", "using_sweep", "sweep_settings", "train_cell", "ode_cell", "parse_grid", "text_base", "KINDS"]
+
+_SWEEP: list[dict[str, Any]] = []
+
+
+@contextmanager
+def using_sweep(store: str | Path | None = None, workers: int = 1, ray: str | None = None):
+    """Run the figure protocols that are grids of runs (the real-text runs, Scan & Snap Fig. 6)
+    as sweep cells with these settings inside the block: the CLI's ``--store DIR`` (one folder per
+    protocol, ``DIR/<name>``), ``--workers K`` and ``--ray ADDRESS``. They change where cells are
+    computed, never their numbers."""
+    if workers < 1:
+        raise ConfigError("workers", f"must be >= 1, got {workers}")
+    _SWEEP.append({"store": store, "workers": workers, "ray": ray})
+    try:
+        yield
+    finally:
+        _SWEEP.pop()
+
+
+def sweep_settings(name: str, default_store: str | Path | None = None) -> dict[str, Any]:
+    """``{store, workers, ray}`` for the protocol ``name``: :func:`using_sweep`'s (store
+    ``DIR/<name>``) inside its block, else ``default_store``, one worker, no Ray."""
+    opts = dict(_SWEEP[-1]) if _SWEEP else {"store": None, "workers": 1, "ray": None}
+    opts["store"] = Path(opts["store"]) / name if opts["store"] is not None else default_store
+    return opts
+
 
 KINDS = {"train": "figures.sweep:train_cell", "ode": "figures.sweep:ode_cell", "text": "empirical.textrun:text_cell"}
 
