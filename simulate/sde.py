@@ -13,8 +13,9 @@ An SDE model is any object with (shapes: ``y`` (dim,), diffusion (dim, noise_dim
 
 :class:`ReducedSDE` adapts a :class:`ReducedSystem` whose ``diffusion`` is a sympy matrix.
 
-Brownian increments are drawn per path and step from ``fold_in(path_key, step)``: same seed ->
-same numbers, whatever the chunk size.
+Brownian increments are drawn per path and output interval from ``fold_in(path_key, interval)``
+(:mod:`simulate._em`): same seed (and PRNG implementation) -> same numbers, whatever the chunk size.
+Schemes: :data:`simulate.METHODS` (``"euler_maruyama"`` default, ``"milstein"``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ class ReducedSDE:
     @property
     def name(self):
         return self.system.name
+
+    #: the diffusion is deterministic: no model randomness per step (the engine skips the keys)
+    uniforms_per_step = 0
 
     @property
     def noise_dim(self) -> int:
@@ -111,9 +115,17 @@ def solve_sde(
     parameters: Mapping[str, Any] | None = None,
     keep_state: bool = False,
     chunk: int | None = None,
+    method: str = "euler_maruyama",
+    prng: str = "rbg",
 ):
-    """Integrate ``paths`` independent paths of ``sde`` on the output grid ``t`` (Euler-Maruyama,
-    fixed step ``dt`` in the model's time units). Returns a Trajectory with dims (path, time).
+    """Integrate ``paths`` independent paths of ``sde`` on the output grid ``t`` (fixed step ``dt``
+    in the model's time units; ``method`` one of :data:`simulate.METHODS`: Euler–Maruyama by
+    default, ``"milstein"`` for deterministic diffusions with commutative noise). Returns a
+    Trajectory with dims (path, time).
+
+    ``prng``: jax PRNG implementation (``"rbg"`` default, fastest with good split/fold_in on CPU;
+    ``"threefry2x32"``, ``"unsafe_rbg"``). The numbers depend on it and on ``seed``, never on
+    ``chunk``.
 
     Raises :class:`SolverError` (with the partial ensemble up to the last time at which every path
     was finite) when a path diverges. ``chunk``: paths per compiled call (default: as many as fit
@@ -121,15 +133,14 @@ def solve_sde(
     """
     if paths < 1:
         raise ConfigError("paths", f"need at least one path, got {paths}")
+    if prng not in ("rbg", "threefry2x32", "unsafe_rbg"):
+        raise ConfigError("prng", f"unknown PRNG implementation {prng!r}; choose rbg, threefry2x32 or unsafe_rbg")
     if not dt > 0:
         raise ConfigError("dt", f"step must be > 0, got {dt}")
     ts = _validate_time(t)
     _enable_x64()
-    import jax
-
     y_init = np.asarray(sde.initial_state() if y0 is None else y0, dtype=np.float64)
-    keys = jax.random.split(jax.random.PRNGKey(seed), paths)
-    Y = em_paths(sde, ts, float(dt), keys, y_init, chunk=chunk)
+    Y = em_paths(sde, ts, float(dt), int(seed), int(paths), y_init, chunk=chunk, method=method, prng=prng)
     finite = np.all(np.isfinite(Y), axis=(0, 2))
     good = ts.size if finite.all() else int(np.argmin(finite))
     Yg = Y[:, :good]
@@ -143,7 +154,7 @@ def solve_sde(
         parameters=parameters or {}, seed=seed, lead_dims=("path",),
         status=0 if good == ts.size else -1,
         message="ok" if good == ts.size else f"a path became non-finite at t={ts[good]:.6g}",
-        extra_attrs={"dt": dt, "paths": paths},
+        extra_attrs={"dt": dt, "paths": paths, "method": method, "prng": prng},
     )
     if good < ts.size:
         raise SolverError(sde.paper, sde.name, float(ts[max(good - 1, 0)]), traj.attrs["message"], partial=traj)

@@ -36,12 +36,16 @@ categorical draw instead of N Gumbels): the same per-sample-gradient distributio
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
+from ..sampling import alias_draw, alias_table, compositions, multinomial_pmf
 from .config import SCBConfig, SCBTask, initial_parameters, make_task
 from .derive import PAPER
+from .reduced_step import UNROLL_MAX_N, reduced_terms_unrolled
 from .sde import MinibatchSDE
 
 __all__ = [
@@ -52,7 +56,13 @@ __all__ = [
     "projected_per_sample",
     "minibatch_sde_reduced",
     "minibatch_sde_fast",
+    "sample_tables",
 ]
+
+#: largest outcome table drawn by alias (one uniform per draw); larger ones use the key path
+TABLE_MAX = 2**16
+#: the (sample, off-support counts) tables are merged into one draw when their product fits
+JOINT_MAX = 2**15
 
 
 def reduced_coordinates(V, A, task: SCBTask) -> np.ndarray:
@@ -151,6 +161,36 @@ def projected_per_sample(y, koh, b, cnt, yoh, c, xp=np):
     return g, xp.concatenate([xp.stack([off_R, off_v]), off_a * onehot])
 
 
+def sample_tables(task: SCBTask):
+    """Exact outcome tables of one sample's sufficient statistics (spec §1.2), for alias draws.
+
+    A sample is (query k ~ mu, the Q support tokens ~ mu iid, target y ~ sum_j q_k[j] P[:, x_j],
+    the T - Q off-support token counts ~ Multinomial(T - Q, mu)); its projected gradient depends
+    only on the features ``(e_k, b = X q_k, cnt = X 1, e_y)`` (4N,). Returns a list of
+    ``(prob (n,), features (n, 4N))`` whose draws are independent and whose features add — one
+    joint table when it has at most :data:`JOINT_MAX` outcomes, else two — or ``None`` when a
+    table would exceed :data:`TABLE_MAX` (the model then samples with a key)."""
+    N, T_, Q_ = task.N, task.T, task.support.shape[1]
+    n_off = T_ - Q_
+    n_comp = int(round(np.exp(sum(np.log(n_off + i) - np.log(i) for i in range(1, N)))))
+    if N ** (Q_ + 2) > TABLE_MAX or n_comp > TABLE_MAX:
+        return None
+    w, mu, P, eye = _support_weights(task), task.mu, task.P, np.eye(N)
+    idx = np.array(list(itertools.product(range(N), repeat=Q_ + 2)))  # (k, x_1..x_Q, y)
+    k, xs, yt = idx[:, 0], idx[:, 1:Q_ + 1], idx[:, -1]
+    pA = mu[k] * mu[xs].prod(1) * (w[k] * P[yt[:, None], xs]).sum(1)
+    FA = np.concatenate([eye[k], np.einsum("aq,aqn->an", w[k], eye[xs]), eye[xs].sum(1), eye[yt]], axis=1)
+    C = compositions(n_off, N)
+    pC = multinomial_pmf(C, mu)
+    FC = np.concatenate([np.zeros((len(C), 2 * N)), C, np.zeros((len(C), N))], axis=1)
+    tables = [(pA, FA), (pC, FC)]
+    tables = [(p[p > 0], F[p > 0]) for p, F in tables]
+    if len(tables[0][0]) * len(tables[1][0]) <= JOINT_MAX:
+        (pa, fa), (pc, fc) = tables
+        tables = [(np.outer(pa, pc).ravel(), (fa[:, None, :] + fc[None, :, :]).reshape(-1, 4 * N))]
+    return tables
+
+
 def _inverse_cdf(u, cdf):
     """Categorical draws from uniforms ``u`` (...) and a cumulative table ``cdf`` (..., n)."""
     import jax.numpy as jnp
@@ -175,6 +215,16 @@ class ReducedMinibatchSDE:
     def noise_dim(self) -> int:
         return self.mc_samples
 
+    @cached_property
+    def _tables(self):
+        return sample_tables(self.task)
+
+    @property
+    def uniforms_per_step(self) -> int | None:
+        """One uniform per sample and outcome table (alias draws, :func:`sample_tables`); ``None``
+        (a PRNG key per step) when the tables would be too large."""
+        return None if self._tables is None else self.mc_samples * len(self._tables)
+
     @property
     def state_names(self) -> tuple[str, ...]:
         N = self.task.N
@@ -193,12 +243,27 @@ class ReducedMinibatchSDE:
         c["cdf_mu"] = jnp.asarray(np.cumsum(self.task.mu))
         c["cdf_q"] = jnp.asarray(np.cumsum(_support_weights(self.task), axis=1))  # (N, Q)
         c["cdf_P"] = jnp.asarray(np.cumsum(self.task.P, axis=0).T)  # row j: cdf of P[:, j]
+        if self._tables is not None:
+            c["tables"] = [(jnp.asarray(pr), jnp.asarray(al), jnp.asarray(F))
+                           for pr, al, F in ((*alias_table(p), F) for p, F in self._tables)]
         return c
 
     def drift(self, t, y, args):
         import jax.numpy as jnp
 
         return _drift(y, args, jnp)
+
+    def _table_samples(self, y, args, u):
+        """Projected per-sample gradients from ``mc_samples`` alias draws per table (``u``: the
+        step's uniforms, (mc_samples * tables,))."""
+        import jax
+        import jax.numpy as jnp
+
+        N, M = self.task.N, self.mc_samples
+        u = u.reshape(M, len(args["tables"]))
+        F = sum(Ft[alias_draw(u[:, i], pr, al)] for i, (pr, al, Ft) in enumerate(args["tables"]))  # (M, 4N)
+        koh, b, cnt, yoh = F[:, :N], F[:, N:2 * N], F[:, 2 * N:3 * N], F[:, 3 * N:]
+        return jax.vmap(lambda kk, bb, cc, yy: projected_per_sample(y, kk, bb, cc, yy, args, jnp))(koh, b, cnt, yoh)
 
     def _samples(self, y, args, key):
         """Projected per-sample gradients of ``mc_samples`` samples drawn from sufficient statistics
@@ -231,14 +296,23 @@ class ReducedMinibatchSDE:
         yoh = (yt[:, None] == ids).astype(y.dtype)
         return jax.vmap(lambda kk, bb, cc, yy: projected_per_sample(y, kk, bb, cc, yy, args, jnp))(koh, b, cnt, yoh)
 
-    def drift_and_diffusion(self, t, y, args, key):
+    def drift_and_diffusion(self, t, y, args, noise):
         """One step's ``(f (dim,), g (dim, M))`` from one set of samples: ``g`` the centred projected
         per-sample gradients (energy rows 0); ``f`` the exact drift plus the energies' Itô terms
-        ``mean_m |g_off,m|^2 / B`` (an unbiased estimate of ``tr Cov(off)/B``)."""
+        ``mean_m |g_off,m|^2 / B`` (an unbiased estimate of ``tr Cov(off)/B``). ``noise``: the
+        step's uniforms (:attr:`uniforms_per_step`) or, without tables, a PRNG key."""
         import jax.numpy as jnp
 
         N, M = self.task.N, self.mc_samples
-        G, off = self._samples(y, args, key)
+        if self._tables is not None and N <= UNROLL_MAX_N:  # the same terms, per component (fast)
+            u = noise.reshape(M, len(args["tables"]))
+            F = sum(Ft[alias_draw(u[:, i], pr, al)] for i, (pr, al, Ft) in enumerate(args["tables"]))
+            t_ = self.task
+            c = {"mu": t_.mu.tolist(), "rho": t_.rho.tolist(), "Pt": t_.P_tilde.tolist(), "T": float(t_.T),
+                 "K": float(t_.K), "m2": float(t_.m2), "lr_V": args["lr_V"], "lr_A": args["lr_A"],
+                 "batch": args["batch"]}
+            return reduced_terms_unrolled(y, F, c, N, M)
+        G, off = (self._samples if self._tables is None else self._table_samples)(y, args, noise)
         y_on = y.at[2 + 2 * N:].set(0.0)
         f = _drift(y, args, jnp)
         mean = -_drift(y_on, args, jnp)[: 2 + 2 * N]  # exact population mean of g on the manifold
