@@ -24,7 +24,8 @@ Schemes (:data:`METHODS`, scipy style; ``h`` the step, ``dW = sqrt(h) z``, ``z ~
 Randomness: paths come in blocks of :data:`PRNG_BLOCK`; block ``b`` owns the key
 ``fold_in(key(seed, impl), b)`` and, on a uniform plan, draw ``i`` takes the uniforms of
 all its steps and paths from ``fold_in(block_key, i)`` in one unbatched call (``i`` counts
-groups of :func:`group_size` intervals, padded at the end with zero-length steps) (otherwise step ``n``
+groups of :func:`group_size` intervals, padded at the end with zero-length steps; a model whose
+single interval would exceed :data:`GROUP_BYTES` draws per step instead, ``i`` the step) (otherwise step ``n``
 uses ``fold_in(block_key, n)``) — never a vmapped random call: XLA's RngBitGenerator batches
 over keys by using the first key only, so a vmapped draw would depend on the chunk. Gaussians come from uniforms by Box–Muller (exact, and
 cheaper than the inverse error function in float64). So the numbers of a path depend only on
@@ -53,9 +54,9 @@ __all__ = ["METHODS", "Method", "step_plan", "em_paths", "chunk_size_for", "inte
 #: memory budget for one chunk's saved output (bytes); paths are split into chunks below it.
 CHUNK_BYTES = 256 * 2**20
 #: paths per PRNG block: one random call per block and output interval (the unit of reproducibility).
-PRNG_BLOCK = 128
+PRNG_BLOCK = 8
 #: bytes of uniforms one PRNG block draws per call (a group of output intervals, uniform plan)
-GROUP_BYTES = 4 * 2**20
+GROUP_BYTES = 2**16
 
 
 @dataclass(frozen=True)
@@ -139,10 +140,11 @@ def _advance(sde: Any, method: str):
         def terms(t, y, args, noise):
             return sde.drift(t, y, args), sde.diffusion(t, y, args, noise)
 
+    small = int(sde.noise_dim) <= 8
     if method == "euler_maruyama":
         def advance(t, y, h, dW, noise, args):
             f, g = terms(t, y, args, noise)
-            return y + f * h + (g * dW).sum(-1)  # not g @ dW: fuses with the step on CPU
+            return y + f * h + (g * dW).sum(-1) if small else y + f * h + g @ dW  # small: fuses on CPU
     else:  # milstein (commutative noise)
         def advance(t, y, h, dW, noise, args):
             def G(x):
@@ -194,9 +196,24 @@ def _chunk_runner(sde: Any, n_static: int | None, method: str, blocks: int):
 
     def run(bkeys, y0, args, t0, n_steps, h_steps):
         Y0 = jnp.broadcast_to(y0, (blocks * PRNG_BLOCK, y0.shape[0]))
-        if n_static is not None:
+        n_cols = nz + nu + (2 if wants_key else 0)
+        if n_static is not None and n_static * PRNG_BLOCK * n_cols * 8 > GROUP_BYTES:
+            # many draws per step (e.g. the full SCB SDE): draw per step, inside the step, to stay in cache
+            def step(c, j):
+                y, t, h = c
+                Uz, noise = draw(bkeys, j, ())
+                return (step_paths(t, y, h, _box_muller(Uz, M) * jnp.sqrt(h), noise, args), t + h, h), None
+
+            def interval(carry, xs_):
+                idx, h = xs_
+                js = idx * n_static + jnp.arange(n_static, dtype=jnp.uint32)
+                (y, t, _), _ = jax.lax.scan(step, (carry[0], carry[1], h), js)
+                return (y, t), y
+
+            _, ys = jax.lax.scan(interval, (Y0, t0), (jnp.arange(h_steps.shape[0], dtype=jnp.uint32), h_steps))
+        elif n_static is not None:
             I = h_steps.shape[0]
-            R = group_size(n_static, I, nz + nu + (2 if wants_key else 0))
+            R = group_size(n_static, I, n_cols)
             G = -(-I // R)
             hs = jnp.concatenate([h_steps, jnp.zeros(G * R - I, h_steps.dtype)]).reshape(G, R)  # h=0 pads
 
@@ -206,7 +223,7 @@ def _chunk_runner(sde: Any, n_static: int | None, method: str, blocks: int):
 
             def interval(carry, xs_):
                 h, dW, noise = xs_
-                (y, t, _), _ = jax.lax.scan(step, (carry[0], carry[1], h), (dW, noise), unroll=True)
+                (y, t, _), _ = jax.lax.scan(step, (carry[0], carry[1], h), (dW, noise))
                 return (y, t), y
 
             def group(carry, xs_):

@@ -364,14 +364,23 @@ class FastMinibatchSDE(MinibatchSDE):
         a["cdf_P"] = jnp.asarray(np.cumsum(t.P, axis=0).T)  # row j: cdf of P[:, j]
         return a
 
+    @property
+    def uniforms_per_step(self) -> int:
+        """The engine hands each step ``mc_samples * (T + 3)`` uniforms (spec §1.2 data by inverse CDF)."""
+        return self.mc_samples * (self.task.T + 3)
+
     def per_sample_gradients(self, y, args, key):
+        """(M, dim) per-sample gradients; ``key``: a PRNG key, or the step's uniforms (M (T + 3),)."""
         import jax
         import jax.numpy as jnp
 
         N, T_, M = self.task.N, self.task.T, self.mc_samples
         V, A = self._unflatten(y)
         mu = args["mu"]
-        u = jax.random.uniform(key, (M, T_ + 3), dtype=y.dtype)
+        if jnp.issubdtype(key.dtype, jnp.floating):  # the engine's uniforms
+            u = key.reshape(M, T_ + 3)
+        else:
+            u = jax.random.uniform(key, (M, T_ + 3), dtype=y.dtype)
         x = _inverse_cdf(u[:, :T_], args["cdf_mu"])  # (M, T)
         k = _inverse_cdf(u[:, T_], args["cdf_mu"])  # (M,)
         pos = _inverse_cdf(u[:, T_ + 1], args["cdf_q"][k])  # s ~ q^(k)
