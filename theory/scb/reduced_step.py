@@ -49,13 +49,14 @@ def _per_sample(z, om, xi, eta, F, c, N):
     s = T * xk + ek
     Pth = [sum(Pt[i][j] * h[j] for j in range(N)) for i in range(N)]
     r = [z * Pth[i] + om * s * mu[i] - yoh[i] for i in range(N)]
+    r, Pth, h, s = _materialise((r, Pth, h, s), c["lr_V"])
     mr = sum(mu[i] * r[i] for i in range(N))
     rr = sum(r[i] * r[i] for i in range(N))
     g_zeta = lV * iK * sum(Pth[i] * r[i] for i in range(N))
     g_omega = lV * im2 * s * mr
     off_v = lV * lV * s * s * (rr - mr * mr * im2)
     off_R = lV * lV * rr * (sum(h[i] * h[i] * inv_mu[i] for i in range(N)) - s * s) - K * g_zeta * g_zeta
-    w = [z * sum(Pt[i][j] * r[i] for i in range(N)) + om * mr for j in range(N)]  # V^T r
+    w = _materialise([z * sum(Pt[i][j] * r[i] for i in range(N)) + om * mr for j in range(N)], c["lr_V"])  # V^T r
     scale = lA * inv_muk
     i1 = scale * sum(w[j] * cnt[j] for j in range(N))
     iq = scale * sum(w[j] * b[j] for j in range(N))
@@ -63,7 +64,19 @@ def _per_sample(z, om, xi, eta, F, c, N):
     g_xi = (rk * i1 - iq) * inv_det
     g_eta = (T * iq - i1) * inv_det
     off_a = nn - (T * g_xi * g_xi + 2 * g_xi * g_eta + rk * g_eta * g_eta)
-    return g_zeta, g_omega, g_xi, g_eta, off_R, off_v, off_a
+    return _materialise((g_zeta, g_omega, g_xi, g_eta, off_R, off_v, off_a), c["lr_V"])
+
+
+def _materialise(x, positive):
+    """``x`` computed once: XLA's CPU fusion would otherwise recompute the whole shared chain
+    inside every consumer's kernel (~10x the arithmetic; ``lax.optimization_barrier`` is expanded
+    away before fusion on CPU). A conditional on an unbatched runtime value (``positive > 0``, a
+    learning rate, always true) is a boundary fusion cannot cross; its other branch is never taken."""
+    import jax
+
+    leaves, tree = jax.tree_util.tree_flatten(x)
+    out = jax.lax.cond(positive > 0, lambda v: v, lambda v: [u * 0.0 for u in v], leaves)
+    return jax.tree_util.tree_unflatten(tree, out)
 
 
 def reduced_terms_unrolled(y, F, c, N: int, M: int):
