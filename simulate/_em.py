@@ -184,14 +184,20 @@ def _chunk_runner(sde: Any, n_static: int | None, method: str, blocks: int):
         (*shape, P, nu) uniforms or (*shape, P) keys; block ``b``'s draws come from
         ``fold_in(block_keys[b], i)`` alone (one call each in a ``lax.map``, unbatched)."""
         def one_block(bkey):
-            kz, km = jax.random.split(jax.random.fold_in(bkey, i))
-            U = _uniform53(kz, (*shape, PRNG_BLOCK, nz + nu))
-            return (U, jax.random.split(km, (*shape, PRNG_BLOCK))) if wants_key else (U, U[..., :0])
+            k = jax.random.fold_in(bkey, i)
+            U = _uniform53(k, (*shape, PRNG_BLOCK, nz + nu))
+            if not wants_key:
+                return U, U[..., :0]
+            # the model's own keys: threefry (its draws run under vmap, where only threefry gives
+            # every path its own stream), seeded by 64 fresh bits of the block stream
+            seeds = jax.random.bits(jax.random.fold_in(k, 1), (*shape, PRNG_BLOCK, 2), dtype=jnp.uint32)
+            return U, seeds
 
         U, K = jax.lax.map(one_block, bkeys)  # a loop over blocks, never a batched random call
         U = jnp.moveaxis(U, 0, -3).reshape(*shape, blocks * PRNG_BLOCK, nz + nu)
         if wants_key:
-            return U[..., :nz], jnp.moveaxis(K, 0, -2).reshape(*shape, blocks * PRNG_BLOCK)
+            K = jnp.moveaxis(K, 0, -3).reshape(*shape, blocks * PRNG_BLOCK, 2)
+            return U[..., :nz], jax.random.wrap_key_data(K, impl="threefry2x32")
         return U[..., :nz], U[..., nz:]
 
     def run(bkeys, y0, args, t0, n_steps, h_steps):
