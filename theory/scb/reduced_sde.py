@@ -349,10 +349,24 @@ class ReducedMinibatchSDE:
         return out
 
 
+#: tokens drawn jointly by one alias draw in the full SDE's sampler: the longest tuple with at
+#: most this many outcomes
+TUPLE_OUTCOMES = 4096
+
+
+def _token_tuples(N: int, T_: int) -> list[int]:
+    """Lengths of the token tuples that cover the T context positions (each drawn jointly)."""
+    L = max(1, min(T_, int(np.floor(np.log(TUPLE_OUTCOMES) / np.log(N) + 1e-9))))
+    return [L] * (T_ // L) + ([T_ % L] if T_ % L else [])
+
+
 @dataclass(frozen=True, eq=False)
 class FastMinibatchSDE(MinibatchSDE):
     """:class:`theory.MinibatchSDE` (full (V, A), spec §3.6 option A) with the data of spec
-    §1.2 drawn by inverse CDF from uniforms: the same per-sample-gradient distribution."""
+    §1.2 drawn from uniforms: context tokens in tuples of L by one exact alias draw each
+    (:func:`theory.sampling.alias_draw`, ``N^L <= TUPLE_OUTCOMES`` outcomes with probability
+    ``prod mu``), query, support slot and target by inverse CDF. The same per-sample-gradient
+    distribution as MinibatchSDE; ``len(tuples) + 3`` uniforms per sample instead of N T Gumbels."""
 
     def args(self):
         import jax.numpy as jnp
@@ -362,32 +376,40 @@ class FastMinibatchSDE(MinibatchSDE):
         a["cdf_mu"] = jnp.asarray(np.cumsum(t.mu))
         a["cdf_q"] = jnp.asarray(np.cumsum(t.Qm, axis=0).T)  # row k: cdf of q^(k) over positions
         a["cdf_P"] = jnp.asarray(np.cumsum(t.P, axis=0).T)  # row j: cdf of P[:, j]
+        tabs = {}
+        for L in sorted(set(_token_tuples(t.N, t.T))):
+            tup = np.array(list(itertools.product(range(t.N), repeat=L)))  # (N^L, L)
+            prob, alias = alias_table(t.mu[tup].prod(1))
+            tabs[L] = (jnp.asarray(prob), jnp.asarray(alias), jnp.asarray(np.eye(t.N)[tup]))  # one-hot (N^L, L, N)
+        a["tuples"] = tabs
         return a
 
     @property
     def uniforms_per_step(self) -> int:
-        """The engine hands each step ``mc_samples * (T + 3)`` uniforms (spec §1.2 data by inverse CDF)."""
-        return self.mc_samples * (self.task.T + 3)
+        """The engine hands each step ``mc_samples * (tuples + 3)`` uniforms."""
+        return self.mc_samples * (len(_token_tuples(self.task.N, self.task.T)) + 3)
 
     def per_sample_gradients(self, y, args, key):
-        """(M, dim) per-sample gradients; ``key``: a PRNG key, or the step's uniforms (M (T + 3),)."""
+        """(M, dim) per-sample gradients; ``key``: a PRNG key, or the step's uniforms."""
         import jax
         import jax.numpy as jnp
 
         N, T_, M = self.task.N, self.task.T, self.mc_samples
         V, A = self._unflatten(y)
         mu = args["mu"]
+        lens = _token_tuples(N, T_)
+        n_u = len(lens) + 3
         if jnp.issubdtype(key.dtype, jnp.floating):  # the engine's uniforms
-            u = key.reshape(M, T_ + 3)
+            u = key.reshape(M, n_u)
         else:
-            u = jax.random.uniform(key, (M, T_ + 3), dtype=y.dtype)
-        x = _inverse_cdf(u[:, :T_], args["cdf_mu"])  # (M, T)
-        k = _inverse_cdf(u[:, T_], args["cdf_mu"])  # (M,)
-        pos = _inverse_cdf(u[:, T_ + 1], args["cdf_q"][k])  # s ~ q^(k)
-        xs = jnp.take_along_axis(x, pos[:, None], axis=1)[:, 0]
-        xo = _inverse_cdf(u[:, T_ + 2], args["cdf_P"][xs])  # target ~ P[:, x_s]
+            u = jax.random.uniform(key, (M, n_u), dtype=y.dtype)
+        X = jnp.concatenate([args["tuples"][L][2][alias_draw(u[:, i], *args["tuples"][L][:2])]
+                             for i, L in enumerate(lens)], axis=1)  # (M, T, N) one-hot context
+        k = _inverse_cdf(u[:, -3], args["cdf_mu"])  # (M,)
+        pos = _inverse_cdf(u[:, -2], args["cdf_q"][k])  # s ~ q^(k)
+        xs = jnp.argmax(jnp.take_along_axis(X, pos[:, None, None], axis=1)[:, 0], axis=-1)
+        xo = _inverse_cdf(u[:, -1], args["cdf_P"][xs])  # target ~ P[:, x_s]
         a = A.T[k]  # (M, T)
-        X = (x[..., None] == jnp.arange(N)).astype(y.dtype)  # (M, T, N) one-hot: no scatter on CPU
         Xa = jnp.einsum("mtn,mt->mn", X, a)  # X a^(k_m)
         r = Xa @ V.T - jax.nn.one_hot(xo, N, dtype=y.dtype)
         gV = r[:, :, None] * Xa[:, None, :] / mu[None, None, :]
