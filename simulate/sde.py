@@ -5,7 +5,10 @@ An SDE model is any object with (shapes: ``y`` (dim,), diffusion (dim, noise_dim
 
 * ``drift(t, y, args)`` and ``diffusion(t, y, args, key)`` — jax functions. ``key`` is a fresh
   PRNG key per path and step, for diffusions estimated by Monte Carlo (e.g. minibatch noise from
-  sampled per-sample gradients); deterministic diffusions ignore it;
+  sampled per-sample gradients); deterministic diffusions ignore it. A model declaring
+  ``uniforms_per_step = n`` receives instead ``n`` uniforms on [0, 1) per step (drawn in bulk by the
+  engine: the fast path), ``0`` for none; ``drift_and_diffusion(t, y, args, noise)`` may replace
+  the pair when both come from the same samples;
 * ``noise_dim``, ``args()`` (a pytree of parameters — passed through ``args`` so new values do not
   recompile), ``initial_state()``, ``paper``, ``name``;
 * ``observables(Y) -> {name: array}`` and optionally ``state_variables(Y)`` (numpy, vectorised over

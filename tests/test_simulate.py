@@ -198,8 +198,8 @@ def test_sde_engine_key_models_are_chunk_independent_under_every_prng():
 
     m, t = Keyed(), np.linspace(0.0, 1.0, 3)
     for prng in ("rbg", "threefry2x32"):
-        a = simulate.solve_sde(m, t, paths=40, seed=1, dt=0.1, prng=prng)["y"].values
-        b = simulate.solve_sde(m, t, paths=40, seed=1, dt=0.1, prng=prng, chunk=8)["y"].values
+        a = simulate.solve_sde(m, t, paths=16, seed=1, dt=0.1, prng=prng)["y"].values  # one chunk, 2 blocks
+        b = simulate.solve_sde(m, t, paths=16, seed=1, dt=0.1, prng=prng, chunk=8)["y"].values  # 2 chunks
         np.testing.assert_array_equal(a, b)
         c = simulate.solve_sde(m, t, paths=9, seed=1, dt=0.1, prng=prng)["y"].values
         np.testing.assert_array_equal(c, a[:9])

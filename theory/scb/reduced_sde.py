@@ -30,8 +30,15 @@ Each energy gains its Itô term ``tr Cov(off-manifold part)/B = E|g_off|^2/B`` (
 gradient has no off-manifold part on the manifold); the energies' own martingale terms
 ``2<R, dN>`` are dropped (second order in the off-manifold amplitude). Float64.
 
-**FastMinibatchSDE**: :class:`theory.MinibatchSDE` with inverse-CDF sampling (one uniform per
-categorical draw instead of N Gumbels): the same per-sample-gradient distribution, ~20x cheaper.
+Sampling: a sample's projected gradient depends only on (k, b = X q_k, cnt = X 1, y); their exact
+joint law is tabulated once (:func:`sample_tables`: query, support tokens and target enumerated,
+off-support counts as multinomial compositions) and each sample is one alias draw
+(:mod:`theory.sampling`) from a uniform the engine supplies (``uniforms_per_step``); tables too
+large fall back to the key sampler (inverse CDF per token, ``jax.random.multinomial``). For
+N <= 8 the step is evaluated per component (:mod:`theory.scb.reduced_step`).
+
+**FastMinibatchSDE**: :class:`theory.MinibatchSDE` with the data drawn from uniforms (context
+tokens in alias-drawn tuples, the rest by inverse CDF): the same per-sample-gradient distribution.
 """
 
 from __future__ import annotations
