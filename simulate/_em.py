@@ -272,7 +272,10 @@ def em_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: np.
     check_method(sde, method)
     n, h = step_plan(ts, dt)
     y0 = np.asarray(y0, dtype=np.float64)
+    workers = _cores()
     size = chunk_size_for(paths, ts.size, y0.size, int(sde.noise_dim), chunk)
+    if chunk is None and workers > 1:  # one chunk per core (numbers do not depend on the chunk)
+        size = min(size, -(-paths // workers))
     blocks = -(-size // PRNG_BLOCK)
     n_chunks = -(-paths // (blocks * PRNG_BLOCK))
     run = _chunk_runner(sde, int(n[0]) if np.all(n == n[0]) else None, method, blocks)
@@ -280,14 +283,34 @@ def em_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: np.
     args = sde.args()
     jn, jh, jy0, jt0 = jnp.asarray(n), jnp.asarray(h), jnp.asarray(y0), jnp.asarray(float(ts[0]))
     out = np.empty((paths, ts.size, y0.size), dtype=np.float64)
-    pending = []  # dispatch every chunk before reading any back: XLA runs them concurrently
-    for c in range(n_chunks):
+
+    def one_chunk(c):
         bkeys = jax.vmap(lambda b: jax.random.fold_in(root, b))(jnp.arange(c * blocks, (c + 1) * blocks))
-        pending.append((c * blocks * PRNG_BLOCK, run(bkeys, jy0, args, jt0, jn, jh)))
-    for start, Y in pending:
+        start = c * blocks * PRNG_BLOCK
         stop = min(start + blocks * PRNG_BLOCK, paths)
-        out[start:stop] = np.asarray(jax.device_get(Y), dtype=np.float64)[: stop - start]
+        out[start:stop] = np.asarray(jax.device_get(run(bkeys, jy0, args, jt0, jn, jh)), dtype=np.float64)[: stop - start]
+
+    if n_chunks > 1 and workers > 1:  # XLA executes calls from different threads in parallel
+        from concurrent.futures import ThreadPoolExecutor
+
+        run.lower(jax.vmap(lambda b: jax.random.fold_in(root, b))(jnp.arange(blocks)), jy0, args, jt0, jn, jh)
+        one_chunk(0)  # compiles once, before the threads start
+        with ThreadPoolExecutor(min(workers, n_chunks - 1)) as ex:
+            list(ex.map(one_chunk, range(1, n_chunks)))
+    else:
+        for c in range(n_chunks):
+            one_chunk(c)
     return out
+
+
+def _cores() -> int:
+    """CPU cores this process may use (chunks run on that many threads)."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def integrate_increments(sde: Any, y0, t0: float, h: float, dW, *, method: str = "euler_maruyama") -> np.ndarray:
