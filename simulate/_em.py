@@ -34,6 +34,9 @@ not on the chunk size or on how many paths run beside it. The PRNG implementatio
 default ``"rbg"``: XLA's RngBitGenerator for bits, threefry for split/fold_in — 3-5x faster than
 ``"threefry2x32"`` on CPU) changes the numbers, not their distribution. Float64 (x64 enabled).
 
+Parallelism: by default the paths are split into one chunk per CPU core and the chunks run on
+threads (XLA executes calls from different threads concurrently); the numbers do not change.
+
 Why not diffrax: a diffrax ``Euler`` SDE solve carries per-step control-flow and Brownian-path
 overhead that dominates small SDEs (~200x a plain scan; diffrax issue #517). The ODE solver stays
 in diffrax.

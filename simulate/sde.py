@@ -131,8 +131,9 @@ def solve_sde(
     ``chunk``.
 
     Raises :class:`SolverError` (with the partial ensemble up to the last time at which every path
-    was finite) when a path diverges. ``chunk``: paths per compiled call (default: as many as fit
-    a 256 MiB output budget); it does not change the numbers.
+    was finite) when a path diverges. ``chunk``: paths per compiled call (default: one chunk per
+    CPU core, within a 256 MiB output budget; chunks run on threads); it does not change the
+    numbers.
     """
     if paths < 1:
         raise ConfigError("paths", f"need at least one path, got {paths}")
