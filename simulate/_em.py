@@ -256,7 +256,7 @@ def _chunk_runner(sde: Any, n_static: int | None, method: str, blocks: int):
                 return carry, carry[0]
 
             _, ys = jax.lax.scan(interval, (Y0, t0, jnp.asarray(0, dtype=jnp.uint32)), (n_steps, h_steps))
-        return jnp.concatenate([Y0[None], ys], axis=0).transpose(1, 0, 2)  # (P, I+1, dim)
+        return jnp.concatenate([Y0[None], ys], axis=0)  # (I+1, P, dim); the caller views it path-major
 
     return jax.jit(run)
 
@@ -272,6 +272,9 @@ def em_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: np.
     import jax
     import jax.numpy as jnp
 
+    from .ode import _enable_x64
+
+    _enable_x64()
     check_method(sde, method)
     n, h = step_plan(ts, dt)
     y0 = np.asarray(y0, dtype=np.float64)
@@ -285,13 +288,13 @@ def em_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: np.
     root = jax.random.key(seed, impl=prng)
     args = sde.args()
     jn, jh, jy0, jt0 = jnp.asarray(n), jnp.asarray(h), jnp.asarray(y0), jnp.asarray(float(ts[0]))
-    out = np.empty((paths, ts.size, y0.size), dtype=np.float64)
+    out = np.empty((ts.size, paths, y0.size), dtype=np.float64)  # returned as a (paths, time, dim) view
 
     def one_chunk(c):
         bkeys = jax.vmap(lambda b: jax.random.fold_in(root, b))(jnp.arange(c * blocks, (c + 1) * blocks))
         start = c * blocks * PRNG_BLOCK
         stop = min(start + blocks * PRNG_BLOCK, paths)
-        out[start:stop] = np.asarray(jax.device_get(run(bkeys, jy0, args, jt0, jn, jh)), dtype=np.float64)[: stop - start]
+        out[:, start:stop] = np.asarray(jax.device_get(run(bkeys, jy0, args, jt0, jn, jh)))[:, : stop - start]
 
     if n_chunks > 1 and workers > 1:  # XLA executes calls from different threads in parallel
         from concurrent.futures import ThreadPoolExecutor
@@ -303,7 +306,7 @@ def em_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: np.
     else:
         for c in range(n_chunks):
             one_chunk(c)
-    return out
+    return out.transpose(1, 0, 2)
 
 
 def _cores() -> int:

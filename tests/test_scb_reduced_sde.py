@@ -206,3 +206,15 @@ def test_unrolled_step_equals_the_array_step(task):
     want_f[2 + 2 * N:] += np.mean(offs, axis=0) / CFG.batch
     np.testing.assert_allclose(np.asarray(g), want_g, rtol=1e-10, atol=1e-15)
     np.testing.assert_allclose(np.asarray(f), want_f, rtol=1e-10, atol=1e-15)
+
+
+def test_reduced_observables_equal_the_full_ones_off_the_manifold(task):
+    """ReducedMinibatchSDE.observables at the exact reduced coordinates of random full (V, A) ==
+    theory.scb.population_loss and the overlap computed on (V, A) (spec §3.3, §4)."""
+    rng = np.random.default_rng(9)
+    sde = R.ReducedMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 2)
+    for _ in range(3):
+        V, A = _random_full(task, rng)
+        obs = sde.observables(R.reduced_coordinates(V, A, task)[None])
+        assert np.isclose(obs["population_loss"][0], scb.population_loss(V, A, task), rtol=1e-10)
+        assert np.isclose(obs["attention_target_overlap"][0], (A * task.Qm).sum(0).mean(), rtol=1e-10)

@@ -342,8 +342,9 @@ class ReducedMinibatchSDE:
         n = T_ * xi**2 + 2 * xi * eta + rho * eta**2 + E_a
         vv, vp = task.K * zeta**2 + E_V, task.K * zeta
         v2, mv = task.m2 * omega**2 + E_v, task.m2 * omega
-        per_k = 0.5 * n * vv[..., None] - cc * vp[..., None] + 0.5 * rho * task.K + 0.5 * (
-            s**2 * v2[..., None] - 2 * s * mv[..., None] + task.m2)
+        # population loss sum_k mu_k per_k (spec §3.3) with the mu-sums taken first (fewer (..., N) temporaries):
+        # 0.5 n vv - cc vp + 0.5 rho K + 0.5 (s^2 |v|^2 - 2 s mu.v + m2), plus 0.5 (1 - m2 - K mu.rho)
+        loss = 0.5 * vv * (n @ mu) - vp * (cc @ mu) + 0.5 * (v2 * ((s * s) @ mu) - 2 * mv * (s @ mu)) + 0.5
         out = {name: Y[..., i] for i, name in enumerate(self.state_names)}
         out.update({
             "value_transition_correlation": zeta,
@@ -351,7 +352,7 @@ class ReducedMinibatchSDE:
             "attention_target_overlap": cc.mean(-1),
             "attention_sum": s.mean(-1),
             "attention_sq_norm": n.mean(-1),
-            "population_loss": (per_k * mu).sum(-1) + 0.5 * (1 - task.m2 - task.K * (mu * rho).sum()),
+            "population_loss": loss,
         })
         return out
 
