@@ -169,7 +169,8 @@ def _draws(sde: Any) -> tuple[int, int, bool]:
 
 @lru_cache(maxsize=32)
 def _chunk_runner(sde: Any, n_static: int | None, method: str, blocks: int):
-    """``run(block_keys (blocks,), y0 (dim,), args, t0, n (I,), h (I,)) -> Y (P, I+1, dim)`` with
+    """``run(block_keys (blocks,), y0 (dim,), args, t0, n (I,), h (I,)) -> Y (I, P, dim)`` (the states
+    after each interval) with
     ``P = blocks * PRNG_BLOCK`` paths, jitted; the step is vmapped over paths.
 
     ``n_static``: the common number of steps per output interval (uniform grids, the usual case):
@@ -256,7 +257,7 @@ def _chunk_runner(sde: Any, n_static: int | None, method: str, blocks: int):
                 return carry, carry[0]
 
             _, ys = jax.lax.scan(interval, (Y0, t0, jnp.asarray(0, dtype=jnp.uint32)), (n_steps, h_steps))
-        return jnp.concatenate([Y0[None], ys], axis=0)  # (I+1, P, dim); the caller views it path-major
+        return ys  # (I, P, dim) after each interval; the caller adds y0 and views it path-major
 
     return jax.jit(run)
 
@@ -289,24 +290,30 @@ def em_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: np.
     args = sde.args()
     jn, jh, jy0, jt0 = jnp.asarray(n), jnp.asarray(h), jnp.asarray(y0), jnp.asarray(float(ts[0]))
     out = np.empty((ts.size, paths, y0.size), dtype=np.float64)  # returned as a (paths, time, dim) view
+    out[0] = y0
 
     def one_chunk(c):
         bkeys = jax.vmap(lambda b: jax.random.fold_in(root, b))(jnp.arange(c * blocks, (c + 1) * blocks))
         start = c * blocks * PRNG_BLOCK
         stop = min(start + blocks * PRNG_BLOCK, paths)
-        out[:, start:stop] = np.asarray(jax.device_get(run(bkeys, jy0, args, jt0, jn, jh)))[:, : stop - start]
+        out[1:, start:stop] = np.asarray(jax.device_get(run(bkeys, jy0, args, jt0, jn, jh)))[:, : stop - start]
 
     if n_chunks > 1 and workers > 1:  # XLA executes calls from different threads in parallel
         from concurrent.futures import ThreadPoolExecutor
 
-        run.lower(jax.vmap(lambda b: jax.random.fold_in(root, b))(jnp.arange(blocks)), jy0, args, jt0, jn, jh)
-        one_chunk(0)  # compiles once, before the threads start
-        with ThreadPoolExecutor(min(workers, n_chunks - 1)) as ex:
-            list(ex.map(one_chunk, range(1, n_chunks)))
+        if (run, n.size) not in _COMPILED:  # compile once (ahead of time) before the threads start
+            bk0 = jax.vmap(lambda b: jax.random.fold_in(root, b))(jnp.arange(blocks))
+            run.lower(bk0, jy0, args, jt0, jn, jh).compile()
+            _COMPILED.add((run, n.size))
+        with ThreadPoolExecutor(min(workers, n_chunks)) as ex:
+            list(ex.map(one_chunk, range(n_chunks)))
     else:
         for c in range(n_chunks):
             one_chunk(c)
     return out.transpose(1, 0, 2)
+
+
+_COMPILED: set = set()  # (runner, intervals) already compiled
 
 
 def _cores() -> int:
