@@ -3,7 +3,8 @@
 as JSON (``.benchmarks/speed.json``, or ``$TDYN_BENCH_JSON``) with the machine's load average.
 
 * SDE engine: the full SCB (V, A) minibatch SDE — diffrax ``Euler`` (the previous engine, kept
-  here as the baseline) vs the ``lax.scan`` engine with the fast sampler; goal >= 20x.
+  here as the baseline) vs the ``lax.scan`` engine (rbg PRNG blocks, chunks on threads) with the
+  fast sampler (FastMinibatchSDE: alias-drawn token tuples); goal >= 20x.
 * Reduced SCB SDE: 1000 paths x 1e4 steps, warm; goal < 5 s. The CLI command
   ``tdyn simulate scb --sde --paths 1000 --set steps=10000`` in a fresh process; goal < 15 s.
 * SCB real SGD at N=500, T=1e5, batch 256: empirical.scb_fast vs empirical.scb; goal >= 2 steps/s.
