@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from theory.errors import ConfigError, check_choice
+from theory.sampling import alias_table  # Walker/Vose table (accept, alias), shared with the SDEs
 from theory.scb import PAPER, SCBConfig, SCBTask, initial_parameters, make_task
 
 from .trainer import Trainer
@@ -38,23 +39,6 @@ __all__ = ["FastSCBExperiment", "train_fast", "observables_from_statistics", "al
            "escape_time_points", "VARIANTS"]
 
 VARIANTS = ("preconditioned", "sgd")
-
-
-def alias_table(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Walker/Vose alias table of a distribution ``p`` (n,): ``(accept (n,), alias (n,))``; a draw
-    is ``i = floor(n u1)``, then ``i`` if ``u2 < accept[i]`` else ``alias[i]``."""
-    p = np.asarray(p, float) / np.sum(p)
-    n = p.size
-    scaled = p * n
-    accept, alias = np.ones(n), np.arange(n)
-    small = [i for i in range(n) if scaled[i] < 1.0]
-    large = [i for i in range(n) if scaled[i] >= 1.0]
-    while small and large:
-        s, g = small.pop(), large.pop()
-        accept[s], alias[s] = scaled[s], g
-        scaled[g] -= 1.0 - scaled[s]
-        (small if scaled[g] < 1.0 else large).append(g)
-    return accept, alias
 
 
 def observables_from_statistics(V: np.ndarray, s, n, c, mass_on, task: SCBTask, Q: int) -> dict[str, float]:

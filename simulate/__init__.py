@@ -4,6 +4,7 @@ Nothing here is paper-specific: every function takes a ReducedSystem (or an SDE 
 ``theory``. Results are Trajectories (xarray Datasets) saved/loaded as NetCDF atomically.
 """
 
+from ._em import METHODS
 from .ode import BACKENDS, first_crossing, solve
 from .sde import ReducedSDE, solve_sde
 from .sweep import sweep
@@ -16,6 +17,7 @@ __all__ = [
     "ReducedSDE",
     "first_crossing",
     "BACKENDS",
+    "METHODS",
     "make_trajectory",
     "parameters_of",
     "save",

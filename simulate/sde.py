@@ -5,7 +5,10 @@ An SDE model is any object with (shapes: ``y`` (dim,), diffusion (dim, noise_dim
 
 * ``drift(t, y, args)`` and ``diffusion(t, y, args, key)`` — jax functions. ``key`` is a fresh
   PRNG key per path and step, for diffusions estimated by Monte Carlo (e.g. minibatch noise from
-  sampled per-sample gradients); deterministic diffusions ignore it;
+  sampled per-sample gradients); deterministic diffusions ignore it. A model declaring
+  ``uniforms_per_step = n`` receives instead ``n`` uniforms on [0, 1) per step (drawn in bulk by the
+  engine: the fast path), ``0`` for none; ``drift_and_diffusion(t, y, args, noise)`` may replace
+  the pair when both come from the same samples;
 * ``noise_dim``, ``args()`` (a pytree of parameters — passed through ``args`` so new values do not
   recompile), ``initial_state()``, ``paper``, ``name``;
 * ``observables(Y) -> {name: array}`` and optionally ``state_variables(Y)`` (numpy, vectorised over
@@ -13,8 +16,9 @@ An SDE model is any object with (shapes: ``y`` (dim,), diffusion (dim, noise_dim
 
 :class:`ReducedSDE` adapts a :class:`ReducedSystem` whose ``diffusion`` is a sympy matrix.
 
-Brownian increments are drawn per path and step from ``fold_in(path_key, step)``: same seed ->
-same numbers, whatever the chunk size.
+Brownian increments are drawn per path and output interval from ``fold_in(path_key, interval)``
+(:mod:`simulate._em`): same seed (and PRNG implementation) -> same numbers, whatever the chunk size.
+Schemes: :data:`simulate.METHODS` (``"euler_maruyama"`` default, ``"milstein"``).
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ class ReducedSDE:
     @property
     def name(self):
         return self.system.name
+
+    #: the diffusion is deterministic: no model randomness per step (the engine skips the keys)
+    uniforms_per_step = 0
 
     @property
     def noise_dim(self) -> int:
@@ -111,25 +118,33 @@ def solve_sde(
     parameters: Mapping[str, Any] | None = None,
     keep_state: bool = False,
     chunk: int | None = None,
+    method: str = "euler_maruyama",
+    prng: str = "rbg",
 ):
-    """Integrate ``paths`` independent paths of ``sde`` on the output grid ``t`` (Euler-Maruyama,
-    fixed step ``dt`` in the model's time units). Returns a Trajectory with dims (path, time).
+    """Integrate ``paths`` independent paths of ``sde`` on the output grid ``t`` (fixed step ``dt``
+    in the model's time units; ``method`` one of :data:`simulate.METHODS`: Euler–Maruyama by
+    default, ``"milstein"`` for deterministic diffusions with commutative noise). Returns a
+    Trajectory with dims (path, time).
+
+    ``prng``: jax PRNG implementation (``"rbg"`` default, fastest with good split/fold_in on CPU;
+    ``"threefry2x32"``, ``"unsafe_rbg"``). The numbers depend on it and on ``seed``, never on
+    ``chunk``.
 
     Raises :class:`SolverError` (with the partial ensemble up to the last time at which every path
-    was finite) when a path diverges. ``chunk``: paths per compiled call (default: as many as fit
-    a 256 MiB output budget); it does not change the numbers.
+    was finite) when a path diverges. ``chunk``: paths per compiled call (default: one chunk per
+    CPU core, within a 256 MiB output budget; chunks run on threads); it does not change the
+    numbers.
     """
     if paths < 1:
         raise ConfigError("paths", f"need at least one path, got {paths}")
+    if prng not in ("rbg", "threefry2x32", "unsafe_rbg"):
+        raise ConfigError("prng", f"unknown PRNG implementation {prng!r}; choose rbg, threefry2x32 or unsafe_rbg")
     if not dt > 0:
         raise ConfigError("dt", f"step must be > 0, got {dt}")
     ts = _validate_time(t)
     _enable_x64()
-    import jax
-
     y_init = np.asarray(sde.initial_state() if y0 is None else y0, dtype=np.float64)
-    keys = jax.random.split(jax.random.PRNGKey(seed), paths)
-    Y = em_paths(sde, ts, float(dt), keys, y_init, chunk=chunk)
+    Y = em_paths(sde, ts, float(dt), int(seed), int(paths), y_init, chunk=chunk, method=method, prng=prng)
     finite = np.all(np.isfinite(Y), axis=(0, 2))
     good = ts.size if finite.all() else int(np.argmin(finite))
     Yg = Y[:, :good]
@@ -143,7 +158,7 @@ def solve_sde(
         parameters=parameters or {}, seed=seed, lead_dims=("path",),
         status=0 if good == ts.size else -1,
         message="ok" if good == ts.size else f"a path became non-finite at t={ts[good]:.6g}",
-        extra_attrs={"dt": dt, "paths": paths},
+        extra_attrs={"dt": dt, "paths": paths, "method": method, "prng": prng},
     )
     if good < ts.size:
         raise SolverError(sde.paper, sde.name, float(ts[max(good - 1, 0)]), traj.attrs["message"], partial=traj)

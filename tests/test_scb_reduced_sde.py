@@ -132,3 +132,89 @@ def test_reduced_sde_matches_full_sde_moments(task):
             print(f"{name} t={t[i]:.0f}: mean {x.mean():.4f} vs {z.mean():.4f} ({z_mean:+.1f} SE); "
                   f"var {x.var():.3e} vs {z.var():.3e} ({z_var:+.1f} SE)")
             assert abs(z_mean) < 4 and abs(z_var) < 4, (name, t[i], z_mean, z_var)
+
+
+def test_alias_draw_reproduces_the_probabilities():
+    """theory.sampling: on a uniform grid of 2^20 points each outcome's frequency is its
+    probability up to the grid spacing times n (Walker's alias method is exact)."""
+    import jax.numpy as jnp
+
+    from theory.sampling import alias_draw, alias_table
+
+    simulate.ode._enable_x64()
+    p = np.random.default_rng(5).dirichlet(np.full(37, 0.3))
+    prob, alias = alias_table(p)
+    u = (np.arange(2**20) + 0.5) / 2**20
+    idx = np.asarray(alias_draw(jnp.asarray(u), jnp.asarray(prob), jnp.asarray(alias)))
+    freq = np.bincount(idx, minlength=p.size) / u.size
+    np.testing.assert_allclose(freq, p, atol=2 * p.size / 2**20)
+
+
+def test_outcome_tables_give_the_exact_population_gradient_and_the_sampled_second_moment(task):
+    """The alias tables (spec §1.2 sufficient statistics): probabilities sum to 1; the exact mean of
+    the projected per-sample gradient over the table equals the population gradient (minus the
+    reduced drift on the manifold, spec §3.3); its second moment equals the key sampler's
+    (inverse-CDF draws of every token) within 4 SE."""
+    import jax
+    import jax.numpy as jnp
+
+    simulate.ode._enable_x64()
+    sde = R.ReducedMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 2)
+    (p, F), = R.sample_tables(task)  # one joint table at N=3, T=16, Q=2
+    assert abs(p.sum() - 1) < 1e-12
+    c = R._constants(task, CFG.eta_V, CFG.eta_A, CFG.batch)
+    rng = np.random.default_rng(6)
+    N = task.N
+    y = np.concatenate([[0.4, 0.9], 1 / task.T + 0.02 * rng.standard_normal(N), 0.3 * rng.random(N), np.zeros(2 + N)])
+    g = np.array([R.projected_per_sample(y, *np.split(f, 4), c)[0] for f in F])  # (outcomes, 2+2N)
+    exact_mean = -R.reduced_drift_numpy(y, task, CFG.eta_V, CFG.eta_A)[: 2 + 2 * N]
+    np.testing.assert_allclose(p @ g, exact_mean, rtol=1e-10, atol=1e-14)
+    second = (p[:, None] * g).T @ g
+    keys = jax.random.split(jax.random.PRNGKey(7), 20000)
+    G, _ = jax.vmap(lambda kk: sde._samples(jnp.asarray(y), sde.args(), kk))(keys)
+    G = np.asarray(G).reshape(-1, 2 + 2 * N)
+    outer = G[:, :, None] * G[:, None, :]
+    se = outer.std(0) / np.sqrt(len(G))
+    assert np.all(np.abs(outer.mean(0) - second) <= 4 * se + 1e-14)
+
+
+def test_unrolled_step_equals_the_array_step(task):
+    """reduced_step.reduced_terms_unrolled (the fast path) == drift + projected_per_sample arrays."""
+    import jax.numpy as jnp
+
+    from theory.scb.reduced_step import reduced_terms_unrolled
+
+    simulate.ode._enable_x64()
+    sde = R.ReducedMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 2)
+    args = sde.args()
+    (_, F), = R.sample_tables(task)
+    rng = np.random.default_rng(8)
+    N = task.N
+    y = np.concatenate([[0.4, 0.9], 1 / task.T + 0.02 * rng.standard_normal(N), 0.3 * rng.random(N),
+                        0.01 * rng.random(2 + N)])
+    Fm = F[rng.integers(len(F), size=2)]
+    c = {"mu": task.mu.tolist(), "rho": task.rho.tolist(), "Pt": task.P_tilde.tolist(), "T": float(task.T),
+         "K": float(task.K), "m2": float(task.m2), "lr_V": args["lr_V"], "lr_A": args["lr_A"], "batch": args["batch"]}
+    f, g = reduced_terms_unrolled(jnp.asarray(y), jnp.asarray(Fm), c, N, 2)
+    c_np = R._constants(task, CFG.eta_V, CFG.eta_A, CFG.batch)
+    y_on = y.copy()
+    y_on[2 + 2 * N:] = 0
+    Gs, offs = zip(*(R.projected_per_sample(y_on, *np.split(fm, 4), c_np) for fm in Fm))
+    mean = -R.reduced_drift_numpy(y_on, task, CFG.eta_V, CFG.eta_A)[: 2 + 2 * N]
+    want_g = np.concatenate([-(np.array(Gs) - mean).T / np.sqrt(2 * CFG.batch), np.zeros((2 + N, 2))])
+    want_f = R.reduced_drift_numpy(y, task, CFG.eta_V, CFG.eta_A)
+    want_f[2 + 2 * N:] += np.mean(offs, axis=0) / CFG.batch
+    np.testing.assert_allclose(np.asarray(g), want_g, rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(f), want_f, rtol=1e-10, atol=1e-15)
+
+
+def test_reduced_observables_equal_the_full_ones_off_the_manifold(task):
+    """ReducedMinibatchSDE.observables at the exact reduced coordinates of random full (V, A) ==
+    theory.scb.population_loss and the overlap computed on (V, A) (spec §3.3, §4)."""
+    rng = np.random.default_rng(9)
+    sde = R.ReducedMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 2)
+    for _ in range(3):
+        V, A = _random_full(task, rng)
+        obs = sde.observables(R.reduced_coordinates(V, A, task)[None])
+        assert np.isclose(obs["population_loss"][0], scb.population_loss(V, A, task), rtol=1e-10)
+        assert np.isclose(obs["attention_target_overlap"][0], (A * task.Qm).sum(0).mean(), rtol=1e-10)

@@ -160,9 +160,12 @@ class _LinearSDE:
 def test_sde_engine_chunking_does_not_change_numbers_and_grid_need_not_be_aligned():
     m = _LinearSDE()
     t = np.linspace(0.0, 2.0, 5)
-    a = simulate.solve_sde(m, t, paths=37, seed=5, dt=0.05)
-    b = simulate.solve_sde(m, t, paths=37, seed=5, dt=0.05, chunk=8)
+    a = simulate.solve_sde(m, t, paths=300, seed=5, dt=0.05)  # one chunk of 3 PRNG blocks
+    b = simulate.solve_sde(m, t, paths=300, seed=5, dt=0.05, chunk=8)  # three chunks of one block
     np.testing.assert_array_equal(a["y"].values, b["y"].values)
+    few = simulate.solve_sde(m, t, paths=37, seed=5, dt=0.05)  # a path's numbers: whoever runs beside it
+    np.testing.assert_array_equal(few["y"].values, a["y"].values[:37])
+    assert len(np.unique(a["y"].values[:, -1])) == 300  # every path its own noise
     # uneven output grid (varying steps per interval): exact OU moments at the output times
     t2 = np.array([0.0, 0.13, 0.5, 1.37, 2.0])
     c = simulate.solve_sde(m, t2, paths=20000, seed=1, dt=0.01)
@@ -182,3 +185,21 @@ def test_sde_engine_returns_partial_result_on_divergence():
     part = err.value.partial
     assert 0 < part.sizes["time"] < 31
     assert part["time"].values[-1] < 1.0  # y' = y^2, y(0) = 1 blows up at t = 1
+
+
+def test_sde_engine_key_models_are_chunk_independent_under_every_prng():
+    """A model that draws its own noise from a key (under vmap) gets the same numbers whatever the
+    chunk, for each PRNG implementation (rbg's batched draws would use the first key only)."""
+    class Keyed(_LinearSDE):
+        def diffusion(self, t, y, a, key):
+            import jax
+
+            return a * (1.0 + jax.random.uniform(key, (1, 1)))
+
+    m, t = Keyed(), np.linspace(0.0, 1.0, 3)
+    for prng in ("rbg", "threefry2x32"):
+        a = simulate.solve_sde(m, t, paths=16, seed=1, dt=0.1, prng=prng)["y"].values  # one chunk, 2 blocks
+        b = simulate.solve_sde(m, t, paths=16, seed=1, dt=0.1, prng=prng, chunk=8)["y"].values  # 2 chunks
+        np.testing.assert_array_equal(a, b)
+        c = simulate.solve_sde(m, t, paths=9, seed=1, dt=0.1, prng=prng)["y"].values
+        np.testing.assert_array_equal(c, a[:9])

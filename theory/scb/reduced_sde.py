@@ -30,18 +30,29 @@ Each energy gains its Itô term ``tr Cov(off-manifold part)/B = E|g_off|^2/B`` (
 gradient has no off-manifold part on the manifold); the energies' own martingale terms
 ``2<R, dN>`` are dropped (second order in the off-manifold amplitude). Float64.
 
-**FastMinibatchSDE**: :class:`theory.MinibatchSDE` with inverse-CDF sampling (one uniform per
-categorical draw instead of N Gumbels): the same per-sample-gradient distribution, ~20x cheaper.
+Sampling: a sample's projected gradient depends only on (k, b = X q_k, cnt = X 1, y); their exact
+joint law is tabulated once (:func:`sample_tables`: query, support tokens and target enumerated,
+off-support counts as multinomial compositions) and each sample is one alias draw
+(:mod:`theory.sampling`) from a uniform the engine supplies (``uniforms_per_step``); tables too
+large fall back to the key sampler (inverse CDF per token, ``jax.random.multinomial``). For
+N <= 8 the step is evaluated per component (:mod:`theory.scb.reduced_step`).
+
+**FastMinibatchSDE**: :class:`theory.MinibatchSDE` with the data drawn from uniforms (context
+tokens in alias-drawn tuples, the rest by inverse CDF): the same per-sample-gradient distribution.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
+from ..sampling import alias_draw, alias_table, compositions, multinomial_pmf
 from .config import SCBConfig, SCBTask, initial_parameters, make_task
 from .derive import PAPER
+from .reduced_step import UNROLL_MAX_N, reduced_terms_unrolled
 from .sde import MinibatchSDE
 
 __all__ = [
@@ -52,7 +63,13 @@ __all__ = [
     "projected_per_sample",
     "minibatch_sde_reduced",
     "minibatch_sde_fast",
+    "sample_tables",
 ]
+
+#: largest outcome table drawn by alias (one uniform per draw); larger ones use the key path
+TABLE_MAX = 2**16
+#: the (sample, off-support counts) tables are merged into one draw when their product fits
+JOINT_MAX = 2**15
 
 
 def reduced_coordinates(V, A, task: SCBTask) -> np.ndarray:
@@ -151,6 +168,36 @@ def projected_per_sample(y, koh, b, cnt, yoh, c, xp=np):
     return g, xp.concatenate([xp.stack([off_R, off_v]), off_a * onehot])
 
 
+def sample_tables(task: SCBTask):
+    """Exact outcome tables of one sample's sufficient statistics (spec §1.2), for alias draws.
+
+    A sample is (query k ~ mu, the Q support tokens ~ mu iid, target y ~ sum_j q_k[j] P[:, x_j],
+    the T - Q off-support token counts ~ Multinomial(T - Q, mu)); its projected gradient depends
+    only on the features ``(e_k, b = X q_k, cnt = X 1, e_y)`` (4N,). Returns a list of
+    ``(prob (n,), features (n, 4N))`` whose draws are independent and whose features add — one
+    joint table when it has at most :data:`JOINT_MAX` outcomes, else two — or ``None`` when a
+    table would exceed :data:`TABLE_MAX` (the model then samples with a key)."""
+    N, T_, Q_ = task.N, task.T, task.support.shape[1]
+    n_off = T_ - Q_
+    n_comp = int(round(np.exp(sum(np.log(n_off + i) - np.log(i) for i in range(1, N)))))
+    if N ** (Q_ + 2) > TABLE_MAX or n_comp > TABLE_MAX:
+        return None
+    w, mu, P, eye = _support_weights(task), task.mu, task.P, np.eye(N)
+    idx = np.array(list(itertools.product(range(N), repeat=Q_ + 2)))  # (k, x_1..x_Q, y)
+    k, xs, yt = idx[:, 0], idx[:, 1:Q_ + 1], idx[:, -1]
+    pA = mu[k] * mu[xs].prod(1) * (w[k] * P[yt[:, None], xs]).sum(1)
+    FA = np.concatenate([eye[k], np.einsum("aq,aqn->an", w[k], eye[xs]), eye[xs].sum(1), eye[yt]], axis=1)
+    C = compositions(n_off, N)
+    pC = multinomial_pmf(C, mu)
+    FC = np.concatenate([np.zeros((len(C), 2 * N)), C, np.zeros((len(C), N))], axis=1)
+    tables = [(pA, FA), (pC, FC)]
+    tables = [(p[p > 0], F[p > 0]) for p, F in tables]
+    if len(tables[0][0]) * len(tables[1][0]) <= JOINT_MAX:
+        (pa, fa), (pc, fc) = tables
+        tables = [(np.outer(pa, pc).ravel(), (fa[:, None, :] + fc[None, :, :]).reshape(-1, 4 * N))]
+    return tables
+
+
 def _inverse_cdf(u, cdf):
     """Categorical draws from uniforms ``u`` (...) and a cumulative table ``cdf`` (..., n)."""
     import jax.numpy as jnp
@@ -175,6 +222,16 @@ class ReducedMinibatchSDE:
     def noise_dim(self) -> int:
         return self.mc_samples
 
+    @cached_property
+    def _tables(self):
+        return sample_tables(self.task)
+
+    @property
+    def uniforms_per_step(self) -> int | None:
+        """One uniform per sample and outcome table (alias draws, :func:`sample_tables`); ``None``
+        (a PRNG key per step) when the tables would be too large."""
+        return None if self._tables is None else self.mc_samples * len(self._tables)
+
     @property
     def state_names(self) -> tuple[str, ...]:
         N = self.task.N
@@ -193,12 +250,27 @@ class ReducedMinibatchSDE:
         c["cdf_mu"] = jnp.asarray(np.cumsum(self.task.mu))
         c["cdf_q"] = jnp.asarray(np.cumsum(_support_weights(self.task), axis=1))  # (N, Q)
         c["cdf_P"] = jnp.asarray(np.cumsum(self.task.P, axis=0).T)  # row j: cdf of P[:, j]
+        if self._tables is not None:
+            c["tables"] = [(jnp.asarray(pr), jnp.asarray(al), jnp.asarray(F))
+                           for pr, al, F in ((*alias_table(p), F) for p, F in self._tables)]
         return c
 
     def drift(self, t, y, args):
         import jax.numpy as jnp
 
         return _drift(y, args, jnp)
+
+    def _table_samples(self, y, args, u):
+        """Projected per-sample gradients from ``mc_samples`` alias draws per table (``u``: the
+        step's uniforms, (mc_samples * tables,))."""
+        import jax
+        import jax.numpy as jnp
+
+        N, M = self.task.N, self.mc_samples
+        u = u.reshape(M, len(args["tables"]))
+        F = sum(Ft[alias_draw(u[:, i], pr, al)] for i, (pr, al, Ft) in enumerate(args["tables"]))  # (M, 4N)
+        koh, b, cnt, yoh = F[:, :N], F[:, N:2 * N], F[:, 2 * N:3 * N], F[:, 3 * N:]
+        return jax.vmap(lambda kk, bb, cc, yy: projected_per_sample(y, kk, bb, cc, yy, args, jnp))(koh, b, cnt, yoh)
 
     def _samples(self, y, args, key):
         """Projected per-sample gradients of ``mc_samples`` samples drawn from sufficient statistics
@@ -231,14 +303,23 @@ class ReducedMinibatchSDE:
         yoh = (yt[:, None] == ids).astype(y.dtype)
         return jax.vmap(lambda kk, bb, cc, yy: projected_per_sample(y, kk, bb, cc, yy, args, jnp))(koh, b, cnt, yoh)
 
-    def drift_and_diffusion(self, t, y, args, key):
+    def drift_and_diffusion(self, t, y, args, noise):
         """One step's ``(f (dim,), g (dim, M))`` from one set of samples: ``g`` the centred projected
         per-sample gradients (energy rows 0); ``f`` the exact drift plus the energies' Itô terms
-        ``mean_m |g_off,m|^2 / B`` (an unbiased estimate of ``tr Cov(off)/B``)."""
+        ``mean_m |g_off,m|^2 / B`` (an unbiased estimate of ``tr Cov(off)/B``). ``noise``: the
+        step's uniforms (:attr:`uniforms_per_step`) or, without tables, a PRNG key."""
         import jax.numpy as jnp
 
         N, M = self.task.N, self.mc_samples
-        G, off = self._samples(y, args, key)
+        if self._tables is not None and N <= UNROLL_MAX_N:  # the same terms, per component (fast)
+            u = noise.reshape(M, len(args["tables"]))
+            F = sum(Ft[alias_draw(u[:, i], pr, al)] for i, (pr, al, Ft) in enumerate(args["tables"]))
+            t_ = self.task
+            c = {"mu": t_.mu.tolist(), "rho": t_.rho.tolist(), "Pt": t_.P_tilde.tolist(), "T": float(t_.T),
+                 "K": float(t_.K), "m2": float(t_.m2), "lr_V": args["lr_V"], "lr_A": args["lr_A"],
+                 "batch": args["batch"]}
+            return reduced_terms_unrolled(y, F, c, N, M)
+        G, off = (self._samples if self._tables is None else self._table_samples)(y, args, noise)
         y_on = y.at[2 + 2 * N:].set(0.0)
         f = _drift(y, args, jnp)
         mean = -_drift(y_on, args, jnp)[: 2 + 2 * N]  # exact population mean of g on the manifold
@@ -261,8 +342,9 @@ class ReducedMinibatchSDE:
         n = T_ * xi**2 + 2 * xi * eta + rho * eta**2 + E_a
         vv, vp = task.K * zeta**2 + E_V, task.K * zeta
         v2, mv = task.m2 * omega**2 + E_v, task.m2 * omega
-        per_k = 0.5 * n * vv[..., None] - cc * vp[..., None] + 0.5 * rho * task.K + 0.5 * (
-            s**2 * v2[..., None] - 2 * s * mv[..., None] + task.m2)
+        # population loss sum_k mu_k per_k (spec §3.3) with the mu-sums taken first (fewer (..., N) temporaries):
+        # 0.5 n vv - cc vp + 0.5 rho K + 0.5 (s^2 |v|^2 - 2 s mu.v + m2), plus 0.5 (1 - m2 - K mu.rho)
+        loss = 0.5 * vv * (n @ mu) - vp * (cc @ mu) + 0.5 * (v2 * ((s * s) @ mu) - 2 * mv * (s @ mu)) + 0.5
         out = {name: Y[..., i] for i, name in enumerate(self.state_names)}
         out.update({
             "value_transition_correlation": zeta,
@@ -270,15 +352,29 @@ class ReducedMinibatchSDE:
             "attention_target_overlap": cc.mean(-1),
             "attention_sum": s.mean(-1),
             "attention_sq_norm": n.mean(-1),
-            "population_loss": (per_k * mu).sum(-1) + 0.5 * (1 - task.m2 - task.K * (mu * rho).sum()),
+            "population_loss": loss,
         })
         return out
+
+
+#: tokens drawn jointly by one alias draw in the full SDE's sampler: the longest tuple with at
+#: most this many outcomes
+TUPLE_OUTCOMES = 4096
+
+
+def _token_tuples(N: int, T_: int) -> list[int]:
+    """Lengths of the token tuples that cover the T context positions (each drawn jointly)."""
+    L = max(1, min(T_, int(np.floor(np.log(TUPLE_OUTCOMES) / np.log(N) + 1e-9))))
+    return [L] * (T_ // L) + ([T_ % L] if T_ % L else [])
 
 
 @dataclass(frozen=True, eq=False)
 class FastMinibatchSDE(MinibatchSDE):
     """:class:`theory.MinibatchSDE` (full (V, A), spec §3.6 option A) with the data of spec
-    §1.2 drawn by inverse CDF from uniforms: the same per-sample-gradient distribution."""
+    §1.2 drawn from uniforms: context tokens in tuples of L by one exact alias draw each
+    (:func:`theory.sampling.alias_draw`, ``N^L <= TUPLE_OUTCOMES`` outcomes with probability
+    ``prod mu``), query, support slot and target by inverse CDF. The same per-sample-gradient
+    distribution as MinibatchSDE; ``len(tuples) + 3`` uniforms per sample instead of N T Gumbels."""
 
     def args(self):
         import jax.numpy as jnp
@@ -288,23 +384,40 @@ class FastMinibatchSDE(MinibatchSDE):
         a["cdf_mu"] = jnp.asarray(np.cumsum(t.mu))
         a["cdf_q"] = jnp.asarray(np.cumsum(t.Qm, axis=0).T)  # row k: cdf of q^(k) over positions
         a["cdf_P"] = jnp.asarray(np.cumsum(t.P, axis=0).T)  # row j: cdf of P[:, j]
+        tabs = {}
+        for L in sorted(set(_token_tuples(t.N, t.T))):
+            tup = np.array(list(itertools.product(range(t.N), repeat=L)))  # (N^L, L)
+            prob, alias = alias_table(t.mu[tup].prod(1))
+            tabs[L] = (jnp.asarray(prob), jnp.asarray(alias), jnp.asarray(np.eye(t.N)[tup]))  # one-hot (N^L, L, N)
+        a["tuples"] = tabs
         return a
 
+    @property
+    def uniforms_per_step(self) -> int:
+        """The engine hands each step ``mc_samples * (tuples + 3)`` uniforms."""
+        return self.mc_samples * (len(_token_tuples(self.task.N, self.task.T)) + 3)
+
     def per_sample_gradients(self, y, args, key):
+        """(M, dim) per-sample gradients; ``key``: a PRNG key, or the step's uniforms."""
         import jax
         import jax.numpy as jnp
 
         N, T_, M = self.task.N, self.task.T, self.mc_samples
         V, A = self._unflatten(y)
         mu = args["mu"]
-        u = jax.random.uniform(key, (M, T_ + 3), dtype=y.dtype)
-        x = _inverse_cdf(u[:, :T_], args["cdf_mu"])  # (M, T)
-        k = _inverse_cdf(u[:, T_], args["cdf_mu"])  # (M,)
-        pos = _inverse_cdf(u[:, T_ + 1], args["cdf_q"][k])  # s ~ q^(k)
-        xs = jnp.take_along_axis(x, pos[:, None], axis=1)[:, 0]
-        xo = _inverse_cdf(u[:, T_ + 2], args["cdf_P"][xs])  # target ~ P[:, x_s]
+        lens = _token_tuples(N, T_)
+        n_u = len(lens) + 3
+        if jnp.issubdtype(key.dtype, jnp.floating):  # the engine's uniforms
+            u = key.reshape(M, n_u)
+        else:
+            u = jax.random.uniform(key, (M, n_u), dtype=y.dtype)
+        X = jnp.concatenate([args["tuples"][L][2][alias_draw(u[:, i], *args["tuples"][L][:2])]
+                             for i, L in enumerate(lens)], axis=1)  # (M, T, N) one-hot context
+        k = _inverse_cdf(u[:, -3], args["cdf_mu"])  # (M,)
+        pos = _inverse_cdf(u[:, -2], args["cdf_q"][k])  # s ~ q^(k)
+        xs = jnp.argmax(jnp.take_along_axis(X, pos[:, None, None], axis=1)[:, 0], axis=-1)
+        xo = _inverse_cdf(u[:, -1], args["cdf_P"][xs])  # target ~ P[:, x_s]
         a = A.T[k]  # (M, T)
-        X = (x[..., None] == jnp.arange(N)).astype(y.dtype)  # (M, T, N) one-hot: no scatter on CPU
         Xa = jnp.einsum("mtn,mt->mn", X, a)  # X a^(k_m)
         r = Xa @ V.T - jax.nn.one_hot(xo, N, dtype=y.dtype)
         gV = r[:, :, None] * Xa[:, None, :] / mu[None, None, :]
