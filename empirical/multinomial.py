@@ -18,28 +18,12 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["MultinomialSampler", "TABLE_LIMIT", "alias_table"]
+from theory.sampling import alias_table  # Walker/Vose table (accept, alias), shared with the SDEs
+
+__all__ = ["MultinomialSampler", "TABLE_LIMIT"]
 
 #: Largest alias table (entries) built; beyond it the tree uses ``Generator.binomial``.
 TABLE_LIMIT = 2_000_000
-
-
-def alias_table(p) -> tuple[np.ndarray, np.ndarray]:
-    """Walker/Vose alias table of a distribution ``p`` (L,): ``(accept (L,), alias (L,))``; a draw is
-    ``j = floor(L u)``, then ``j`` if the fractional part of ``L u`` (or a second uniform) is below
-    ``accept[j]``, else ``alias[j]``. Pure-Python lists: the table is built once per (n, p)."""
-    q = np.asarray(p, np.float64)
-    L = q.size
-    scaled = (q * (L / q.sum())).tolist()
-    accept, alias = [1.0] * L, list(range(L))
-    small = [i for i in range(L) if scaled[i] < 1.0]
-    large = [i for i in range(L) if scaled[i] >= 1.0]
-    while small and large:
-        s, g = small.pop(), large.pop()
-        accept[s], alias[s] = scaled[s], g
-        scaled[g] -= 1.0 - scaled[s]
-        (small if scaled[g] < 1.0 else large).append(g)
-    return np.array(accept), np.array(alias)  # leftovers keep accept 1 (round-off)
 
 
 def _tree_levels(S: int) -> list[list[tuple[int, int, int]]]:
