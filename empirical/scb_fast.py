@@ -32,12 +32,14 @@ import torch
 from theory.errors import ConfigError, check_choice
 from theory.scb import PAPER, SCBConfig, SCBTask, initial_parameters, make_task
 
+from . import scb_kernels as K
 from .trainer import Trainer
 
 __all__ = ["FastSCBExperiment", "train_fast", "observables_from_statistics", "alias_table",
-           "escape_time_points", "VARIANTS"]
+           "escape_time_points", "VARIANTS", "ENGINES"]
 
 VARIANTS = ("preconditioned", "sgd")
+ENGINES = ("auto", "numba", "torch")
 
 
 def alias_table(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,19 +96,23 @@ def observables_from_statistics(V: np.ndarray, s, n, c, mass_on, task: SCBTask, 
 
 @dataclass
 class FastSCBExperiment:
-    """One SGD run on an SCB task at scale (module docstring). ``block``: positions per sampling
-    block (bounds the float working set to ``batch * block``)."""
+    """One SGD run on an SCB task at scale (module docstring). ``engine``: ``numba`` (fused CPU
+    kernels of :mod:`empirical.scb_kernels`), ``torch`` (gathers/scatter-adds in torch, any
+    device) or ``auto`` (numba on CPU, torch elsewhere). ``block``: positions per sampling block of
+    the torch engine (bounds its float working set to ``batch * block``)."""
 
     config: SCBConfig
     variant: str = "preconditioned"
     task: SCBTask | None = None
     dtype: torch.dtype = torch.float64
     block: int = 8192
+    engine: str = "auto"
     paper: str = PAPER
     name: str = field(init=False)
 
     def __post_init__(self):
         check_choice("variant", self.variant, VARIANTS)
+        check_choice("engine", self.engine, ENGINES)
         if self.config.query != "outside":
             raise ConfigError("query", "the fast path implements Decision 1 A (query outside the context)")
         if self.config.N > 32767:
@@ -118,72 +124,121 @@ class FastSCBExperiment:
         t, dt = self.task, self.dtype
         V0, A0 = initial_parameters(self.config, t)
         self.device, self.gen = device, generator
+        self.engine_used = self.engine if self.engine != "auto" else ("numba" if device.type == "cpu" else "torch")
+        if self.engine_used == "numba" and device.type != "cpu":
+            raise ConfigError("engine", "the numba engine runs on the CPU only")
         self.V = torch.as_tensor(V0, dtype=dt, device=device).clone()
         self.At = torch.as_tensor(np.ascontiguousarray(A0.T), dtype=dt, device=device).clone()
         self.mu = torch.as_tensor(t.mu, dtype=dt, device=device)
-        acc, ali = alias_table(t.mu)
-        self.acc = torch.as_tensor(acc, dtype=torch.float32, device=device)
-        self.ali = torch.as_tensor(ali, dtype=torch.int16, device=device)
+        if self.engine_used == "numba":
+            nb = max(1, int(t.N - 1).bit_length())
+            acc, ali = alias_table(np.concatenate([t.mu, np.zeros(2**nb - t.N)]))
+            self.table = K.alias_thresholds(t.mu, acc, ali)
+        else:
+            acc, ali = alias_table(t.mu)
+            self.acc = torch.as_tensor(acc, dtype=torch.float32, device=device)
+            self.ali = torch.as_tensor(ali, dtype=torch.int16, device=device)
         self.support = torch.as_tensor(t.support, device=device)  # (N, Q)
         self.qw = torch.as_tensor(t.Qm[t.support, np.arange(t.N)[:, None]], dtype=dt, device=device)  # (N, Q)
         self.PT = torch.as_tensor(t.P.T, dtype=dt, device=device)
+        # cumulative tables for the per-sample categorical draws (query, position, target), float64
+        self.cdf_mu = torch.as_tensor(np.cumsum(t.mu), device=device)
+        self.cdf_q = torch.cumsum(self.qw.double(), 1)
+        self.cdf_P = torch.as_tensor(np.cumsum(t.P.T, 1), device=device)  # row j: cdf of P[:, j]
         self.lam_on = False
+        self._x = None
+
+    def _categorical(self, cdf: torch.Tensor, rows: torch.Tensor | None = None, B: int | None = None):
+        """Inverse-CDF draws: ``B`` draws from the 1-D ``cdf`` or one per row ``cdf[rows]``."""
+        c = cdf if rows is None else cdf[rows]
+        shape = (B,) if rows is None else (rows.numel(), 1)
+        u = torch.rand(shape, dtype=torch.float64, generator=self.gen, device=self.device)
+        i = torch.searchsorted(c, u * c[..., -1:] if rows is not None else u * c[-1], right=True)
+        return i.clamp_max_(c.shape[-1] - 1).reshape(-1)
 
     def _tokens(self, B: int, width: int) -> torch.Tensor:
-        """(B, width) int16 tokens ~ mu (alias method)."""
+        """(B, width) int16 tokens ~ mu (alias method, torch engine; float32 uniforms: the
+        acceptance test resolves ~2^-15 at N = 500)."""
         N = self.task.N
         u = torch.rand(B, width, generator=self.gen, device=self.device)
         i = (u * N).long().clamp_max_(N - 1)
         frac = u * N - i  # the fractional part is a second uniform, independent of i
         return torch.where(frac < self.acc[i], i.to(torch.int16), self.ali[i])
 
-    def sample_and_gradients(self, B: int):
-        """One minibatch's loss and gradients ``(loss, gV (N,N), rows (U,), gA_rows (U, T))``
-        (spec §3.2), ``rows``: the distinct queries of the batch."""
+    def _draw(self, B: int):
+        """Queries ``k`` (B,), tokens ``x`` (B, T) int16 and ``h_b = X_b a^(k_b)`` (B, N)."""
         T_, N, dt = self.task.T, self.task.N, self.dtype
-        k = torch.multinomial(self.mu, B, replacement=True, generator=self.gen)
-        x = torch.empty(B, T_, dtype=torch.int16, device=self.device)
+        k = self._categorical(self.cdf_mu, B=B)
+        if self._x is None or self._x.shape[0] != B:
+            self._x = torch.empty(B, T_, dtype=torch.int16, device=self.device)
+        x = self._x
+        if self.engine_used == "numba":
+            seed = int(torch.randint(0, 2**63 - 1, (1,), generator=self.gen))
+            h = np.empty((B, N))
+            thr, ali, nb = self.table
+            K.forward_tokens(np.uint64(seed), k.numpy(), self.At.numpy(), thr, ali, nb, x.numpy(), h)
+            return k, x, torch.from_numpy(h).to(dt)
         h = torch.zeros(B, N, dtype=dt, device=self.device)
-        a_rows = self.At[k]  # (B, T) gather of the queries' attention
         for lo in range(0, T_, self.block):
             hi = min(lo + self.block, T_)
             xb = self._tokens(B, hi - lo)
             x[:, lo:hi] = xb
-            h.scatter_add_(1, xb.long(), a_rows[:, lo:hi])
-        j = torch.multinomial(self.qw[k], 1, generator=self.gen)[:, 0]
-        pos = self.support[k, j]
-        xs = x[torch.arange(B, device=self.device), pos].long()
-        y = torch.multinomial(self.PT[xs], 1, generator=self.gen)[:, 0]
-        r = h @ self.V.T
-        r[torch.arange(B, device=self.device), y] -= 1.0  # V X a - e_y
-        loss = 0.5 * (r**2).sum(1).mean()
-        gV = r.T @ h / B
-        w = r @ self.V / B  # (B, N): V^T r_b / B
-        rows, inv = torch.unique(k, return_inverse=True)
-        gA = torch.zeros(rows.numel(), T_, dtype=dt, device=self.device)
+            h.scatter_add_(1, xb.long(), self.At[k, lo:hi])
+        return k, x, h
+
+    def _update_attention(self, x, w, rows, inv, scale):
+        """``At[rows] -= scale * gA`` with ``gA[u, t] = sum_{b: k_b = rows[u]} w[b, x[b, t]]``."""
+        if self.engine_used == "numba":
+            order = torch.argsort(inv, stable=True)
+            starts = torch.zeros(rows.numel() + 1, dtype=torch.int64)
+            starts[1:] = torch.cumsum(torch.bincount(inv, minlength=rows.numel()), 0)
+            K.attention_update(self.At.numpy(), x.numpy(), w.contiguous().numpy(), rows.numpy(), starts.numpy(),
+                               order.numpy(), scale.double().numpy())
+            return
+        T_ = self.task.T
+        gA = torch.zeros(rows.numel(), T_, dtype=self.dtype, device=self.device)
         for lo in range(0, T_, self.block):
             hi = min(lo + self.block, T_)
             gA[:, lo:hi].index_add_(0, inv, w.gather(1, x[:, lo:hi].long()))
-        return loss, gV, rows, gA
+        self.At[rows] -= scale[:, None] * gA
 
     def step(self, step: int) -> dict[str, float]:
         c, t = self.config, self.task
-        loss, gV, rows, gA = self.sample_and_gradients(c.batch)
-        if self.variant == "preconditioned":
-            self.V -= c.eta_V * gV / self.mu[None, :]
-            self.At[rows] -= c.eta_A * gA / self.mu[rows, None]
+        B = c.batch
+        k, x, h = self._draw(B)
+        ar = torch.arange(B, device=self.device)
+        j = self._categorical(self.cdf_q, k)  # position s ~ q^(k) on the support (spec §1.2)
+        xs = x[ar, self.support[k, j]].long()
+        y = self._categorical(self.cdf_P, xs)  # x_o ~ P[:, x_s]
+        r = h @ self.V.T
+        r[ar, y] -= 1.0  # V X a - e_y
+        loss = 0.5 * (r**2).sum(1).mean()
+        gV = r.T @ h / B  # spec §3.2: mean_b r_b (X_b a_b)^T
+        w = r @ self.V / B  # (B, N): V^T r_b / B
+        rows, inv = torch.unique(k, return_inverse=True)
+        pre = self.variant == "preconditioned"
+        self.V -= c.eta_V * (gV / self.mu[None, :] if pre else gV)
+        self._update_attention(x, w, rows, inv, c.eta_A / self.mu[rows] if pre else torch.full_like(
+            self.mu[rows], c.eta_A))
+        if pre:
+            thr = 0.0
             if c.lam > 0:
                 if not self.lam_on:
                     self.lam_on = bool(self._overlap().mean() * t.T >= c.lam_switch)
-                if self.lam_on:
-                    thr = c.eta_A * c.lam
-                    self.At.copy_(torch.sign(self.At) * torch.clamp(self.At.abs() - thr, min=0.0))
-            if c.normalise == "step":
-                self.At += (1.0 - self.At.sum(1, keepdim=True)) / t.T
-        else:
-            self.V -= c.eta_V * gV
-            self.At[rows] -= c.eta_A * gA
+                thr = c.eta_A * c.lam if self.lam_on else 0.0
+            if thr > 0 or c.normalise == "step":
+                self._prox(thr, c.normalise == "step")
         return {"loss": float(loss)}
+
+    def _prox(self, thr: float, project: bool):
+        """Soft-threshold at ``thr`` (l1 proximal step), then optionally project ``1^T a_k = 1``."""
+        if self.engine_used == "numba":
+            K.soft_threshold_project(self.At.numpy(), float(thr), bool(project))
+            return
+        if thr > 0:
+            self.At.copy_(torch.sign(self.At) * torch.clamp(self.At.abs() - thr, min=0.0))
+        if project:
+            self.At += (1.0 - self.At.sum(1, keepdim=True)) / self.task.T
 
     def _overlap(self) -> torch.Tensor:
         return (self.At.gather(1, self.support) * self.qw).sum(1)
@@ -223,14 +278,16 @@ class FastSCBExperiment:
     def parameters_info(self) -> dict[str, Any]:
         t = self.task
         return {**self.config.to_dict(), "variant": self.variant, "K": t.K, "m2": t.m2,
-                "rho": float(t.rho.mean()), "samples_per_step": self.config.batch, "sampler": "alias"}
+                "rho": float(t.rho.mean()), "samples_per_step": self.config.batch, "sampler": "alias",
+                "engine": getattr(self, "engine_used", self.engine)}
 
 
 def train_fast(config: SCBConfig, *, variant: str = "preconditioned", device: str = "auto", seed: int | None = None,
-               task: SCBTask | None = None, dtype=torch.float64, progress: bool = False, stop_when=None):
+               task: SCBTask | None = None, dtype=torch.float64, progress: bool = False, stop_when=None,
+               engine: str = "auto"):
     """Train one network with :class:`FastSCBExperiment`; returns ``(trajectory, experiment)``,
     observables logged at ``config.log_steps()`` (time ``config.ode_time``, as ``empirical.scb``)."""
-    exp = FastSCBExperiment(config, variant=variant, task=task, dtype=dtype)
+    exp = FastSCBExperiment(config, variant=variant, task=task, dtype=dtype, engine=engine)
     trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress)
     return trainer.run(exp, config.steps, stop_when=stop_when, log_steps=config.log_steps()), exp
 
