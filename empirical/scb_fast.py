@@ -176,7 +176,7 @@ class FastSCBExperiment:
             seed = int(torch.randint(0, 2**63 - 1, (1,), generator=self.gen))
             h = np.empty((B, N))
             thr, ali, nb = self.table
-            K.forward_tokens(np.uint64(seed), k.numpy(), self.At.numpy(), thr, ali, nb, x.numpy(), h)
+            K.kernel("forward_tokens", B * T_)(np.uint64(seed), k.numpy(), self.At.numpy(), thr, ali, nb, x.numpy(), h)
             return k, x, torch.from_numpy(h).to(dt)
         h = torch.zeros(B, N, dtype=dt, device=self.device)
         for lo in range(0, T_, self.block):
@@ -192,7 +192,7 @@ class FastSCBExperiment:
             order = torch.argsort(inv, stable=True)
             starts = torch.zeros(rows.numel() + 1, dtype=torch.int64)
             starts[1:] = torch.cumsum(torch.bincount(inv, minlength=rows.numel()), 0)
-            K.attention_update(self.At.numpy(), x.numpy(), w.contiguous().numpy(), rows.numpy(), starts.numpy(),
+            K.kernel("attention_update", x.numel())(self.At.numpy(), x.numpy(), w.contiguous().numpy(), rows.numpy(), starts.numpy(),
                                order.numpy(), scale.double().numpy())
             return
         T_ = self.task.T
@@ -233,7 +233,7 @@ class FastSCBExperiment:
     def _prox(self, thr: float, project: bool):
         """Soft-threshold at ``thr`` (l1 proximal step), then optionally project ``1^T a_k = 1``."""
         if self.engine_used == "numba":
-            K.soft_threshold_project(self.At.numpy(), float(thr), bool(project))
+            K.kernel("soft_threshold_project", self.config.batch * self.task.T)(self.At.numpy(), float(thr), bool(project))
             return
         if thr > 0:
             self.At.copy_(torch.sign(self.At) * torch.clamp(self.At.abs() - thr, min=0.0))
@@ -293,28 +293,44 @@ def train_fast(config: SCBConfig, *, variant: str = "preconditioned", device: st
 
 
 def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 512, seeds: int = 2,
-                       lr_fraction: float = 0.8, max_steps: int = 20000, device: str = "auto") -> list[dict]:
+                       lr_fraction: float = 0.5, max_steps: int = 200_000, device: str = "auto",
+                       dtype=torch.float64) -> list[dict]:
     """Real-SGD escape times (first step with eta >= 1/2, spec §3.4) vs T, one row per (T, seed):
-    ``{T, seed, lr, steps_run, escape_time (nan if not reached within max_steps), formula}``.
-    ``lr = lr_fraction / T`` (stability bound ~ 2/(m2 T), Decision 6). For the escape-time figure."""
-    from simulate import first_crossing
+    ``{T, seed, lr, N, batch, steps_run, escape_time (nan if not reached within the run), ode_same_task,
+    rel_err_vs_ode, formula, token_positions, seconds}``.
+
+    Learning rate by the spec's rule (§2 stability bound, Decision 6): ``lr = lr_fraction * 2/(m2 T)``
+    for both eta_V and eta_A, fixed before any run (``lr_fraction = 1/2``: half the bound). The run
+    lasts ``min(max_steps, 3 x the formula's escape)`` steps and stops once the coefficient passes
+    0.6; ``ode_same_task`` is the 4-D ODE's escape on the same task and learning rate."""
+    import time
+
+    import simulate
     from theory import scb
 
     rows = []
     for Tv in Ts:
-        lr = lr_fraction / Tv
-        base = SCBConfig(N=N, T=int(Tv), Q=Q, eta_V=lr, eta_A=lr, batch=batch, steps=1, log_every=1)
-        task = make_task(base)
+        probe = SCBConfig(N=N, T=int(Tv), Q=Q, batch=batch, steps=1, log_every=1)
+        task = make_task(probe)
+        lr = lr_fraction * 2.0 / (task.m2 * int(Tv))
+        base = probe.replace(eta_V=lr, eta_A=lr)
         p = scb.system_parameters(base, task)
         formula = float(scb.escape_time_formula().subs({scb.T: p["T"], scb.rho: p["rho"], scb.K: p["K"],
                                                         scb.eta_V: lr, scb.eta_A: lr}))
         steps = int(min(max_steps, max(10, 3 * formula)))
-        cfg = base.replace(steps=steps, log_every=max(1, steps // 200))
+        cfg = base.replace(steps=steps, log_every=max(1, steps // 400))
+        ode = simulate.solve(scb.problem(cfg, task=task, t=np.linspace(0, steps, 4001)))
+        t_ode = float(simulate.first_crossing(ode, "attention_target_coefficient", scb.ESCAPE_LEVEL))
         for s in range(seeds):
-            tr, _ = train_fast(cfg, device=device, seed=s, task=task,
+            t0 = time.perf_counter()
+            tr, _ = train_fast(cfg, device=device, seed=s, task=task, dtype=dtype,
                                stop_when=lambda o: o["attention_target_coefficient"] >= 0.6)
-            rows.append({"T": int(Tv), "seed": s, "lr": lr, "N": N, "batch": batch,
-                         "steps_run": int(tr["step"].values[-1]),
-                         "escape_time": float(first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL)),
-                         "formula": formula})
+            run_s = time.perf_counter() - t0
+            esc = float(simulate.first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL))
+            steps_run = int(tr["step"].values[-1])
+            rows.append({"T": int(Tv), "seed": s, "lr": lr, "lr_fraction_of_bound": lr_fraction, "N": N, "Q": Q,
+                         "batch": batch, "K": task.K, "m2": task.m2, "rho": p["rho"], "steps_run": steps_run, "escape_time": esc,
+                         "ode_same_task": t_ode, "rel_err_vs_ode": abs(esc - t_ode) / t_ode, "formula": formula,
+                         "token_positions": steps_run * batch * int(Tv), "seconds": run_s})
     return rows
+

@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit, prange
 
 __all__ = ["alias_thresholds", "forward_tokens", "attention_update", "soft_threshold_project", "implied_distribution",
-           "threads"]
+           "threads", "kernel", "PARALLEL_MIN_POSITIONS"]
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -141,5 +141,20 @@ def soft_threshold_project(At, thr, project):
 
 
 def threads() -> int:
-    """Threads the kernels run on (numba's setting)."""
+    """Threads the parallel kernels run on (numba's setting)."""
     return numba.get_num_threads()
+
+
+#: below this many token positions per step the serial kernels are used: a parallel region's
+#: start/stop (OpenMP barrier, spinning workers) costs more than the work, and on a shared 2-core
+#: machine spinning workers slowed small steps 10x
+PARALLEL_MIN_POSITIONS = 1 << 21
+
+_SERIAL = {f.__name__: njit(cache=True)(f.py_func) for f in (forward_tokens, attention_update, soft_threshold_project)}
+
+
+def kernel(name: str, positions: int):
+    """The parallel kernel ``name`` for steps of >= :data:`PARALLEL_MIN_POSITIONS` token positions,
+    its serial compilation (same numbers: each output element is computed by one thread in a fixed
+    order) otherwise."""
+    return globals()[name] if positions >= PARALLEL_MIN_POSITIONS else _SERIAL[name]
