@@ -3,24 +3,34 @@
 The same SGD as :class:`empirical.scb.SCBExperiment` (variants ``preconditioned`` and ``sgd``,
 the l1 proximal step with its switch, per-step normalisation), written for large ``T``:
 
-* the attention is stored transposed, ``At`` (N, T) with row k = a^(k); the forward pass gathers
-  the rows of the batch's queries and scatter-adds them into the weighted histograms
-  ``h_b = X_b a^(k_b)`` (B, N) (spec §2); the gradient ``d l/d a^(k)_t = sum_{b: k_b = k}
-  (V^T r_b)_{x_{b,t}}`` (spec §3.2) is a gather plus an ``index_add`` into the rows of the
-  queries present, never a dense (T, N) gradient;
-* tokens are drawn by the alias method (one uniform per token) in position blocks of
-  ``block`` positions, kept as int16 (N <= 32767) — the (B, T) token matrix is never held in
-  int64 or float; its int16 copy (B*T*2 bytes, 51 MB at B=256, T=1e5) is kept for the gradient;
+* the attention is stored transposed, ``At`` (N, T) with row k = a^(k); the forward pass adds the
+  rows of the batch's queries into the weighted histograms ``h_b = X_b a^(k_b)`` (B, N) (spec §2);
+  the gradient ``d l/d a^(k)_t = sum_{b: k_b = k} (V^T r_b)_{x_{b,t}}`` (spec §3.2) is a gather
+  plus an add into the rows of the queries present, never a dense (T, N) gradient. It needs every
+  position's token (the attention varies over positions once trained), so tokens are drawn, not
+  only their counts, and kept as int16 (N <= 32767; 51 MB at B=256, T=1e5) between the passes;
+* ``engine="numba"`` (the default on the CPU): fused kernels of :mod:`empirical.scb_kernels` — a
+  counter-based SplitMix64 stream and an integer alias table draw each token and add its weight
+  to ``h`` in one pass (parallel over samples); the attention update is one pass per distinct
+  query row; the l1 prox + projection one pass over ``At``. ``engine="torch"`` (any device, e.g.
+  CUDA): the same steps as torch gathers/scatter-adds in position blocks of ``block``, alias
+  tables on float32 uniforms;
+* the query, the position ``s ~ q^(k)`` and the target ``x_o ~ P[:, x_s]`` are drawn by inverse
+  CDFs (float64) from the run's torch generator, which also seeds each step's token stream
+  (same seed -> same numbers; a checkpoint needs only the torch generator state);
 * observables come from sufficient statistics of ``At`` (1^T a_k, |a_k|^2, <a_k, q_k>, the
   support mass) and of ``V``: :func:`observables_from_statistics` equals
   :func:`theory.scb.observables_from_parameters` without forming the (T, N) support mask.
 
-Randomness differs from ``empirical.scb`` (alias tables instead of ``torch.multinomial``): the
-same data distribution (spec §1.2), not the same numbers; tests check the distribution of one
-step's update against ``empirical.scb`` and its mean against the exact population gradient.
-Float64 by default; ``dtype=torch.float32`` halves memory traffic (state it where used).
+Randomness differs from ``empirical.scb``: the same data distribution (spec §1.2), not the same
+numbers; tests check the distribution of one step's update against ``empirical.scb`` and its mean
+against the exact population gradient, and the kernels against torch re-implementations.
+Float64 by default (parameters and the kernels' accumulators); ``dtype=torch.float32`` stores
+``V`` and ``At`` in float32 (halves the attention's memory traffic; accumulators stay float64).
+Measured at N=500, T=1e5, batch 256 on the shared 2-core machine (load ~2-4): 3.6-12 steps/s
+(0.9-3e9 token positions/s) with the numba engine vs 0.3-0.45 for the torch engine and 0.1-0.24
+for :mod:`empirical.scb`.
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -176,7 +186,8 @@ class FastSCBExperiment:
             seed = int(torch.randint(0, 2**63 - 1, (1,), generator=self.gen))
             h = np.empty((B, N))
             thr, ali, nb = self.table
-            K.kernel("forward_tokens", B * T_)(np.uint64(seed), k.numpy(), self.At.numpy(), thr, ali, nb, x.numpy(), h)
+            fwd = K.kernel("forward_tokens", B * T_)
+            fwd(np.uint64(seed), k.numpy(), self.At.numpy(), thr, ali, nb, x.numpy(), h)
             return k, x, torch.from_numpy(h).to(dt)
         h = torch.zeros(B, N, dtype=dt, device=self.device)
         for lo in range(0, T_, self.block):
@@ -192,8 +203,9 @@ class FastSCBExperiment:
             order = torch.argsort(inv, stable=True)
             starts = torch.zeros(rows.numel() + 1, dtype=torch.int64)
             starts[1:] = torch.cumsum(torch.bincount(inv, minlength=rows.numel()), 0)
-            K.kernel("attention_update", x.numel())(self.At.numpy(), x.numpy(), w.contiguous().numpy(), rows.numpy(), starts.numpy(),
-                               order.numpy(), scale.double().numpy())
+            upd = K.kernel("attention_update", x.numel())
+            upd(self.At.numpy(), x.numpy(), w.contiguous().numpy(), rows.numpy(), starts.numpy(), order.numpy(),
+                scale.double().numpy())
             return
         T_ = self.task.T
         gA = torch.zeros(rows.numel(), T_, dtype=self.dtype, device=self.device)
@@ -233,7 +245,8 @@ class FastSCBExperiment:
     def _prox(self, thr: float, project: bool):
         """Soft-threshold at ``thr`` (l1 proximal step), then optionally project ``1^T a_k = 1``."""
         if self.engine_used == "numba":
-            K.kernel("soft_threshold_project", self.config.batch * self.task.T)(self.At.numpy(), float(thr), bool(project))
+            prox = K.kernel("soft_threshold_project", self.config.batch * self.task.T)
+            prox(self.At.numpy(), float(thr), bool(project))
             return
         if thr > 0:
             self.At.copy_(torch.sign(self.At) * torch.clamp(self.At.abs() - thr, min=0.0))
@@ -329,7 +342,8 @@ def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 5
             esc = float(simulate.first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL))
             steps_run = int(tr["step"].values[-1])
             rows.append({"T": int(Tv), "seed": s, "lr": lr, "lr_fraction_of_bound": lr_fraction, "N": N, "Q": Q,
-                         "batch": batch, "K": task.K, "m2": task.m2, "rho": p["rho"], "steps_run": steps_run, "escape_time": esc,
+                         "batch": batch, "K": task.K, "m2": task.m2, "rho": p["rho"], "steps_run": steps_run,
+                         "escape_time": esc,
                          "ode_same_task": t_ode, "rel_err_vs_ode": abs(esc - t_ode) / t_ode, "formula": formula,
                          "token_positions": steps_run * batch * int(Tv), "seconds": run_s})
     return rows
