@@ -186,3 +186,29 @@ def test_real_sgd_escape_at_larger_T_matches_its_ode(Tv):
     (row,) = F.escape_time_points(Ts=(Tv,), seeds=1, batch=512, device="cpu")
     assert row["lr"] == pytest.approx(1.0 / (row["m2"] * Tv))
     assert row["rel_err_vs_ode"] < 0.05, row
+
+
+@pytest.mark.slow
+def test_escape_time_figure_csv_and_claim_use_the_real_sgd_points(tmp_path):
+    """Quick escape-time figure: its CSV holds the fused-kernel SGD rows with their relative error
+    to the ODE, and the escape_time_log_T claim's evidence is recomputed from the CSV."""
+    import importlib
+
+    import pandas as pd
+
+    from figures.scb import figures as S
+
+    compare = importlib.import_module("figures.scb.compare")
+    S.fig_escape_time(tmp_path, True, device="cpu")
+    df = pd.read_csv(tmp_path / "scb_escape_time.csv")
+    fast = df[df.source == "sgd_fast"]
+    assert sorted(fast["T"].unique()) == [64.0, 256.0]
+    np.testing.assert_allclose(fast.rel_err_vs_ode, (fast.escape_time - fast.ode_same_task).abs() / fast.ode_same_task)
+    claim = compare.escape_time_claim(df)
+    want = fast.groupby("T").escape_time.mean()
+    np.testing.assert_allclose(claim.evidence["sgd_fast_escape_mean"], want.values)
+    assert claim.holds == bool(np.all(np.asarray(claim.evidence["sgd_fast_vs_ode_rel"]) <= compare.SGD_ESCAPE_TOL)
+                               and np.all(np.asarray(claim.evidence["sgd_vs_ode_rel"]) <= compare.SGD_ESCAPE_TOL)
+                               and np.all(np.asarray(claim.evidence["ode_vs_formula_rel"]) <= compare.ESCAPE_TOL)
+                               and abs(claim.evidence["ode_slope_per_decade"]
+                                       / claim.evidence["predicted_slope_per_decade"] - 1) <= compare.ESCAPE_TOL)
