@@ -4,7 +4,8 @@ given) and returns the data it plotted, so tests and :func:`figures.scb.compare`
 
 * :func:`fig_overlay` — ODE line, SDE bands (minibatch SGD on the full (V, A)) at nominal 50/80/90%,
   SGD runs; band coverage with t = 0 excluded.
-* :func:`fig_escape_time` — escape time vs T: ODE, the §3.4 formula, SGD runs vs their task's ODE.
+* :func:`fig_escape_time` — escape time vs T: ODE, the §3.4 formula, SGD runs vs their task's ODE
+  (empirical.scb at small T, the fused-kernel empirical.scb_fast up to T = 4096 with --full).
 * :func:`figures.scb.l1.fig_l1_vs_sgd` — the l1 study: distance to ground truth vs samples (l1-proximal vs vanilla SGD).
 * :func:`fig_transfer` — samples to escape from scratch vs pretrained V only (attention uniform;
   the paper's claim) vs pretrained V + attention (ablation), on a correlated transition task.
