@@ -3,24 +3,34 @@
 The same SGD as :class:`empirical.scb.SCBExperiment` (variants ``preconditioned`` and ``sgd``,
 the l1 proximal step with its switch, per-step normalisation), written for large ``T``:
 
-* the attention is stored transposed, ``At`` (N, T) with row k = a^(k); the forward pass gathers
-  the rows of the batch's queries and scatter-adds them into the weighted histograms
-  ``h_b = X_b a^(k_b)`` (B, N) (spec §2); the gradient ``d l/d a^(k)_t = sum_{b: k_b = k}
-  (V^T r_b)_{x_{b,t}}`` (spec §3.2) is a gather plus an ``index_add`` into the rows of the
-  queries present, never a dense (T, N) gradient;
-* tokens are drawn by the alias method (one uniform per token) in position blocks of
-  ``block`` positions, kept as int16 (N <= 32767) — the (B, T) token matrix is never held in
-  int64 or float; its int16 copy (B*T*2 bytes, 51 MB at B=256, T=1e5) is kept for the gradient;
+* the attention is stored transposed, ``At`` (N, T) with row k = a^(k); the forward pass adds the
+  rows of the batch's queries into the weighted histograms ``h_b = X_b a^(k_b)`` (B, N) (spec §2);
+  the gradient ``d l/d a^(k)_t = sum_{b: k_b = k} (V^T r_b)_{x_{b,t}}`` (spec §3.2) is a gather
+  plus an add into the rows of the queries present, never a dense (T, N) gradient. It needs every
+  position's token (the attention varies over positions once trained), so tokens are drawn, not
+  only their counts, and kept as int16 (N <= 32767; 51 MB at B=256, T=1e5) between the passes;
+* ``engine="numba"`` (the default on the CPU): fused kernels of :mod:`empirical.scb_kernels` — a
+  counter-based SplitMix64 stream and an integer alias table draw each token and add its weight
+  to ``h`` in one pass (parallel over samples); the attention update is one pass per distinct
+  query row; the l1 prox + projection one pass over ``At``. ``engine="torch"`` (any device, e.g.
+  CUDA): the same steps as torch gathers/scatter-adds in position blocks of ``block``, alias
+  tables on float32 uniforms;
+* the query, the position ``s ~ q^(k)`` and the target ``x_o ~ P[:, x_s]`` are drawn by inverse
+  CDFs (float64) from the run's torch generator, which also seeds each step's token stream
+  (same seed -> same numbers; a checkpoint needs only the torch generator state);
 * observables come from sufficient statistics of ``At`` (1^T a_k, |a_k|^2, <a_k, q_k>, the
   support mass) and of ``V``: :func:`observables_from_statistics` equals
   :func:`theory.scb.observables_from_parameters` without forming the (T, N) support mask.
 
-Randomness differs from ``empirical.scb`` (alias tables instead of ``torch.multinomial``): the
-same data distribution (spec §1.2), not the same numbers; tests check the distribution of one
-step's update against ``empirical.scb`` and its mean against the exact population gradient.
-Float64 by default; ``dtype=torch.float32`` halves memory traffic (state it where used).
+Randomness differs from ``empirical.scb``: the same data distribution (spec §1.2), not the same
+numbers; tests check the distribution of one step's update against ``empirical.scb`` and its mean
+against the exact population gradient, and the kernels against torch re-implementations.
+Float64 by default (parameters and the kernels' accumulators); ``dtype=torch.float32`` stores
+``V`` and ``At`` in float32 (halves the attention's memory traffic; accumulators stay float64).
+Measured at N=500, T=1e5, batch 256 on the shared 2-core machine (load ~2-4): 3.6-12 steps/s
+(0.9-3e9 token positions/s) with the numba engine vs 0.3-0.45 for the torch engine and 0.1-0.24
+for :mod:`empirical.scb`.
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -33,12 +43,14 @@ from theory.errors import ConfigError, check_choice
 from theory.sampling import alias_table  # Walker/Vose table (accept, alias), shared with the SDEs
 from theory.scb import PAPER, SCBConfig, SCBTask, initial_parameters, make_task
 
+from . import scb_kernels as K
 from .trainer import Trainer
 
 __all__ = ["FastSCBExperiment", "train_fast", "observables_from_statistics", "alias_table",
-           "escape_time_points", "VARIANTS"]
+           "escape_time_points", "VARIANTS", "ENGINES"]
 
 VARIANTS = ("preconditioned", "sgd")
+ENGINES = ("auto", "numba", "torch")
 
 
 def observables_from_statistics(V: np.ndarray, s, n, c, mass_on, task: SCBTask, Q: int) -> dict[str, float]:
@@ -78,19 +90,23 @@ def observables_from_statistics(V: np.ndarray, s, n, c, mass_on, task: SCBTask, 
 
 @dataclass
 class FastSCBExperiment:
-    """One SGD run on an SCB task at scale (module docstring). ``block``: positions per sampling
-    block (bounds the float working set to ``batch * block``)."""
+    """One SGD run on an SCB task at scale (module docstring). ``engine``: ``numba`` (fused CPU
+    kernels of :mod:`empirical.scb_kernels`), ``torch`` (gathers/scatter-adds in torch, any
+    device) or ``auto`` (numba on CPU, torch elsewhere). ``block``: positions per sampling block of
+    the torch engine (bounds its float working set to ``batch * block``)."""
 
     config: SCBConfig
     variant: str = "preconditioned"
     task: SCBTask | None = None
     dtype: torch.dtype = torch.float64
     block: int = 8192
+    engine: str = "auto"
     paper: str = PAPER
     name: str = field(init=False)
 
     def __post_init__(self):
         check_choice("variant", self.variant, VARIANTS)
+        check_choice("engine", self.engine, ENGINES)
         if self.config.query != "outside":
             raise ConfigError("query", "the fast path implements Decision 1 A (query outside the context)")
         if self.config.N > 32767:
@@ -102,72 +118,124 @@ class FastSCBExperiment:
         t, dt = self.task, self.dtype
         V0, A0 = initial_parameters(self.config, t)
         self.device, self.gen = device, generator
+        self.engine_used = self.engine if self.engine != "auto" else ("numba" if device.type == "cpu" else "torch")
+        if self.engine_used == "numba" and device.type != "cpu":
+            raise ConfigError("engine", "the numba engine runs on the CPU only")
         self.V = torch.as_tensor(V0, dtype=dt, device=device).clone()
         self.At = torch.as_tensor(np.ascontiguousarray(A0.T), dtype=dt, device=device).clone()
         self.mu = torch.as_tensor(t.mu, dtype=dt, device=device)
-        acc, ali = alias_table(t.mu)
-        self.acc = torch.as_tensor(acc, dtype=torch.float32, device=device)
-        self.ali = torch.as_tensor(ali, dtype=torch.int16, device=device)
+        if self.engine_used == "numba":
+            nb = max(1, int(t.N - 1).bit_length())
+            acc, ali = alias_table(np.concatenate([t.mu, np.zeros(2**nb - t.N)]))
+            self.table = K.alias_thresholds(t.mu, acc, ali)
+        else:
+            acc, ali = alias_table(t.mu)
+            self.acc = torch.as_tensor(acc, dtype=torch.float32, device=device)
+            self.ali = torch.as_tensor(ali, dtype=torch.int16, device=device)
         self.support = torch.as_tensor(t.support, device=device)  # (N, Q)
         self.qw = torch.as_tensor(t.Qm[t.support, np.arange(t.N)[:, None]], dtype=dt, device=device)  # (N, Q)
         self.PT = torch.as_tensor(t.P.T, dtype=dt, device=device)
+        # cumulative tables for the per-sample categorical draws (query, position, target), float64
+        self.cdf_mu = torch.as_tensor(np.cumsum(t.mu), device=device)
+        self.cdf_q = torch.cumsum(self.qw.double(), 1)
+        self.cdf_P = torch.as_tensor(np.cumsum(t.P.T, 1), device=device)  # row j: cdf of P[:, j]
         self.lam_on = False
+        self._x = None
+
+    def _categorical(self, cdf: torch.Tensor, rows: torch.Tensor | None = None, B: int | None = None):
+        """Inverse-CDF draws: ``B`` draws from the 1-D ``cdf`` or one per row ``cdf[rows]``."""
+        c = cdf if rows is None else cdf[rows]
+        shape = (B,) if rows is None else (rows.numel(), 1)
+        u = torch.rand(shape, dtype=torch.float64, generator=self.gen, device=self.device)
+        i = torch.searchsorted(c, u * c[..., -1:] if rows is not None else u * c[-1], right=True)
+        return i.clamp_max_(c.shape[-1] - 1).reshape(-1)
 
     def _tokens(self, B: int, width: int) -> torch.Tensor:
-        """(B, width) int16 tokens ~ mu (alias method)."""
+        """(B, width) int16 tokens ~ mu (alias method, torch engine; float32 uniforms: the
+        acceptance test resolves ~2^-15 at N = 500)."""
         N = self.task.N
         u = torch.rand(B, width, generator=self.gen, device=self.device)
         i = (u * N).long().clamp_max_(N - 1)
         frac = u * N - i  # the fractional part is a second uniform, independent of i
         return torch.where(frac < self.acc[i], i.to(torch.int16), self.ali[i])
 
-    def sample_and_gradients(self, B: int):
-        """One minibatch's loss and gradients ``(loss, gV (N,N), rows (U,), gA_rows (U, T))``
-        (spec §3.2), ``rows``: the distinct queries of the batch."""
+    def _draw(self, B: int):
+        """Queries ``k`` (B,), tokens ``x`` (B, T) int16 and ``h_b = X_b a^(k_b)`` (B, N)."""
         T_, N, dt = self.task.T, self.task.N, self.dtype
-        k = torch.multinomial(self.mu, B, replacement=True, generator=self.gen)
-        x = torch.empty(B, T_, dtype=torch.int16, device=self.device)
+        k = self._categorical(self.cdf_mu, B=B)
+        if self._x is None or self._x.shape[0] != B:
+            self._x = torch.empty(B, T_, dtype=torch.int16, device=self.device)
+        x = self._x
+        if self.engine_used == "numba":
+            seed = int(torch.randint(0, 2**63 - 1, (1,), generator=self.gen))
+            h = np.empty((B, N))
+            thr, ali, nb = self.table
+            fwd = K.kernel("forward_tokens", B * T_)
+            fwd(np.uint64(seed), k.numpy(), self.At.numpy(), thr, ali, nb, x.numpy(), h)
+            return k, x, torch.from_numpy(h).to(dt)
         h = torch.zeros(B, N, dtype=dt, device=self.device)
-        a_rows = self.At[k]  # (B, T) gather of the queries' attention
         for lo in range(0, T_, self.block):
             hi = min(lo + self.block, T_)
             xb = self._tokens(B, hi - lo)
             x[:, lo:hi] = xb
-            h.scatter_add_(1, xb.long(), a_rows[:, lo:hi])
-        j = torch.multinomial(self.qw[k], 1, generator=self.gen)[:, 0]
-        pos = self.support[k, j]
-        xs = x[torch.arange(B, device=self.device), pos].long()
-        y = torch.multinomial(self.PT[xs], 1, generator=self.gen)[:, 0]
-        r = h @ self.V.T
-        r[torch.arange(B, device=self.device), y] -= 1.0  # V X a - e_y
-        loss = 0.5 * (r**2).sum(1).mean()
-        gV = r.T @ h / B
-        w = r @ self.V / B  # (B, N): V^T r_b / B
-        rows, inv = torch.unique(k, return_inverse=True)
-        gA = torch.zeros(rows.numel(), T_, dtype=dt, device=self.device)
+            h.scatter_add_(1, xb.long(), self.At[k, lo:hi])
+        return k, x, h
+
+    def _update_attention(self, x, w, rows, inv, scale):
+        """``At[rows] -= scale * gA`` with ``gA[u, t] = sum_{b: k_b = rows[u]} w[b, x[b, t]]``."""
+        if self.engine_used == "numba":
+            order = torch.argsort(inv, stable=True)
+            starts = torch.zeros(rows.numel() + 1, dtype=torch.int64)
+            starts[1:] = torch.cumsum(torch.bincount(inv, minlength=rows.numel()), 0)
+            upd = K.kernel("attention_update", x.numel())
+            upd(self.At.numpy(), x.numpy(), w.contiguous().numpy(), rows.numpy(), starts.numpy(), order.numpy(),
+                scale.double().numpy())
+            return
+        T_ = self.task.T
+        gA = torch.zeros(rows.numel(), T_, dtype=self.dtype, device=self.device)
         for lo in range(0, T_, self.block):
             hi = min(lo + self.block, T_)
             gA[:, lo:hi].index_add_(0, inv, w.gather(1, x[:, lo:hi].long()))
-        return loss, gV, rows, gA
+        self.At[rows] -= scale[:, None] * gA
 
     def step(self, step: int) -> dict[str, float]:
         c, t = self.config, self.task
-        loss, gV, rows, gA = self.sample_and_gradients(c.batch)
-        if self.variant == "preconditioned":
-            self.V -= c.eta_V * gV / self.mu[None, :]
-            self.At[rows] -= c.eta_A * gA / self.mu[rows, None]
+        B = c.batch
+        k, x, h = self._draw(B)
+        ar = torch.arange(B, device=self.device)
+        j = self._categorical(self.cdf_q, k)  # position s ~ q^(k) on the support (spec §1.2)
+        xs = x[ar, self.support[k, j]].long()
+        y = self._categorical(self.cdf_P, xs)  # x_o ~ P[:, x_s]
+        r = h @ self.V.T
+        r[ar, y] -= 1.0  # V X a - e_y
+        loss = 0.5 * (r**2).sum(1).mean()
+        gV = r.T @ h / B  # spec §3.2: mean_b r_b (X_b a_b)^T
+        w = r @ self.V / B  # (B, N): V^T r_b / B
+        rows, inv = torch.unique(k, return_inverse=True)
+        pre = self.variant == "preconditioned"
+        self.V -= c.eta_V * (gV / self.mu[None, :] if pre else gV)
+        self._update_attention(x, w, rows, inv, c.eta_A / self.mu[rows] if pre else torch.full_like(
+            self.mu[rows], c.eta_A))
+        if pre:
+            thr = 0.0
             if c.lam > 0:
                 if not self.lam_on:
                     self.lam_on = bool(self._overlap().mean() * t.T >= c.lam_switch)
-                if self.lam_on:
-                    thr = c.eta_A * c.lam
-                    self.At.copy_(torch.sign(self.At) * torch.clamp(self.At.abs() - thr, min=0.0))
-            if c.normalise == "step":
-                self.At += (1.0 - self.At.sum(1, keepdim=True)) / t.T
-        else:
-            self.V -= c.eta_V * gV
-            self.At[rows] -= c.eta_A * gA
+                thr = c.eta_A * c.lam if self.lam_on else 0.0
+            if thr > 0 or c.normalise == "step":
+                self._prox(thr, c.normalise == "step")
         return {"loss": float(loss)}
+
+    def _prox(self, thr: float, project: bool):
+        """Soft-threshold at ``thr`` (l1 proximal step), then optionally project ``1^T a_k = 1``."""
+        if self.engine_used == "numba":
+            prox = K.kernel("soft_threshold_project", self.config.batch * self.task.T)
+            prox(self.At.numpy(), float(thr), bool(project))
+            return
+        if thr > 0:
+            self.At.copy_(torch.sign(self.At) * torch.clamp(self.At.abs() - thr, min=0.0))
+        if project:
+            self.At += (1.0 - self.At.sum(1, keepdim=True)) / self.task.T
 
     def _overlap(self) -> torch.Tensor:
         return (self.At.gather(1, self.support) * self.qw).sum(1)
@@ -207,41 +275,60 @@ class FastSCBExperiment:
     def parameters_info(self) -> dict[str, Any]:
         t = self.task
         return {**self.config.to_dict(), "variant": self.variant, "K": t.K, "m2": t.m2,
-                "rho": float(t.rho.mean()), "samples_per_step": self.config.batch, "sampler": "alias"}
+                "rho": float(t.rho.mean()), "samples_per_step": self.config.batch, "sampler": "alias",
+                "engine": getattr(self, "engine_used", self.engine)}
 
 
 def train_fast(config: SCBConfig, *, variant: str = "preconditioned", device: str = "auto", seed: int | None = None,
-               task: SCBTask | None = None, dtype=torch.float64, progress: bool = False, stop_when=None):
+               task: SCBTask | None = None, dtype=torch.float64, progress: bool = False, stop_when=None,
+               engine: str = "auto"):
     """Train one network with :class:`FastSCBExperiment`; returns ``(trajectory, experiment)``,
     observables logged at ``config.log_steps()`` (time ``config.ode_time``, as ``empirical.scb``)."""
-    exp = FastSCBExperiment(config, variant=variant, task=task, dtype=dtype)
+    exp = FastSCBExperiment(config, variant=variant, task=task, dtype=dtype, engine=engine)
     trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress)
     return trainer.run(exp, config.steps, stop_when=stop_when, log_steps=config.log_steps()), exp
 
 
 def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 512, seeds: int = 2,
-                       lr_fraction: float = 0.8, max_steps: int = 20000, device: str = "auto") -> list[dict]:
+                       lr_fraction: float = 0.5, max_steps: int = 200_000, device: str = "auto",
+                       dtype=torch.float64) -> list[dict]:
     """Real-SGD escape times (first step with eta >= 1/2, spec §3.4) vs T, one row per (T, seed):
-    ``{T, seed, lr, steps_run, escape_time (nan if not reached within max_steps), formula}``.
-    ``lr = lr_fraction / T`` (stability bound ~ 2/(m2 T), Decision 6). For the escape-time figure."""
-    from simulate import first_crossing
+    ``{T, seed, lr, N, batch, steps_run, escape_time (nan if not reached within the run), ode_same_task,
+    rel_err_vs_ode, formula, token_positions, seconds}``.
+
+    Learning rate by the spec's rule (§2 stability bound, Decision 6): ``lr = lr_fraction * 2/(m2 T)``
+    for both eta_V and eta_A, fixed before any run (``lr_fraction = 1/2``: half the bound). The run
+    lasts ``min(max_steps, 3 x the formula's escape)`` steps and stops once the coefficient passes
+    0.6; ``ode_same_task`` is the 4-D ODE's escape on the same task and learning rate."""
+    import time
+
+    import simulate
     from theory import scb
 
     rows = []
     for Tv in Ts:
-        lr = lr_fraction / Tv
-        base = SCBConfig(N=N, T=int(Tv), Q=Q, eta_V=lr, eta_A=lr, batch=batch, steps=1, log_every=1)
-        task = make_task(base)
+        probe = SCBConfig(N=N, T=int(Tv), Q=Q, batch=batch, steps=1, log_every=1)
+        task = make_task(probe)
+        lr = lr_fraction * 2.0 / (task.m2 * int(Tv))
+        base = probe.replace(eta_V=lr, eta_A=lr)
         p = scb.system_parameters(base, task)
         formula = float(scb.escape_time_formula().subs({scb.T: p["T"], scb.rho: p["rho"], scb.K: p["K"],
                                                         scb.eta_V: lr, scb.eta_A: lr}))
         steps = int(min(max_steps, max(10, 3 * formula)))
-        cfg = base.replace(steps=steps, log_every=max(1, steps // 200))
+        cfg = base.replace(steps=steps, log_every=max(1, steps // 400))
+        ode = simulate.solve(scb.problem(cfg, task=task, t=np.linspace(0, steps, 4001)))
+        t_ode = float(simulate.first_crossing(ode, "attention_target_coefficient", scb.ESCAPE_LEVEL))
         for s in range(seeds):
-            tr, _ = train_fast(cfg, device=device, seed=s, task=task,
+            t0 = time.perf_counter()
+            tr, _ = train_fast(cfg, device=device, seed=s, task=task, dtype=dtype,
                                stop_when=lambda o: o["attention_target_coefficient"] >= 0.6)
-            rows.append({"T": int(Tv), "seed": s, "lr": lr, "N": N, "batch": batch,
-                         "steps_run": int(tr["step"].values[-1]),
-                         "escape_time": float(first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL)),
-                         "formula": formula})
+            run_s = time.perf_counter() - t0
+            esc = float(simulate.first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL))
+            steps_run = int(tr["step"].values[-1])
+            rows.append({"T": int(Tv), "seed": s, "lr": lr, "lr_fraction_of_bound": lr_fraction, "N": N, "Q": Q,
+                         "batch": batch, "K": task.K, "m2": task.m2, "rho": p["rho"], "steps_run": steps_run,
+                         "escape_time": esc,
+                         "ode_same_task": t_ode, "rel_err_vs_ode": abs(esc - t_ode) / t_ode, "formula": formula,
+                         "token_positions": steps_run * batch * int(Tv), "seconds": run_s})
     return rows
+

@@ -112,16 +112,28 @@ def agreement_breakdown(cfg: scb.SCBConfig, device: str = "auto", task=None) -> 
 def escape_time_claim(df) -> Claim:
     """Stage 1 takes time ~ log T (spec §3.4): the ODE escape matches the formula within
     :data:`ESCAPE_TOL` at every T and grows by ln(10)/sqrt(rho K) per decade (same tolerance);
-    trained SGD escapes (mean over seeds) within :data:`SGD_ESCAPE_TOL` of their own task's ODE."""
+    trained SGD escapes (mean over seeds) within :data:`SGD_ESCAPE_TOL` of their own task's ODE,
+    for the reference SGD at small T and the fused-kernel SGD (``sgd_fast``) at larger T.
+    Evidence also gives the real-SGD slope of ``escape x lr x sqrt(rho K)`` against ``ln T``
+    (population prediction: 1)."""
     ode = df[df.source == "ode"].sort_values("T")
-    sgd = df[df.source == "sgd"]
     rel_formula = np.abs(ode.escape_time.values - ode.formula.values) / ode.formula.values
     slope = np.polyfit(np.log10(ode["T"].values), ode.escape_time.values, 1)[0]
     slope_pred = np.log(10) / np.sqrt(1 / 3 * 0.1)  # the spec's setting rho = 1/3, K = 0.1
-    per_T = sgd.groupby("T").agg(sgd=("escape_time", "mean"), ode=("ode_same_task", "first"))
-    rel_sgd = (np.abs(per_T.sgd - per_T.ode) / per_T.ode).values
+
+    def per_T(src):
+        g = df[df.source == src]
+        t = g.groupby("T").agg(sgd=("escape_time", "mean"), ode=("ode_same_task", "first"))
+        return t, (np.abs(t.sgd - t.ode) / t.ode).values
+
+    ref, rel_sgd = per_T("sgd")
+    fast, rel_fast = per_T("sgd_fast")
+    f = df[df.source == "sgd_fast"]
+    scaled = (f.escape_time * f.lr * np.sqrt(f.rho * f.K)).values
+    sgd_slope = float(np.polyfit(np.log(f["T"].values), scaled, 1)[0]) if f["T"].nunique() > 1 else float("nan")
+    rels = np.concatenate([rel_sgd, rel_fast])
     holds = bool(np.all(rel_formula <= ESCAPE_TOL) and abs(slope / slope_pred - 1) <= ESCAPE_TOL
-                 and np.all(np.isfinite(rel_sgd)) and np.all(rel_sgd <= SGD_ESCAPE_TOL))
+                 and np.all(np.isfinite(rels)) and np.all(rels <= SGD_ESCAPE_TOL))
     return Claim(
         "escape_time_log_T",
         "Trained from scratch, the initial (sample-intensive) stage lasts a time growing like log T: "
@@ -129,11 +141,16 @@ def escape_time_claim(df) -> Claim:
         holds,
         {"T_ode": ode["T"].tolist(), "ode_escape": ode.escape_time.tolist(), "formula": ode.formula.tolist(),
          "ode_vs_formula_rel": rel_formula.tolist(), "ode_slope_per_decade": slope,
-         "predicted_slope_per_decade": slope_pred, "T_sgd": per_T.index.tolist(),
-         "sgd_escape_mean": per_T.sgd.tolist(), "ode_same_task": per_T.ode.tolist(),
-         "sgd_vs_ode_rel": rel_sgd.tolist(), "tolerance_ode": ESCAPE_TOL, "tolerance_sgd": SGD_ESCAPE_TOL},
-        f"ODE: spec setting K=0.1 rho=1/3 eta=1, T={ode['T'].tolist()}; SGD: N=3 Q=2 lr=0.8/T batch "
-        f"{int(sgd.batch.iloc[0])}, {sgd.seed.nunique()} seeds, T={per_T.index.tolist()}",
+         "predicted_slope_per_decade": slope_pred, "T_sgd": ref.index.tolist(),
+         "sgd_escape_mean": ref.sgd.tolist(), "ode_same_task": ref.ode.tolist(),
+         "sgd_vs_ode_rel": rel_sgd.tolist(), "T_sgd_fast": fast.index.tolist(),
+         "sgd_fast_escape_mean": fast.sgd.tolist(), "sgd_fast_ode_same_task": fast.ode.tolist(),
+         "sgd_fast_vs_ode_rel": rel_fast.tolist(), "sgd_fast_slope_vs_lnT": sgd_slope,
+         "predicted_sgd_fast_slope_vs_lnT": 1.0, "tolerance_ode": ESCAPE_TOL, "tolerance_sgd": SGD_ESCAPE_TOL},
+        f"ODE: spec setting K=0.1 rho=1/3 eta=1, T={ode['T'].tolist()}; SGD (empirical.scb): N=3 Q=2 lr=0.8/T "
+        f"batch {int(df[df.source == 'sgd'].batch.iloc[0])}, T={ref.index.tolist()}; SGD (scb_fast): N=3 Q=2 "
+        f"lr=2/(m2 T)/2 batch {int(f.batch.iloc[0])}, T={fast.index.tolist()}; "
+        f"{int(df[df.source == 'sgd'].seed.nunique())}/{int(f.seed.nunique())} seeds",
     )
 
 

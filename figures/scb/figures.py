@@ -4,7 +4,8 @@ given) and returns the data it plotted, so tests and :func:`figures.scb.compare`
 
 * :func:`fig_overlay` — ODE line, SDE bands (minibatch SGD on the full (V, A)) at nominal 50/80/90%,
   SGD runs; band coverage with t = 0 excluded.
-* :func:`fig_escape_time` — escape time vs T: ODE, the §3.4 formula, SGD runs vs their task's ODE.
+* :func:`fig_escape_time` — escape time vs T: ODE, the §3.4 formula, SGD runs vs their task's ODE
+  (empirical.scb at small T, the fused-kernel empirical.scb_fast up to T = 4096 with --full).
 * :func:`figures.scb.l1.fig_l1_vs_sgd` — the l1 study: distance to ground truth vs samples (l1-proximal vs vanilla SGD).
 * :func:`fig_transfer` — samples to escape from scratch vs pretrained V only (attention uniform;
   the paper's claim) vs pretrained V + attention (ablation), on a correlated transition task.
@@ -25,10 +26,11 @@ import xarray as xr
 
 import simulate
 from empirical import scb as escb
+from empirical.scb_fast import escape_time_points
 from empirical.trainer import stack_runs
 from theory import Problem, scb
 
-from ..core import band_coverage, finish_figure, overlay
+from ..core import band_coverage, finish_figure, overlay, save_table
 from .l1 import fig_l1_vs_sgd
 
 __all__ = ["fig_overlay", "fig_escape_time", "fig_transfer", "fig_softmax_vs_linear",
@@ -117,12 +119,19 @@ def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str =
     return {"ode": ode, "sde": ens, "sgd": sgd, "coverage": coverage, "coverage_se": coverage_se, "config": cfg}
 
 
-def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
-    """Escape time (eta reaches 1/2) vs T.
+def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: str = "auto",
+                    real_sgd_Ts=None) -> pd.DataFrame:
+    """Escape time (eta reaches 1/2) vs T; also written as ``scb_escape_time.csv``.
 
-    ODE and formula on the spec's setting for T = 1e2..1e4 (1e5 with --full); SGD on real SCB tasks
-    at small T (its cost grows with T: the stability bound forces eta_A < 2/(m2 T)), against its own
-    task's ODE and formula (time x learning rate in the plot)."""
+    * ``source == "ode"``: ODE and formula on the spec's setting for T = 1e2..1e4 (1e5 with --full);
+    * ``"sgd"``: :mod:`empirical.scb` (the reference SGD) at small T, lr = 0.8/T, batch 512/2048;
+    * ``"sgd_fast"``: :func:`empirical.scb_fast.escape_time_points` (fused kernels) at larger T
+      (``real_sgd_Ts``; quick 64, 256; --full 64..4096), lr = half the stability bound 2/(m2 T)
+      (spec §2), batch 512.
+
+    Every SGD row carries its own task's ODE escape (``ode_same_task``) and ``rel_err_vs_ode``.
+    Real SGD at T = 1e5 (N = 3) is out of reach: the bound forces lr ~ 1/T, so the escape takes
+    ~T log T steps of B*T positions each (~1e14 positions; pass ``real_sgd_Ts`` to try)."""
     df_ode = spec_escape_times([1e2, 1e3, 1e4] if quick else [1e2, 1e3, 1e4, 1e5])
     rows = []
     sgd_T = [8, 16] if quick else [8, 16, 32, 64, 128]
@@ -140,26 +149,43 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
         for s in range(seeds):
             tr, _ = escb.train(cfg, device=device, seed=s, task=task,
                                stop_when=lambda o: o["attention_target_coefficient"] >= 0.6)
+            t_sgd = simulate.first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL)
             rows.append({"source": "sgd", "T": float(Tv), "seed": s, "lr": lr, "K": task.K, "batch": batch,
-                         "escape_time": simulate.first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL),
-                         "ode_same_task": t_ode, "formula": t_form})
-    df = pd.concat([df_ode, pd.DataFrame(rows)], ignore_index=True)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+                         "escape_time": t_sgd, "ode_same_task": t_ode, "rel_err_vs_ode": abs(t_sgd - t_ode) / t_ode,
+                         "formula": t_form})
+    fast_T = real_sgd_Ts or ((64, 256) if quick else (64, 256, 1024, 4096))
+    fast = pd.DataFrame(escape_time_points(fast_T, batch=512, seeds=2, device=device)).assign(source="sgd_fast")
+    fast["T"] = fast["T"].astype(float)
+    df = pd.concat([df_ode, pd.DataFrame(rows), fast], ignore_index=True)
+    save_table(df, outdir, "scb_escape_time.csv")
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     d = df[df.source == "ode"]
     axes[0].semilogx(d["T"], d["escape_time"], "ko-", label="ODE (4-D)")
     axes[0].semilogx(d["T"], d["formula"], "r--", label=r"formula $\log(T\sqrt{\rho})/\sqrt{\eta_V\eta_A\rho K}$")
     axes[0].set_title("population flow, K=0.1, rho=1/3, eta=1")
-    g = df[df.source == "sgd"]
-    for i, (Tv, gg) in enumerate(g.groupby("T")):
-        lr = gg["lr"].iloc[0]
-        axes[1].plot([Tv] * len(gg), gg["escape_time"] * lr, "o", color="tab:orange",
-                     label=f"SGD (batch {batch})" if i == 0 else None)
-        axes[1].plot(Tv, gg["ode_same_task"].iloc[0] * lr, "ks", label="ODE" if i == 0 else None)
-        axes[1].plot(Tv, gg["formula"].iloc[0] * lr, "r_", ms=14, label="formula" if i == 0 else None)
+    for src, colour, label in (("sgd", "tab:orange", f"SGD empirical.scb (batch {batch}, lr 0.8/T)"),
+                               ("sgd_fast", "tab:blue", "SGD scb_fast (batch 512, lr 1/(m2 T))")):
+        g = df[df.source == src]
+        per_T = g.groupby("T").agg(sgd=("escape_time", "mean"), ode=("ode_same_task", "first"),
+                                   formula=("formula", "first"), lr=("lr", "first"), rel=("rel_err_vs_ode", "mean"))
+        axes[1].plot(g["T"], g["escape_time"] * g["lr"], "o", color=colour, alpha=0.7, label=label)
+        axes[1].plot(per_T.index, per_T.ode * per_T.lr, "s", mfc="none", color="k",
+                     label="ODE, same task" if src == "sgd" else None)
+        axes[1].plot(per_T.index, per_T.formula * per_T.lr, "_", color="r", ms=14,
+                     label="formula" if src == "sgd" else None)
+        axes[2].plot(g["T"], g["rel_err_vs_ode"], "o", color=colour, label=label)
     axes[1].set_xscale("log")
-    axes[1].set_title("real SCB tasks: escape time x learning rate")
-    _finish(fig, axes, outdir, "scb_escape_time.png", "T", "escape time")
+    axes[1].set_title("real SCB tasks (N=3, Q=2): escape time x learning rate")
+    axes[2].set_xscale("log")
+    axes[2].set_yscale("log")
+    axes[2].set_title("|SGD - ODE| / ODE escape, per run")
+    axes[2].set(xlabel="T", ylabel="relative error")
+    axes[2].grid(alpha=0.3)
+    axes[2].legend(fontsize=7)
+    _finish(fig, axes[:2], outdir, "scb_escape_time.png", "T", "escape time")
     return df
+
+
 def transfer_tasks(Tv: int, *, mix: float = 0.7, batch: int = 256):
     """Pretraining and downstream configs/tasks at context ``T`` (Decision 10): the downstream
     transition is ``mix * P_pre + (1 - mix) * P_indep``; the downstream keeps the pretraining

@@ -48,23 +48,27 @@ minimum misses the transient dip of dist_P (oracle minimum 0.03-0.18 for l1).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from empirical import scb_l1 as el1
+from empirical.sweeps import Cell, run_cells
 from theory import scb
 
 from ..core import finish_figure, save_table
 from ..report import Claim
 
 __all__ = ["L1Settings", "settings", "l1_study", "fig_l1_vs_sgd", "l1_claims", "claims_from_study",
-           "paper_lambda"]
+           "paper_lambda", "study_cell", "CELL_FN"]
 
 
 COLORS = {"sgd": "k", "l1": "tab:red", "l1_proj": "tab:green"}
@@ -117,55 +121,130 @@ def paper_lambda(task, eps: float) -> float:
     return float(eps * task.K / (Q**2 * task.N**3))
 
 
-@functools.lru_cache(maxsize=4)
-def _study(s: L1Settings, device: str) -> tuple[pd.DataFrame, dict]:
-    rows, curves = [], {}
+#: the sweep cell function (importable in every worker, :func:`empirical.sweeps.run_cells`)
+CELL_FN = "figures.scb.l1:study_cell"
+#: the per-run, per-log-point arrays a "runs" cell keeps (all the rows and curves need)
+_KEEP = ("population_loss", "value_relative_distance_to_truth", "attention_distance_to_truth",
+         "nnz_mean", "nnz_max", "support")
+
+
+def study_cell(paper: str, config: dict, *, device: str = "cpu") -> xr.Dataset:
+    """One cell of the study, run by :func:`empirical.sweeps.run_cells` (``paper`` = "scb").
+
+    ``config["part"] == "lr"``: the lr search of one (T, batch, method) over every seed (attrs
+    ``lr_max, lr, ratio``; vars ``grid``, ``stable``). ``"runs"``: every run of one (T, batch) —
+    methods x lambdas x seeds x lr backoffs, learning rates ``config["lr"][method]`` from the "lr"
+    cells — in ONE batched :func:`empirical.scb_l1.train_runs` call, as before the sweep (the
+    batch composition is kept: the numbers are identical); vars over (run, log) of :data:`_KEEP`,
+    attrs ``sigma`` (sigma_B), ``lam_paper``, ``K``."""
+    c = config
+    task = scb.make_task(scb.SCBConfig(N=c["N"], T=c["T"], Q=c["Q"], task_seed=c["task_seed"]))
+    seeds, B = tuple(c["seeds"]), c["batch"]
+    if c["part"] == "lr":
+        r = el1.largest_stable_lr(task, c["method"], batch=B, seeds=seeds, horizon=c["horizon"],
+                                  lr_min=c["lr_min"], n_grid=c["n_grid"], device=device)
+        return xr.Dataset({"grid": ("j", r["grid"]), "stable": ("j", r["stable"].astype(np.int8))},
+                          attrs={"lr_max": r["lr_max"], "lr": r["lr"], "ratio": r["ratio"]})
+    sigma = el1.attention_noise_scale(task, B, device=device)
+    lams = [0.0, paper_lambda(task, c["eps"])] + [m * sigma for m in c["lam_multiples"]]
+    lr, ratio = c["lr"], c["ratio"]
+    specs = [(m, lam) for m in c["methods"] for lam in (lams if m != "sgd" else [0.0]) if np.isfinite(lr[m])]
+    # backoff 1 = the documented rule (lr_max / ratio); 2 = one more grid step back (the
+    # sensitivity of the verdicts to the rule, reported as evidence only)
+    backoff = [b_ for b_ in (1, 2) for m, lam in specs for sd in seeds]
+    runs = [el1.RunSpec(m, lr[m] / ratio[m] ** (b_ - 1), lam, sd) for b_ in (1, 2) for m, lam in specs for sd in seeds]
+    out = el1.train_runs(task, runs, batch=B, steps=c["steps"], log_every=c["log_every"],
+                         lam_switch=c["lam_switch"], device=device)
+    return xr.Dataset(
+        {k: (("run", "log"), np.asarray(out[k]).astype(np.int8) if k == "support" else out[k]) for k in _KEEP},
+        coords={"step": ("log", out["step"]), "method": ("run", [r.method for r in runs]),
+                "lr": ("run", [r.lr for r in runs]), "lam": ("run", [r.lam for r in runs]),
+                "seed": ("run", [r.seed for r in runs]), "backoff": ("run", backoff)},
+        attrs={"sigma": sigma, "lam_paper": lams[1], "K": task.K})
+
+
+def _cells(s: L1Settings, part: str, device: str, **extra) -> list[Cell]:
+    base = {"N": s.N, "Q": s.Q, "task_seed": s.task_seed, "seeds": list(s.seeds)}
+    out = []
     for T in s.Ts:
-        task = scb.make_task(scb.SCBConfig(N=s.N, T=T, Q=s.Q, task_seed=s.task_seed))
         for B in s.batches:
-            steps, log_every = _steps(s, T, B)
-            sigma = el1.attention_noise_scale(task, B, device=device)
-            lams = [0.0, paper_lambda(task, s.eps)] + [c * sigma for c in s.lam_multiples]
-            lr = {m: el1.largest_stable_lr(task, m, batch=B, seeds=s.seeds, horizon=s.horizon,
-                                           lr_min=s.lr_min, n_grid=s.n_grid, device=device)
-                  for m in s.methods}
-            specs = [(m, lam) for m in s.methods for lam in (lams if m != "sgd" else [0.0])
-                     if np.isfinite(lr[m]["lr"])]
-            # backoff 1 = the documented rule (lr_max / ratio); 2 = one more grid step back (the
-            # sensitivity of the verdicts to the rule, reported as evidence only)
-            backoff = [b_ for b_ in (1, 2) for m, lam in specs for sd in s.seeds]
-            runs = [el1.RunSpec(m, lr[m]["lr"] / lr[m]["ratio"] ** (b_ - 1), lam, sd)
-                    for b_ in (1, 2) for m, lam in specs for sd in s.seeds]
-            out = el1.train_runs(task, runs, batch=B, steps=steps, log_every=log_every,
-                                 lam_switch=s.lam_switch, device=device)
-            Lpop = out["population_loss"]
-            for i, r in enumerate(runs):
-                b = int(np.nanargmin(np.where(np.isfinite(Lpop[i]), Lpop[i], np.inf)))
-                rows.append({
-                    "method": r.method, "T": T, "batch": B, "seed": r.seed, "lr": r.lr, "lr_backoff": backoff[i],
-                    "lr_max": lr[r.method]["lr_max"], "lam": r.lam, "lam_over_sigma": r.lam / sigma,
-                    "sigma": sigma, "lam_paper": lams[1], "K": task.K,
-                    "nnz_mean": float(out["nnz_mean"][i, b]), "nnz_max": int(out["nnz_max"][i, b]),
-                    "support_recovered": bool(out["support"][i, b]),
-                    "dist_P": float(out["value_relative_distance_to_truth"][i, b]),
-                    "dist_A": float(out["attention_distance_to_truth"][i, b]),
-                    "val_loss": float(Lpop[i, b]), "early_stop_step": int(out["step"][b]),
-                    "samples_at_early_stop": int(out["step"][b]) * B,
-                    "final_dist_P": float(out["value_relative_distance_to_truth"][i, -1]),
-                    "final_dist_A": float(out["attention_distance_to_truth"][i, -1]),
-                    "final_nnz_mean": float(out["nnz_mean"][i, -1]),
-                    # oracle (not used by the claims): the best distance over the logged steps
-                    "min_dist_P": float(np.nanmin(out["value_relative_distance_to_truth"][i])),
-                    "min_dist_A": float(np.nanmin(out["attention_distance_to_truth"][i])),
-                    "diverged": bool(not np.all(np.isfinite(Lpop[i]))),
-                })
-            curves[(T, B)] = {"samples": out["step"] * B, "runs": runs, "backoff": backoff,
-                              "dist_P": out["value_relative_distance_to_truth"],
-                              "dist_A": out["attention_distance_to_truth"], "nnz_mean": out["nnz_mean"]}
-    return pd.DataFrame(rows), curves
+            if part == "lr":
+                cfg = {**base, "T": T, "batch": B, "horizon": s.horizon, "lr_min": s.lr_min, "n_grid": s.n_grid}
+                out += [Cell("scb", {**cfg, "part": "lr", "method": m}, "l1_study", {"device": device},
+                             {"part": "lr", "T": T, "batch": B, "method": m}) for m in s.methods]
+            else:
+                steps, log_every = _steps(s, T, B)
+                lr = extra["lrs"]
+                cfg = {**base, "T": T, "batch": B, "part": "runs", "steps": steps, "log_every": log_every,
+                       "lam_switch": s.lam_switch, "eps": s.eps, "lam_multiples": list(s.lam_multiples),
+                       "methods": list(s.methods), "lr": {m: lr[(T, B, m)]["lr"] for m in s.methods},
+                       "ratio": {m: lr[(T, B, m)]["ratio"] for m in s.methods}}
+                out.append(Cell("scb", cfg, "l1_study", {"device": device}, {"part": "runs", "T": T, "batch": B}))
+    return out
 
 
-def l1_study(quick: bool = True, device: str = "auto", **overrides) -> pd.DataFrame:
+def _run(cells: list[Cell], root: Path, workers: int, ray: str | None, computed: list) -> list[xr.Dataset]:
+    idx = run_cells(CELL_FN, cells, root, workers=workers, ray=ray, progress=lambda k, st, e: computed.append(k))
+    bad = idx[idx.status != "ok"]
+    if len(bad):
+        raise RuntimeError(f"l1 study: {len(bad)} cell(s) failed in {root}: {bad.error.iloc[0]}")
+    return [xr.load_dataset(root / "cells" / f"{c.key}.nc", engine="h5netcdf") for c in cells]
+
+
+@functools.lru_cache(maxsize=4)
+def _study(s: L1Settings, device: str, store: str | None = None, workers: int = 1,
+           ray: str | None = None) -> tuple[pd.DataFrame, dict]:
+    """The study through the sweep store (``store``; a temporary folder when None): "lr" cells,
+    then one "runs" cell per (T, batch). ``df.attrs["cells_computed"]``: cells run by this call
+    (0 when every cell was already in the store)."""
+    computed: list[str] = []
+    with contextlib.ExitStack() as stack:
+        root = Path(store) if store is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        lr_cells = _cells(s, "lr", device)
+        lrs = {(c.config["T"], c.config["batch"], c.config["method"]): ds.attrs
+               for c, ds in zip(lr_cells, _run(lr_cells, root, workers, ray, computed))}
+        run_cells_ = _cells(s, "runs", device, lrs=lrs)
+        # the lr cells again (already done: skipped) so that the store's index lists every cell
+        results = _run(lr_cells + run_cells_, root, workers, ray, computed)[len(lr_cells):]
+    rows, curves = [], {}
+    for c, ds in zip(run_cells_, results):
+        T, B = c.config["T"], c.config["batch"]
+        out = {k: ds[k].values.astype(bool) if k == "support" else ds[k].values for k in _KEEP}
+        step = ds["step"].values
+        runs = [el1.RunSpec(str(m), float(lr), float(lam), int(sd))
+                for m, lr, lam, sd in zip(ds.method.values, ds.lr.values, ds.lam.values, ds.seed.values)]
+        backoff = [int(b) for b in ds.backoff.values]
+        sigma, Lpop = float(ds.attrs["sigma"]), out["population_loss"]
+        for i, r in enumerate(runs):
+            b = int(np.nanargmin(np.where(np.isfinite(Lpop[i]), Lpop[i], np.inf)))
+            rows.append({
+                "method": r.method, "T": T, "batch": B, "seed": r.seed, "lr": r.lr, "lr_backoff": backoff[i],
+                "lr_max": float(lrs[(T, B, r.method)]["lr_max"]), "lam": r.lam, "lam_over_sigma": r.lam / sigma,
+                "sigma": sigma, "lam_paper": float(ds.attrs["lam_paper"]), "K": float(ds.attrs["K"]),
+                "nnz_mean": float(out["nnz_mean"][i, b]), "nnz_max": int(out["nnz_max"][i, b]),
+                "support_recovered": bool(out["support"][i, b]),
+                "dist_P": float(out["value_relative_distance_to_truth"][i, b]),
+                "dist_A": float(out["attention_distance_to_truth"][i, b]),
+                "val_loss": float(Lpop[i, b]), "early_stop_step": int(step[b]),
+                "samples_at_early_stop": int(step[b]) * B,
+                "final_dist_P": float(out["value_relative_distance_to_truth"][i, -1]),
+                "final_dist_A": float(out["attention_distance_to_truth"][i, -1]),
+                "final_nnz_mean": float(out["nnz_mean"][i, -1]),
+                # oracle (not used by the claims): the best distance over the logged steps
+                "min_dist_P": float(np.nanmin(out["value_relative_distance_to_truth"][i])),
+                "min_dist_A": float(np.nanmin(out["attention_distance_to_truth"][i])),
+                "diverged": bool(not np.all(np.isfinite(Lpop[i]))),
+            })
+        curves[(T, B)] = {"samples": step * B, "runs": runs, "backoff": backoff,
+                          "dist_P": out["value_relative_distance_to_truth"],
+                          "dist_A": out["attention_distance_to_truth"], "nnz_mean": out["nnz_mean"]}
+    df = pd.DataFrame(rows)
+    df.attrs["cells_computed"] = len(computed)
+    return df, curves
+
+
+def l1_study(quick: bool = True, device: str = "auto", *, store=None, workers: int = 1, ray: str | None = None,
+             **overrides) -> pd.DataFrame:
     """One row per method x lambda x T x batch x seed x lr_backoff. Columns: ``method, T, batch, seed,
     lr, lr_backoff`` (1: the documented rule lr_max/ratio, used by the figure and the claims; 2: one
     more grid step back, a sensitivity check), ``lr_max,
@@ -175,8 +254,17 @@ def l1_study(quick: bool = True, device: str = "auto", **overrides) -> pd.DataFr
     normalisation), ``val_loss, early_stop_step, samples_at_early_stop``; at the end:
     ``final_dist_P, final_dist_A, final_nnz_mean``; ``min_dist_P, min_dist_A`` (oracle minimum over
     the logged steps, diagnostics only), ``diverged``. Same settings and device -> cached (the
-    figure and the claims share one study)."""
-    return _study(settings(quick, **overrides), device)[0].copy()
+    figure and the claims share one study).
+
+    The cells run through :func:`empirical.sweeps.run_cells` (:func:`study_cell`): ``store`` a folder
+    (finished cells are read back, an interrupted study resumes; None: a temporary folder),
+    ``workers`` local processes or ``ray`` (an address or "auto"). ``df.attrs["cells_computed"]``
+    counts the cells this call computed."""
+    return _study(settings(quick, **overrides), device, _store_key(store), workers, ray)[0].copy()
+
+
+def _store_key(store) -> str | None:
+    return None if store is None else str(Path(store).resolve())
 
 
 def _selected(df: pd.DataFrame, method: str = "l1") -> pd.DataFrame:
@@ -188,12 +276,16 @@ def _selected(df: pd.DataFrame, method: str = "l1") -> pd.DataFrame:
     return l1.merge(best, on=["T", "batch", "lam"])
 
 
-def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str = "auto", **overrides) -> dict[str, Any]:
+def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str = "auto", store=None,
+                  workers: int = 1, ray: str | None = None, **overrides) -> dict[str, Any]:
     """Distance to ground truth (after normalisation) vs samples: l1 and l1_proj (validation-selected
     lambda > 0; l1's other lambdas dashed) vs vanilla SGD, median and min-max band over seeds, one row per (T, batch).
-    Writes ``scb_l1_vs_sgd.png`` and ``scb_l1_study.csv`` into ``outdir``."""
+    Writes ``scb_l1_vs_sgd.png`` and ``scb_l1_study.csv`` into ``outdir``; the sweep store (see
+    :func:`l1_study`) defaults to ``outdir/scb_l1_store`` (a rerun reads the finished cells)."""
     s = settings(quick, **overrides)
-    df_all, curves = _study(s, device)
+    if store is None and outdir is not None:
+        store = Path(outdir) / "scb_l1_store"
+    df_all, curves = _study(s, device, _store_key(store), workers, ray)
     df = df_all[df_all.lr_backoff == 1]
     sel = pd.concat([_selected(df, m) for m in s.methods if m != "sgd"])
     keys = list(curves)
@@ -300,7 +392,8 @@ def claims_from_study(df: pd.DataFrame, s: L1Settings) -> list[Claim]:
     return [beats, support]
 
 
-def l1_claims(quick: bool = True, device: str = "auto", **overrides) -> list[Claim]:
-    """The two claims of the study (see :func:`claims_from_study`)."""
+def l1_claims(quick: bool = True, device: str = "auto", *, store=None, workers: int = 1, ray: str | None = None,
+              **overrides) -> list[Claim]:
+    """The two claims of the study (see :func:`claims_from_study`; sweep options as :func:`l1_study`)."""
     s = settings(quick, **overrides)
-    return claims_from_study(_study(s, device)[0], s)
+    return claims_from_study(_study(s, device, _store_key(store), workers, ray)[0], s)
