@@ -252,7 +252,8 @@ def make_figures(outdir, *, quick: bool = True, device: str = "auto") -> list[Pa
     paths.append(out / "fig9_B.png")
     table(pd.DataFrame([fig4_heatmaps(out, quick, device=device)["dt_entropy"]]), "fig4_dt_entropy.csv")
     paths.append(out / "fig4_heatmaps.png")
-    table(fig6_entropy(out, quick, device=device, **sweep_settings("scan-snap-fig6")), "fig6_entropy.csv")
+    fig6_sweep = sweep_settings("scan-snap-fig6", out / "fig6_store")  # a grid of runs: resumable store
+    table(fig6_entropy(out, quick, device=device, **fig6_sweep), "fig6_entropy.csv")
     paths.append(out / "fig6_entropy.png")
     report, theory, practice = compare_data(quick, device)
     fig_overlay(out, quick, device=device, data=(theory, practice))

@@ -278,10 +278,13 @@ def fig_softmax_vs_linear(outdir: Path | None = None, quick: bool = True, *, dev
     return out
 
 
-
 def make_figures(outdir: Path, *, quick: bool = True, device: str = "auto") -> list[Path]:
     """Every SCB figure into ``outdir`` (the paper table's ``figures`` slot)."""
+    from ..sweep import sweep_settings
+
     outdir = Path(outdir)
-    for fig in (fig_overlay, fig_escape_time, fig_l1_vs_sgd, fig_transfer, fig_softmax_vs_linear):
+    for fig in (fig_overlay, fig_escape_time, fig_transfer, fig_softmax_vs_linear):
         fig(outdir, quick, device=device)
+    # the l1 study is a grid of runs: the CLI's --store/--workers/--ray (default store outdir/scb_l1_store)
+    fig_l1_vs_sgd(outdir, quick, device=device, **sweep_settings("scb-l1", outdir / "scb_l1_store"))
     return sorted([*outdir.glob("scb_*.png"), *outdir.glob("scb_*.csv")])
