@@ -4,8 +4,8 @@ numpy's ``Generator.multinomial`` draws ``S - 1`` conditional binomials per row 
 ~1.5 us a row (S = 20, n = 127 on this machine); a minibatch of 128 rows then costs more than the
 whole gradient. :class:`MultinomialSampler` draws the same law by a balanced binary tree of
 binomial splits (``N_left ~ Bin(m, p_left / p_node)`` given the node's count ``m``: exact, the
-children's counts are conditionally multinomial), one level at a time over all rows, each binomial
-by Walker's alias method from a table of ``Bin(m, pi_v)`` for every node ``v`` and count
+children's counts are conditionally multinomial), walked draw by draw in a compiled (numba) loop,
+each binomial by Walker's alias method from a table of ``Bin(m, pi_v)`` for every node ``v`` and count
 ``m = 0..n`` (pmf from ``scipy.stats.binom``; exact up to float64 round-off, as numpy's own
 inversion sampler). The tables hold ``(S - 1)(n + 1)(n + 2)/2`` entries; past
 :data:`TABLE_LIMIT` the same tree draws its binomials with ``Generator.binomial`` (cost independent
@@ -17,6 +17,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+from numba import njit
 
 from theory.sampling import alias_table  # Walker/Vose table (accept, alias), shared with the SDEs
 
@@ -96,28 +97,58 @@ class MultinomialSampler:
                          np.array([t[1] for t in to_leaf], int)))
         return plan
 
+    def _children(self) -> np.ndarray:
+        """(nodes, 2) children of every node in table order: a node id (>= 0) or a leaf ``-(col+1)``."""
+        ids, base = {}, 0
+        for level in self.levels:
+            for i, (lo, _, hi) in enumerate(level):
+                ids[(lo, hi)] = base + i
+            base += len(level)
+        kids = [[ids[(a, b)] if b - a > 1 else -(a + 1) for a, b in ((lo, mid), (mid, hi))]
+                for level in self.levels for lo, mid, hi in level]
+        return np.array(kids, np.int64).reshape(-1, 2)
+
     def sample(self, rng: np.random.Generator, N: int) -> np.ndarray:
         """(S, N) int64 counts: column i is one draw (the transpose of numpy's layout)."""
         out = np.empty((self.S, N), np.int64)
+        if self.table is not None:  # Walker: j ~ U{0..m}, kept with probability prob, else alias
+            if not hasattr(self, "_kids"):
+                self._kids = self._children()
+            _tree_walk(rng.random((self.S - 1, N)), self.n, self._kids, self._start, *self.table, out)
+            return out
         size = np.full((1, N), self.n + 1, np.int64)  # carried: a node's count + 1 (its pmf's length)
-        u = rng.random((self.S - 1, N)) if self.table is not None else None
-        for ids, nxt_rows, leaf_rows, leaves in self._plan:
+        for ids, nxt_rows, leaf_rows, leaves in self._plan:  # no table: numpy's binomials, level by level
             V = ids.stop - ids.start
-            if u is None:
-                k = rng.binomial(size - 1, self.pi[ids][:, None])
-            else:  # Walker: j ~ U{0..m}, kept with probability prob, else alias (one uniform per key)
-                prob, alias = self.table
-                x = u[ids]
-                x *= size
-                j = x.astype(np.int64)
-                x -= j
-                idx = np.take_along_axis(self._start[ids], size, 1)  # row (node, m) of the table
-                idx += j
-                k = np.take(alias, idx)
-                np.copyto(k, j, where=x < np.take(prob, idx))
+            k = rng.binomial(size - 1, self.pi[ids][:, None])
             kids = np.empty((2 * V, N), np.int64)
             np.add(k, 1, out=kids[:V])
             np.subtract(size, k, out=kids[V:])
             out[leaves] = kids[leaf_rows] - 1
             size = kids[nxt_rows]
         return out
+
+
+@njit(cache=True)
+def _tree_walk(u, n, kids, start, prob, alias, out):
+    """:meth:`MultinomialSampler.sample` with alias tables, one draw (column) at a time: node ``v``
+    with count ``m`` splits it by the alias draw from uniform ``u[v, i]`` in row ``start[v, m + 1]``
+    of the table (the vectorised level-by-level walk, in the same arithmetic)."""
+    V, N = u.shape
+    cnt = np.empty(V, np.int64)
+    for i in range(N):
+        cnt[0] = n
+        for v in range(V):
+            m = cnt[v]
+            x = u[v, i] * (m + 1)
+            j = np.int64(x)
+            idx = start[v, m + 1] + j
+            k = j if x - j < prob[idx] else alias[idx]
+            a, b = kids[v, 0], kids[v, 1]
+            if a >= 0:
+                cnt[a] = k
+            else:
+                out[-a - 1, i] = k
+            if b >= 0:
+                cnt[b] = m - k
+            else:
+                out[-b - 1, i] = m - k
