@@ -13,8 +13,10 @@ samples) and stored as slots ``(R, K, P)``, ``P = max m``, slots past ``m`` weig
 sample of slot ``(r, k, .)`` shares its query row of ``Z`` and its support ``common + DT(k)`` (the
 official generator, spec §1.4), so the decoder products are ``(P, C) @ (C, M_out)`` on the common
 rows of ``Y`` plus ``(P, U) @ (U, M_out)`` on class ``k``'s DT rows: about ``S / M_in`` of the dense
-products' work, the rest of ``Y`` and ``Z`` never touched. Numpy; float64 unless ``dtype=
-np.float32`` is asked for. The torch model (:mod:`empirical.scan_snap`) is the reference: the
+products' work, the rest of ``Y`` and ``Z`` never touched. The gradient and the momentum update
+are compiled (numba: :func:`_logits`, :func:`_backward`, :func:`_momentum`, the products by BLAS;
+at these sizes numpy's per-call overhead was most of a step). Float64 unless ``dtype=np.float32``
+is asked for. The torch model (:mod:`empirical.scan_snap`) is the reference: the
 gradients agree to round-off on the same counts (tests).
 
 It is the same stochastic algorithm as the torch grid (:func:`empirical.scan_snap.train_grid`):
@@ -29,7 +31,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
+from theory.errors import DivergenceError
 from theory.scan_snap import ScanSnapTask
 
 from .multinomial import MultinomialSampler
@@ -59,22 +63,101 @@ class Batch:
         return n, self.counts[real].reshape(R, -1, S)
 
 
-def _softmax_last(a: np.ndarray, ones: np.ndarray, weight: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``weight[..., None] * softmax(a)`` over the last axis, into ``out`` (``a`` may be overwritten).
-    Unshifted when every row sum of ``exp`` is a normal number well above underflow (then it equals
-    the shifted softmax to round-off); shifted by the row max otherwise."""
-    e = np.exp(a, out=out)
-    s = e @ ones
-    if not (np.isfinite(s).all() and s.min() > np.finfo(s.dtype).tiny * 1e6):
-        a -= a.max(-1, keepdims=True)
-        e = np.exp(a, out=out)
-        s = e @ ones
-        if not np.isfinite(s).all():  # NaN/inf logits: a parameter is no longer finite
-            from theory.errors import DivergenceError
+@njit(cache=True, error_model="numpy")  # x / 0 -> inf or nan (caught as divergence)
+def _logits(Y, Z, counts, m, sup, query, F, A, ys):
+    """Forward pass of every sample, slot ``p < m[r, k]`` of ``counts`` (R, K, P, S) on class ``k``'s
+    support ``sup[k]`` (S,) (row indices of ``Y``, columns of ``Z``): ``F[r, k, p]`` (S,) = LN(q o
+    e^{z}) (spec §1.3: ``q o e^{z}`` is proportional to X^T b), ``ys[r, k]`` (S, M_out) = the
+    support rows of ``Y``, ``A[r, k, p]`` (M_out,) = decoder logits ``Y^T f`` minus their max (0 on
+    the other slots); ``exp`` is then taken by numpy (vectorised; numba's is a scalar call)."""
+    R, K, P, S = counts.shape
+    Mo = Y.shape[2]
+    ez = np.empty_like(F[0, 0, 0])
+    for r in range(R):
+        for k in range(K):
+            n, zr = m[r, k], query[k]
+            for s in range(S):
+                ys[r, k, s] = Y[r, sup[k, s]]
+            zmax = Z[r, zr, sup[k, 0]]
+            for s in range(1, S):
+                zmax = max(zmax, Z[r, zr, sup[k, s]])
+            for s in range(S):
+                ez[s] = np.exp(Z[r, zr, sup[k, s]] - zmax)
+            for p in range(n):
+                nn = 0.0
+                for s in range(S):
+                    w = ez[s] * counts[r, k, p, s]
+                    F[r, k, p, s] = w
+                    nn += w * w
+                nrm = np.sqrt(nn)
+                for s in range(S):
+                    F[r, k, p, s] /= nrm
+            A[r, k, n:] = 0
+            if n == 0:
+                continue
+            A[r, k, :n] = np.dot(F[r, k, :n], ys[r, k])
+            for p in range(n):
+                amax = A[r, k, p, 0]
+                for o in range(1, Mo):
+                    amax = max(amax, A[r, k, p, o])
+                for o in range(Mo):
+                    A[r, k, p, o] -= amax
 
-            raise DivergenceError(-1, "non-finite parameters in count-vector SGD")
-    e *= (weight / s)[..., None]
-    return e
+
+@njit(cache=True, error_model="numpy")  # x / 0 -> inf or nan (caught as divergence)
+def _backward(E, F, ys, m, sup, qi, label, inv_b, gY, gZ):
+    """Batch-mean ascent gradient of J (spec §1.3, §2.4) from :func:`_logits`' ``F``, ``ys`` and
+    ``E = exp(A)``: ``gY`` (R, C + K U, M_out) on the common + DT rows, ``gZ`` (R, n_query, M_in)
+    on the query rows (``qi[k]``: class ``k``'s among them). ``E`` is overwritten. Returns False
+    (gradients unfinished) when a decoder softmax is not finite: a parameter is no longer finite."""
+    R, K, P, S = F.shape
+    Mo = E.shape[3]
+    gY[:] = 0
+    gZ[:] = 0
+    for r in range(R):
+        for k in range(K):
+            n = m[r, k]
+            if n == 0:
+                continue
+            D = E[r, k, :n]
+            for p in range(n):  # (e_n - alpha) / B
+                tot = 0.0
+                for o in range(Mo):
+                    tot += D[p, o]
+                if not np.isfinite(tot):
+                    return False
+                c = -inv_b / tot
+                for o in range(Mo):
+                    D[p, o] *= c
+                D[p, label[k]] += inv_b
+            f = F[r, k, :n]
+            G = np.dot(D, ys[r, k].T)  # dJ/df = Y (e_n - alpha) on the support
+            gys = np.dot(f.T, D)  # sum_p f (e_n - alpha)^T / B
+            for s in range(S):
+                for o in range(Mo):
+                    gY[r, sup[k, s], o] += gys[s, o]
+            # through LN and the softmax over tokens: with x = X^T b, dJ/dx = P_perp(f) g / |x|, and
+            # the softmax Jacobian diag(x) - x x^T (Eqn. 3's proof) gives x o dJ/dx, i.e.
+            # dJ/dz_{psi, l} = f o P_perp(f) g, summed over the samples
+            for p in range(n):
+                fg = 0.0
+                for s in range(S):
+                    fg += f[p, s] * G[p, s]
+                for s in range(S):
+                    gZ[r, qi[k], sup[k, s]] += f[p, s] * (G[p, s] - f[p, s] * fg)
+    return True
+
+
+@njit(cache=True)
+def _momentum(theta, v, g, rows, lr, mu):
+    """PyTorch SGD momentum on the rows that move: ``v = mu v + g``, ``theta[r, rows[i]] += lr[r]
+    v[r, i]`` (ascent on J); ``theta`` (R, M, N), ``v``, ``g`` (R, len(rows), N), ``lr`` (R,)."""
+    R, n, N = v.shape
+    for r in range(R):
+        for i in range(n):
+            for j in range(N):
+                v[r, i, j] = mu * v[r, i, j] + g[r, i, j]
+                theta[r, rows[i], j] += lr[r] * v[r, i, j]
 
 
 class CountSGD:
@@ -86,8 +169,7 @@ class CountSGD:
     def __init__(self, task: ScanSnapTask, lr_Y, lr_Z, *, batch: int, momentum: float, zero_init: bool,
                  rng: np.random.Generator, dtype=np.float64):
         self.task, self.B, self.mu, self.rng, self.dtype = task, batch, momentum, rng, np.dtype(dtype)
-        self.lr_Y = np.asarray(lr_Y, self.dtype)[:, None, None]
-        self.lr_Z = np.asarray(lr_Z, self.dtype)[:, None, None]
+        self.lr_Y, self.lr_Z = np.asarray(lr_Y, self.dtype), np.asarray(lr_Z, self.dtype)
         R, Mi, Mo, K = self.lr_Y.shape[0], task.M_in, task.M_out, task.K
         self.R = R
         if zero_init:
@@ -98,7 +180,8 @@ class CountSGD:
             self.Z = rng.uniform(-b, b, (R, Mi, Mi)).astype(self.dtype, copy=False)
         self.sup = np.stack([task.support(n) for n in range(task.K)])  # (K, S): equal sizes (generator)
         C, U = task.common.size, task.dt.shape[1]
-        if not (np.array_equal(self.sup[:, :C], np.broadcast_to(task.common, (K, C)))
+        if not (np.array_equal(task.common, np.arange(C))
+                and np.array_equal(self.sup[:, :C], np.broadcast_to(task.common, (K, C)))
                 and np.array_equal(self.sup[:, C:], task.dt) and np.array_equal(task.dt.ravel(), C + np.arange(K * U))):
             raise ValueError("CountSGD needs the official layout: support = common tokens + a DT block per class")
         self.C, self.U, self._ctx = C, U, C + K * U
@@ -106,19 +189,14 @@ class CountSGD:
         if not np.all(self.sup_p == self.sup_p[0]):
             raise ValueError("CountSGD needs one support distribution for every class (the official generator)")
         self._sampler = MultinomialSampler(task.config.T - 1, self.sup_p[0])
-        self._qrows, qi = np.unique(task.query, return_inverse=True)  # the rows of Z that move
-        self._zk = (np.arange(R)[:, None, None] * Mi * Mi + task.query[:, None] * Mi + self.sup)  # (R, K, S)
-        self._gz_index = (np.arange(R)[:, None, None] * len(self._qrows) + qi[:, None]) * Mi + self.sup
+        self._qrows, self._qi = np.unique(task.query, return_inverse=True)  # the rows of Z that move
+        self._yrows = np.arange(self._ctx)  # the rows of Y that move: common + DT
         self.vY = np.zeros((R, self._ctx, Mo), self.dtype)  # momentum on the rows that move
         self.vZ = np.zeros((R, len(self._qrows), Mi), self.dtype)
+        self._g = (np.empty_like(self.vY), np.empty_like(self.vZ))
+        self._ys = np.empty((R, K, self.sup.shape[1], Mo), self.dtype)
         self._block, self._next = None, 0
-        self._scratch = None
         self.steps_done = 0
-        self._onesP = np.ones(0, self.dtype)
-        q = self._qrows
-        self._zrows = slice(q[0], q[-1] + 1) if np.array_equal(q, np.arange(q[0], q[-1] + 1)) else q
-        self._k = np.arange(K)
-        self._ones = (np.ones(self.sup.shape[1], self.dtype), np.ones(Mo, self.dtype))
 
     # -- data ------------------------------------------------------------------------------------
     def sample(self) -> Batch:
@@ -143,50 +221,19 @@ class CountSGD:
         counts = rows[np.minimum(offset[..., None] + slot, len(rows) - 1)]  # (steps, R, K, P, S)
         self._block, self._next = (m, counts, (slot < m[..., None]).astype(self.dtype)), 0
 
-    def _buffer_arrays(self, shape):
-        """Two scratch arrays of ``shape`` (the (R, K, P, M_out) decoder logits, the largest arrays
-        of a step), reused across steps: fresh ones would be page-faulted in every step."""
-        size = math.prod(shape)
-        if self._scratch is None or self._scratch.shape[1] < size:
-            self._scratch = np.empty((2, size), self.dtype)
-        return self._scratch[0, :size].reshape(shape), self._scratch[1, :size].reshape(shape)
-
     # -- gradient --------------------------------------------------------------------------------
     def _parts(self, batch: Batch):
         """Ascent gradient of J on the rows that move: ``gY`` on the common + DT rows (R, C + K U,
-        M_out), ``gZ`` on the query rows (R, n_query, M_in) (spec §1.3, §2.4; batch mean). A
-        non-finite parameter shows in the decoder softmax: :class:`DivergenceError`."""
-        R, K, P, S = batch.counts.shape
-        C, Mo = self.C, self.task.M_out
-        one_s, one_o = self._ones  # row sums as matvecs (numpy's short-axis reductions are slow)
-        zs = self.Z.reshape(-1)[self._zk]  # z_{psi(k), l}: (R, K, S)
-        ez = np.exp(zs - zs.max(-1, keepdims=True))
-        w = ez[:, :, None, :] * batch.counts  # q o e^{z}, proportional to X^T b (spec §1.3): (R, K, P, S)
-        f = w / np.sqrt((w * w) @ one_s)[..., None]  # LN(X^T b)
-        Yc = self.Y[:, None, :C]  # common rows (R, 1, C, M_out)
-        Yd = self.Y[:, C:self._ctx].reshape(R, K, self.U, Mo)  # DT rows of each class
-        a, tmp = self._buffer_arrays((R, K, P, Mo))
-        np.matmul(f[..., :C], Yc, out=a)
-        a += np.matmul(f[..., C:], Yd, out=tmp)  # decoder logits Y^T f: (R, K, P, M_out)
-        d = _softmax_last(a, one_o, batch.mask * (-1.0 / self.B), out=tmp)  # -alpha / B; placeholders 0
-        d[:, self._k, :, self.task.label] += batch.mask.transpose(1, 0, 2) / self.B  # (e_n - alpha) / B
-        g = np.empty_like(f)
-        np.matmul(d, Yc.transpose(0, 1, 3, 2), out=g[..., :C])  # dJ/df = Y (e_n - alpha) on the support
-        np.matmul(d, Yd.transpose(0, 1, 3, 2), out=g[..., C:])
-        # through LN and the softmax over tokens: with x = X^T b, dJ/dx = P_perp(f) g / |x|, and the
-        # softmax Jacobian diag(x) - x x^T (Eqn. 3's proof) gives x o dJ/dx (x . dJ/dx = 0), i.e.
-        dlog = g - f * ((f * g) @ one_s)[..., None]
-        dlog *= f  # dJ/dz_{psi, l} per sample = f o P_perp(f) g
-        gY = np.empty((R, self._ctx, Mo), self.dtype)  # rows common + DT (the others stay 0)
-        np.matmul(f[..., :C].reshape(R, K * P, C).transpose(0, 2, 1), d.reshape(R, K * P, Mo), out=gY[:, :C])
-        np.matmul(f[..., C:].transpose(0, 1, 3, 2), d, out=gY[:, C:].reshape(R, K, self.U, Mo))
-        gZ = np.bincount(self._gz_index.reshape(-1), (self._ones_p(P) @ dlog).reshape(-1), self.vZ.size)
-        return gY, gZ.reshape(self.vZ.shape).astype(self.dtype, copy=False)
-
-    def _ones_p(self, P):
-        if self._onesP.size != P:
-            self._onesP = np.ones(P, self.dtype)
-        return self._onesP
+        M_out), ``gZ`` on the query rows (R, n_query, M_in) (spec §1.3, §2.4; batch mean; buffers
+        reused by the next call). A non-finite parameter shows in the decoder softmax:
+        :class:`DivergenceError` (step -1; :meth:`step` gives its own)."""
+        gY, gZ = self._g
+        F, A = np.empty_like(batch.counts), np.empty(batch.counts.shape[:3] + (self.task.M_out,), self.dtype)
+        _logits(self.Y, self.Z, batch.counts, batch.m, self.sup, self.task.query, F, A, self._ys)
+        if not _backward(np.exp(A, out=A), F, self._ys, batch.m, self.sup, self._qi, self.task.label,
+                         1.0 / self.B, gY, gZ):
+            raise DivergenceError(-1, "non-finite parameters in count-vector SGD")
+        return gY, gZ
 
     def gradient(self, batch: Batch):
         """Batch-mean ascent gradient of J per run, ``(gY, gZ)`` shaped like ``Y``, ``Z``."""
@@ -197,20 +244,14 @@ class CountSGD:
         return gY, gZ
 
     def step(self):
-        from theory.errors import DivergenceError
-
         try:
-            with np.errstate(over="ignore", invalid="ignore"):  # overflow: the softmax falls back; NaN: raised
-                gY, gZ = self._parts(self.sample())
+            gY, gZ = self._parts(self.sample())
         except DivergenceError as exc:
             raise DivergenceError(self.steps_done, exc.message) from None
         self.steps_done += 1
-        self.vY *= self.mu
-        self.vY += gY
-        self.vZ *= self.mu
-        self.vZ += gZ
-        self.Y[:, :self._ctx] += self.lr_Y * self.vY
-        self.Z[:, self._zrows] += self.lr_Z * self.vZ  # a slice when the query rows are contiguous
+        mu = self.dtype.type(self.mu)
+        _momentum(self.Y, self.vY, gY, self._yrows, self.lr_Y, mu)
+        _momentum(self.Z, self.vZ, gZ, self._qrows, self.lr_Z, mu)
 
     def run(self, steps: int, snapshots=()):
         """``steps`` SGD steps; returns ``{step: Z copy}`` at each step in ``snapshots`` (before it)."""
