@@ -191,25 +191,34 @@ def test_variant_contradicting_path_and_adam_uses_momentum_as_beta1():
     np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("layout", [dict(), dict(num_last=2, num_next_per_last=2, zero_init=False)])
-def test_count_sgd_gradient_equals_torch_autograd(layout):
-    """The analytic count-vector gradient (numpy, R runs) = torch autograd of the model's CE."""
+@pytest.mark.parametrize("layout, batch, scale, seed", [
+    (dict(), 16, 1.0, 1),
+    (dict(num_last=2, num_next_per_last=2, zero_init=False), 16, 1.0, 2),
+    # 3 samples on 4 classes: empty classes; Y ~ 300: logits past exp overflow (the shifted softmax)
+    (dict(num_last=2, num_next_per_last=2, zero_init=False), 3, 300.0, 3),
+    (dict(T=256), 64, 5.0, 4),
+])
+def test_count_sgd_gradient_equals_torch_autograd(layout, batch, scale, seed):
+    """The analytic count-vector gradient (compiled kernels, R = 3 runs, random batches, float64)
+    = torch autograd of the model's CE."""
     from empirical.scan_snap_counts import CountSGD
 
-    cfg = ss.Config(T=64, batch=16, **layout)
+    cfg = ss.Config(**{"T": 64, "batch": batch, **layout})
     task = ss.make_task(cfg)
-    eng = CountSGD(task, [1.0, 2.0], [0.5, 1.0], batch=16, momentum=0.9, zero_init=False,
-                   rng=np.random.default_rng(0))
-    eng.Y += np.random.default_rng(1).normal(size=eng.Y.shape)  # a generic point
-    batch = eng.sample()
-    gY, gZ = eng.gradient(batch)
-    n, sup_counts = batch.per_sample()
-    assert n.shape == (2, 16) and np.all(np.bincount(n[0], minlength=task.K) == batch.m[0])
-    m = es.DirectYZ(task, 2, True)
+    eng = CountSGD(task, [1.0, 2.0, 0.5], [0.5, 1.0, 3.0], batch=batch, momentum=0.9, zero_init=False,
+                   rng=np.random.default_rng(seed))
+    rng = np.random.default_rng(seed + 100)
+    eng.Y += scale * rng.normal(size=eng.Y.shape)  # a generic point
+    eng.Z += rng.normal(size=eng.Z.shape)
+    batch_ = eng.sample()
+    gY, gZ = eng.gradient(batch_)
+    n, sup_counts = batch_.per_sample()
+    assert n.shape == (3, batch) and np.all(np.bincount(n[0], minlength=task.K) == batch_.m[0])
+    m = es.DirectYZ(task, 3, True)
     with torch.no_grad():
         m.Y.copy_(torch.as_tensor(eng.Y))
         m.Z.copy_(torch.as_tensor(eng.Z))
-    counts = np.zeros((2, 16, task.M_in))
+    counts = np.zeros((3, batch, task.M_in))
     np.put_along_axis(counts, eng.sup[n], sup_counts, -1)
     nt = torch.as_tensor(n)
     loss = es.cross_entropy(m(m.mixture_from_counts(torch.as_tensor(counts), torch.as_tensor(task.query)[nt])),
