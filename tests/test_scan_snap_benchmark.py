@@ -2,7 +2,7 @@
 `make bench`).
 
 Reported as ratios against a baseline measured in the same run (DEVELOPERS.md): the torch counts
-path at T = 128 and 1024 (issue 3, criterion 3); the numpy count engine at T = 128 and 4096, and the
+path at T = 128 and 1024 (issue 3, criterion 3); the count engine (numba) at T = 128 and 4096, and the
 Fig. 6 protocol on it through the sweep runner against the torch grid (issue 11, item 2). The
 asserted parts are agreements (same loss on the same counts; multinomial totals; the two Fig. 6
 tables within seed noise); the speeds go to ``extra_info`` and the speed table (``bench_row``)."""
@@ -64,8 +64,8 @@ def one_blas_thread():
 @pytest.mark.benchmark
 @pytest.mark.parametrize("T", [128, 4096])
 def test_count_engine_vs_sequences_speed(bench_row, benchmark, one_blas_thread, T):
-    """Issue 11 item 2: numpy count-vector SGD step (multinomial counts, analytic gradient, momentum
-    update; batch 128, one run) against the torch sequence path's loss + backward at the same T,
+    """Issue 11 item 2: count-vector SGD step (numba kernels: multinomial counts, analytic gradient,
+    momentum update; batch 128, one run) against the torch sequence path's loss + backward at the same T,
     measured in the same run. The engine draws its data ahead in blocks, so its time is the mean
     step of a 256-step run (refills included), best of 3. Asserted: the engine's counts are
     multinomial totals T - 1 (the sequence is never built)."""

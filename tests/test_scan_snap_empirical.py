@@ -230,8 +230,9 @@ def test_count_sgd_gradient_equals_torch_autograd(layout, batch, scale, seed):
 
 
 def test_numpy_count_engine_grid_same_law_as_torch_grid():
-    """Fig. 6 trend on the numpy count-vector engine: same setting as the torch grid test; both
-    engines' final DT entropies agree within seed noise (different random streams)."""
+    """Fig. 6 trend on the count-vector engine (``engine="numpy"``: CPU kernels, not torch): same
+    setting as the torch grid test; both engines' final DT entropies agree within seed noise
+    (different random streams)."""
     cfg = ss.Config(num_last=1, num_next_per_last=2, momentum=0.9, batch=128, T=128, steps=60, zero_init=False)
     a = es.train_grid(cfg, [0.5, 3.0], [1.0], 6, device="cpu", engine="numpy")
     b = es.train_grid(cfg, [0.5, 3.0], [1.0], 6, device="cpu")
