@@ -168,20 +168,20 @@ def test_study_through_the_sweep_store_is_unchanged_and_resumes(tmp_path):
 
     ref = pd.read_csv(Path(__file__).parent / "data" / "scb_l1_study_tiny.csv")
     store = tmp_path / "store"
-    fl1._study.cache_clear()
+    fl1._STUDIES.clear()
     df = fl1.l1_study(True, device="cpu", store=store, **TINY)
     n_cells = 2 * 2 + 2  # lr searches per (batch, method) + one runs cell per batch
     assert df.attrs["cells_computed"] == n_cells
     pd.testing.assert_frame_equal(df.reset_index(drop=True), ref, check_exact=True, check_dtype=False)
     idx = read_index(store)
     assert len(idx) == n_cells and set(idx.status) == {"ok"} and set(idx.part) == {"lr", "runs"}
-    fl1._study.cache_clear()
+    fl1._STUDIES.clear()
     again = fl1.l1_study(True, device="cpu", store=store, **TINY)
     assert again.attrs["cells_computed"] == 0
     pd.testing.assert_frame_equal(again, df, check_exact=True)
     lost = idx[idx.part == "runs"].file.iloc[0]
     (store / lost).unlink()
-    fl1._study.cache_clear()
+    fl1._STUDIES.clear()
     resumed = fl1.l1_study(True, device="cpu", store=store, **TINY)
     assert resumed.attrs["cells_computed"] == 1
     pd.testing.assert_frame_equal(resumed, df, check_exact=True)

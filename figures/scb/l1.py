@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -61,7 +60,7 @@ import pandas as pd
 import xarray as xr
 
 from empirical import scb_l1 as el1
-from empirical.sweeps import Cell, run_cells
+from empirical.sweeps import Cell, CellsFailed, load_cells, run_cells
 from theory import scb
 
 from ..core import finish_figure, save_table
@@ -185,18 +184,29 @@ def _cells(s: L1Settings, part: str, device: str, **extra) -> list[Cell]:
 
 def _run(cells: list[Cell], root: Path, workers: int, ray: str | None, computed: list) -> list[xr.Dataset]:
     idx = run_cells(CELL_FN, cells, root, workers=workers, ray=ray, progress=lambda k, st, e: computed.append(k))
-    bad = idx[idx.status != "ok"]
-    if len(bad):
-        raise RuntimeError(f"l1 study: {len(bad)} cell(s) failed in {root}: {bad.error.iloc[0]}")
-    return [xr.load_dataset(root / "cells" / f"{c.key}.nc", engine="h5netcdf") for c in cells]
+    if (idx.status != "ok").any():
+        raise CellsFailed(root, idx)
+    return load_cells(root, cells)
 
 
-@functools.lru_cache(maxsize=4)
+#: finished studies by (settings, device): where their cells ran (store, workers, Ray) does not
+#: change the numbers, so the figure and the claims share one study whatever their stores
+_STUDIES: dict[tuple[L1Settings, str], tuple[pd.DataFrame, dict]] = {}
+
+
 def _study(s: L1Settings, device: str, store: str | None = None, workers: int = 1,
            ray: str | None = None) -> tuple[pd.DataFrame, dict]:
     """The study through the sweep store (``store``; a temporary folder when None): "lr" cells,
-    then one "runs" cell per (T, batch). ``df.attrs["cells_computed"]``: cells run by this call
-    (0 when every cell was already in the store)."""
+    then one "runs" cell per (T, batch); once per (settings, device) and process (:data:`_STUDIES`).
+    ``df.attrs["cells_computed"]``: cells run by the call that computed it (0 when every cell was
+    already in the store)."""
+    if (s, device) not in _STUDIES:
+        _STUDIES[(s, device)] = _study_through_store(s, device, store, workers, ray)
+    return _STUDIES[(s, device)]
+
+
+def _study_through_store(s: L1Settings, device: str, store: str | None, workers: int,
+                         ray: str | None) -> tuple[pd.DataFrame, dict]:
     computed: list[str] = []
     with contextlib.ExitStack() as stack:
         root = Path(store) if store is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
