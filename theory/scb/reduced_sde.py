@@ -44,6 +44,7 @@ tokens in alias-drawn tuples, the rest by inverse CDF): the same per-sample-grad
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -179,7 +180,7 @@ def sample_tables(task: SCBTask):
     table would exceed :data:`TABLE_MAX` (the model then samples with a key)."""
     N, T_, Q_ = task.N, task.T, task.support.shape[1]
     n_off = T_ - Q_
-    n_comp = int(round(np.exp(sum(np.log(n_off + i) - np.log(i) for i in range(1, N)))))
+    n_comp = math.comb(n_off + N - 1, N - 1)  # compositions of n_off into N parts
     if N ** (Q_ + 2) > TABLE_MAX or n_comp > TABLE_MAX:
         return None
     w, mu, P, eye = _support_weights(task), task.mu, task.P, np.eye(N)
@@ -260,15 +261,21 @@ class ReducedMinibatchSDE:
 
         return _drift(y, args, jnp)
 
+    def _table_features(self, args, u):
+        """(M, 4N) features (e_k, X q_k, X 1, e_y) of ``mc_samples`` samples: one alias draw per
+        sample and outcome table (``u``: the step's uniforms, (mc_samples * tables,)); the tables'
+        features add (:func:`sample_tables`)."""
+        u = u.reshape(self.mc_samples, len(args["tables"]))
+        return sum(Ft[alias_draw(u[:, i], pr, al)] for i, (pr, al, Ft) in enumerate(args["tables"]))
+
     def _table_samples(self, y, args, u):
         """Projected per-sample gradients from ``mc_samples`` alias draws per table (``u``: the
         step's uniforms, (mc_samples * tables,))."""
         import jax
         import jax.numpy as jnp
 
-        N, M = self.task.N, self.mc_samples
-        u = u.reshape(M, len(args["tables"]))
-        F = sum(Ft[alias_draw(u[:, i], pr, al)] for i, (pr, al, Ft) in enumerate(args["tables"]))  # (M, 4N)
+        N = self.task.N
+        F = self._table_features(args, u)
         koh, b, cnt, yoh = F[:, :N], F[:, N:2 * N], F[:, 2 * N:3 * N], F[:, 3 * N:]
         return jax.vmap(lambda kk, bb, cc, yy: projected_per_sample(y, kk, bb, cc, yy, args, jnp))(koh, b, cnt, yoh)
 
@@ -312,8 +319,7 @@ class ReducedMinibatchSDE:
 
         N, M = self.task.N, self.mc_samples
         if self._tables is not None and N <= UNROLL_MAX_N:  # the same terms, per component (fast)
-            u = noise.reshape(M, len(args["tables"]))
-            F = sum(Ft[alias_draw(u[:, i], pr, al)] for i, (pr, al, Ft) in enumerate(args["tables"]))
+            F = self._table_features(args, noise)
             t_ = self.task
             c = {"mu": t_.mu.tolist(), "rho": t_.rho.tolist(), "Pt": t_.P_tilde.tolist(), "T": float(t_.T),
                  "K": float(t_.K), "m2": float(t_.m2), "lr_V": args["lr_V"], "lr_A": args["lr_A"],
