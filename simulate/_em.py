@@ -79,11 +79,16 @@ METHODS = {
 }
 
 
+def _sampled_diffusion(sde: Any) -> bool:
+    """Whether the model estimates its diffusion from the step's random samples (no derivative)."""
+    return hasattr(sde, "drift_and_diffusion") or bool(getattr(sde, "uniforms_per_step", None))
+
+
 def check_method(sde: Any, method: str) -> None:
     """:class:`ConfigError` for an unknown scheme or one the model does not admit."""
     if method not in METHODS:
         raise ConfigError("method", f"unknown SDE method {method!r}; choose one of {', '.join(METHODS)}")
-    if method == "milstein" and (hasattr(sde, "drift_and_diffusion") or getattr(sde, "uniforms_per_step", None)):
+    if method == "milstein" and _sampled_diffusion(sde):
         raise ConfigError("method", f"milstein needs a deterministic diffusion; {getattr(sde, 'name', 'this model')} "
                                     "estimates its diffusion from random samples (use euler_maruyama)")
 
@@ -338,7 +343,7 @@ def integrate_increments(sde: Any, y0, t0: float, h: float, dW, *, method: str =
 
     _enable_x64()
     check_method(sde, method)
-    if hasattr(sde, "drift_and_diffusion") or getattr(sde, "uniforms_per_step", None):
+    if _sampled_diffusion(sde):
         raise ConfigError("sde", "integrate_increments needs a model with a deterministic diffusion")
     advance = _advance(sde, method)
     args, dummy = sde.args(), jax.random.PRNGKey(0)

@@ -16,8 +16,9 @@ An SDE model is any object with (shapes: ``y`` (dim,), diffusion (dim, noise_dim
 
 :class:`ReducedSDE` adapts a :class:`ReducedSystem` whose ``diffusion`` is a sympy matrix.
 
-Brownian increments are drawn per path and output interval from ``fold_in(path_key, interval)``
-(:mod:`simulate._em`): same seed (and PRNG implementation) -> same numbers, whatever the chunk size.
+Brownian increments (and a model's own draws) come from per-block keys ``fold_in(key(seed), block)``
+for blocks of 8 paths, drawn in bulk per group of output intervals (:mod:`simulate._em`): same seed
+(and PRNG implementation) -> same numbers, whatever the chunk size.
 Schemes: :data:`simulate.METHODS` (``"euler_maruyama"`` default, ``"milstein"``).
 """
 
