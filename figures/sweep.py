@@ -30,8 +30,8 @@ _SWEEP: list[dict[str, Any]] = []
 
 @contextmanager
 def using_sweep(store: str | Path | None = None, workers: int = 1, ray: str | None = None):
-    """Run the figure protocols that are grids of runs (the real-text runs, Scan & Snap Fig. 6)
-    as sweep cells with these settings inside the block: the CLI's ``--store DIR`` (one folder per
+    """Run the figure protocols that are grids of runs (the real-text runs, Scan & Snap Fig. 6, the
+    SCB l1 study) as sweep cells with these settings inside the block: the CLI's ``--store DIR`` (one folder per
     protocol, ``DIR/<name>``), ``--workers K`` and ``--ray ADDRESS``. They change where cells are
     computed, never their numbers."""
     if workers < 1:
@@ -115,11 +115,11 @@ def plan(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, seeds
         grid = parse_grid(row, grid, base)
     if seeds and not hasattr(base, "seed"):
         raise ConfigError("seeds", f"{paper}'s config has no seed field")
-    options = {"backend": backend} if kind == "ode" else {"variant": variant, "device": device}
+    options = {"train": {"variant": variant, "device": device}, "ode": {"backend": backend},
+               "text": {"device": device}}[kind]
     if kind == "text":
         from empirical.textrun import cell_config
 
-        options = {"device": device}
         base_dict = cell_config(base)
     else:
         base_dict = base.to_dict()
