@@ -28,7 +28,7 @@ against the exact population gradient, and the kernels against torch re-implemen
 Float64 by default (parameters and the kernels' accumulators); ``dtype=torch.float32`` stores
 ``V`` and ``At`` in float32 (halves the attention's memory traffic; accumulators stay float64).
 Measured at N=500, T=1e5, batch 256 on the shared 2-core machine (load ~2-4): 3.6-12 steps/s
-(0.9-3e9 token positions/s) with the numba engine vs 0.3-0.45 for the torch engine and 0.1-0.24
+(0.9e8-3e8 token positions/s) with the numba engine vs 0.3-0.45 for the torch engine and 0.1-0.24
 for :mod:`empirical.scb`.
 """
 from __future__ import annotations
@@ -289,7 +289,7 @@ def train_fast(config: SCBConfig, *, variant: str = "preconditioned", device: st
     return trainer.run(exp, config.steps, stop_when=stop_when, log_steps=config.log_steps()), exp
 
 
-def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 512, seeds: int = 2,
+def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 512, seeds=2,
                        lr_fraction: float = 0.5, max_steps: int = 200_000, device: str = "auto",
                        dtype=torch.float64) -> list[dict]:
     """Real-SGD escape times (first step with eta >= 1/2, spec §3.4) vs T, one row per (T, seed):
@@ -299,7 +299,8 @@ def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 5
     Learning rate by the spec's rule (§2 stability bound, Decision 6): ``lr = lr_fraction * 2/(m2 T)``
     for both eta_V and eta_A, fixed before any run (``lr_fraction = 1/2``: half the bound). The run
     lasts ``min(max_steps, 3 x the formula's escape)`` steps and stops once the coefficient passes
-    0.6; ``ode_same_task`` is the 4-D ODE's escape on the same task and learning rate."""
+    0.6; ``ode_same_task`` is the 4-D ODE's escape on the same task and learning rate. ``seeds``: a
+    count (seeds 0..seeds-1) or the seeds themselves (to spread one T's runs over machines)."""
     import time
 
     import simulate
@@ -318,7 +319,7 @@ def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 5
         cfg = base.replace(steps=steps, log_every=max(1, steps // 400))
         ode = simulate.solve(scb.problem(cfg, task=task, t=np.linspace(0, steps, 4001)))
         t_ode = float(simulate.first_crossing(ode, "attention_target_coefficient", scb.ESCAPE_LEVEL))
-        for s in range(seeds):
+        for s in (range(seeds) if isinstance(seeds, int) else seeds):
             t0 = time.perf_counter()
             tr, _ = train_fast(cfg, device=device, seed=s, task=task, dtype=dtype,
                                stop_when=lambda o: o["attention_target_coefficient"] >= 0.6)

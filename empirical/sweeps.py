@@ -27,6 +27,8 @@ import hashlib
 import importlib
 import itertools
 import json
+import re
+import socket
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -37,9 +39,10 @@ from typing import Any
 import pandas as pd
 
 from simulate.trajectory import _jsonable, atomic_write, code_version
-from theory.errors import TdynError
+from theory.errors import ConfigError, TdynError
 
-__all__ = ["Cell", "grid_cells", "run_cells", "open_sweep", "read_index", "load_cells", "CellsFailed"]
+__all__ = ["Cell", "grid_cells", "run_cells", "check_ray_address", "open_sweep", "read_index", "load_cells",
+           "CellsFailed"]
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,10 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
               progress: Callable[[str, str, str], None] | None = None) -> pd.DataFrame:
     """Run every cell not already in ``store``; return the index (one row per cell).
     ``workers=1`` runs in this process; ``workers>1`` in that many spawned processes; ``ray`` (an
-    address or ``"auto"``) on a Ray cluster. ``progress(key, status, error)`` is called per cell."""
+    address or ``"auto"``) on a Ray cluster. ``progress(key, status, error)`` is called per cell.
+    A Ray address that does not answer is refused before anything is written (:func:`check_ray_address`)."""
+    if ray is not None:
+        check_ray_address(ray)
     root = Path(store)
     (root / "cells").mkdir(parents=True, exist_ok=True)
     unique = list({c.key: c for c in cells}.values())  # a cell given twice runs once
@@ -158,6 +164,24 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
                     _write_error(root, c.key, msg)
                     done(c.key, "failed", msg)
     return _write_index(root, unique, status)
+
+
+def check_ray_address(address: str, timeout: float = 5.0) -> None:
+    """Refuse a Ray address that cannot work, in ``timeout`` seconds instead of ``ray.init``'s minutes
+    of retries: ``"auto"``/``"local"`` pass (ray resolves them); ``HOST:PORT`` or
+    ``ray://HOST:PORT`` must accept a TCP connection. Raises :class:`ConfigError` (field ``ray``)."""
+    if address in ("auto", "local"):
+        return
+    m = re.fullmatch(r"(?:ray://)?\[?([^\[\]\s]+?)\]?:(\d{1,5})", address)
+    if m is None:
+        raise ConfigError("ray", f"{address!r} is not 'auto', 'local', HOST:PORT or ray://HOST:PORT")
+    host, port = m.group(1), int(m.group(2))
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise ConfigError("ray", f"cannot reach {address} ({why}) within {timeout:g} s; start the head node "
+                                 "(`ray start --head`) or pass --ray auto") from None
 
 
 def _run_ray(fn_ref: str, todo: Sequence[Cell], root: Path, address: str, done) -> None:

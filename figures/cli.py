@@ -351,10 +351,14 @@ def _checked_sweep(store, workers, ray_address):
     """Validate ``--store``/``--ray`` up front and make them (and ``--workers``) the default."""
     import importlib.util
 
+    from empirical.sweeps import check_ray_address
+
     from .sweep import using_sweep
 
     if store is not None:
         check_outdir(store, "store")
+    if ray_address is not None:
+        check_ray_address(ray_address)  # an address nobody answers: seconds, not ray.init's minutes
     if ray_address is not None and importlib.util.find_spec("ray") is None:
         raise ConfigError("ray", "ray is not installed (pip install tdyn[cluster])")
     return using_sweep(store, workers, ray_address)

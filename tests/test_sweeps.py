@@ -182,3 +182,25 @@ def test_sweep_scb_through_the_cli_matches_the_train_slot(tmp_path):
         np.testing.assert_array_equal(cell[v].values, direct[v].values)
     bad = CliRunner().invoke(main, ["sweep", "scb", "--grid", "eta_V=0.1,-1", "--store", str(tmp_path / "no")])
     assert bad.exit_code == 2 and bad.stderr.startswith("error: eta_V:") and not (tmp_path / "no").exists()
+
+
+def test_unreachable_ray_address_is_refused_before_anything_is_written(tmp_path):
+    """A Ray address with nothing listening (a port just closed) fails in seconds with one line, exit 2,
+    no store; a malformed address likewise (ray.init itself retries for minutes)."""
+    from figures.cli import main
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    res = CliRunner().invoke(main, ["sweep", "scb", "--grid", "eta_V=0.02,0.05", "--store", str(tmp_path / "st"),
+                                    "--ray", f"127.0.0.1:{port}"])
+    assert res.exit_code == 2 and res.stderr.startswith(f"error: ray: cannot reach 127.0.0.1:{port}"), res.output
+    assert len(res.stderr.strip().splitlines()) == 1 and time.monotonic() - t0 < 60
+    assert not (tmp_path / "st").exists()
+    res = CliRunner().invoke(main, ["figures", "scb", "--outdir", str(tmp_path / "figs"), "--ray", f"127.0.0.1:{port}"])
+    assert res.exit_code == 2 and res.stderr.startswith("error: ray: cannot reach"), res.output
+    assert not (tmp_path / "figs").exists()
+    with pytest.raises(Exception, match="ray: 'head-node' is not"):
+        run_cells(LINE, _cells([1.0]), tmp_path / "st2", ray="head-node")
+    assert not (tmp_path / "st2").exists()
