@@ -120,14 +120,14 @@ def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str =
 
 
 def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: str = "auto",
-                    real_sgd_Ts=None) -> pd.DataFrame:
+                    real_sgd_Ts=None, real_sgd_batch: int = 512) -> pd.DataFrame:
     """Escape time (eta reaches 1/2) vs T; also written as ``scb_escape_time.csv``.
 
     * ``source == "ode"``: ODE and formula on the spec's setting for T = 1e2..1e4 (1e5 with --full);
     * ``"sgd"``: :mod:`empirical.scb` (the reference SGD) at small T, lr = 0.8/T, batch 512/2048;
     * ``"sgd_fast"``: :func:`empirical.scb_fast.escape_time_points` (fused kernels) at larger T
       (``real_sgd_Ts``; quick 64, 256; --full 64..4096), lr = half the stability bound 2/(m2 T)
-      (spec §2), batch 512.
+      (spec §2), batch ``real_sgd_batch`` (512).
 
     Every SGD row carries its own task's ODE escape (``ode_same_task``) and ``rel_err_vs_ode``.
     Real SGD at T = 1e5 (N = 3) is out of reach: the bound forces lr ~ 1/T, so the escape takes
@@ -154,7 +154,8 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
                          "escape_time": t_sgd, "ode_same_task": t_ode, "rel_err_vs_ode": abs(t_sgd - t_ode) / t_ode,
                          "formula": t_form})
     fast_T = real_sgd_Ts or ((64, 256) if quick else (64, 256, 1024, 4096))
-    fast = pd.DataFrame(escape_time_points(fast_T, batch=512, seeds=2, device=device)).assign(source="sgd_fast")
+    fast = pd.DataFrame(escape_time_points(fast_T, batch=real_sgd_batch, seeds=2, device=device))
+    fast = fast.assign(source="sgd_fast")
     fast["T"] = fast["T"].astype(float)
     df = pd.concat([df_ode, pd.DataFrame(rows), fast], ignore_index=True)
     save_table(df, outdir, "scb_escape_time.csv")
@@ -164,7 +165,7 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
     axes[0].semilogx(d["T"], d["formula"], "r--", label=r"formula $\log(T\sqrt{\rho})/\sqrt{\eta_V\eta_A\rho K}$")
     axes[0].set_title("population flow, K=0.1, rho=1/3, eta=1")
     for src, colour, label in (("sgd", "tab:orange", f"SGD empirical.scb (batch {batch}, lr 0.8/T)"),
-                               ("sgd_fast", "tab:blue", "SGD scb_fast (batch 512, lr 1/(m2 T))")):
+                               ("sgd_fast", "tab:blue", f"SGD scb_fast (batch {real_sgd_batch}, lr 1/(m2 T))")):
         g = df[df.source == src]
         per_T = g.groupby("T").agg(sgd=("escape_time", "mean"), ode=("ode_same_task", "first"),
                                    formula=("formula", "first"), lr=("lr", "first"), rel=("rel_err_vs_ode", "mean"))
