@@ -108,6 +108,14 @@ class MinibatchSDE:
         G = G - G.mean(0, keepdims=True)
         return (G / jnp.sqrt((self.mc_samples - 1) * args["batch"])).T  # (dim, M)
 
+    def numba_increment(self):
+        """``(increment, params)`` for ``simulate.solve_sde(..., backend="numba")``: the same
+        step as :meth:`drift` + :meth:`diffusion` (same distribution), compiled
+        (:mod:`theory.scb.sde_numba`)."""
+        from .sde_numba import increment_kernel, kernel_params
+
+        return increment_kernel(self.task.N, self.task.T), kernel_params(self.task, self.eta_V, self.eta_A, self.batch)
+
     def state_variables(self, Y: np.ndarray) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
         """Split ``Y`` (..., dim) into named variables with extra dims for the Dataset."""
         N, T_ = self.task.N, self.task.T
