@@ -42,18 +42,20 @@ def test_drift_kernel_is_the_preconditioned_population_flow(cfg):
 
 
 @njit
-def _increments(increment, params, y, dW, calls, seed):
-    """``calls`` increments at ``y`` with h = 0 (noise only) and the fixed ``dW``, fresh keys."""
+def _increments(increment, params, y, M, calls, seed):
+    """``calls`` increments at ``y`` with h = 0 (noise only), fresh keys and fresh standard normal ``dW`` (M,)."""
+    np.random.seed(seed)
     out = np.empty((calls, y.size))
     for c in range(calls):
+        dW = np.random.standard_normal(M)
         increment(0.0, y, 0.0, dW, splitmix64(np.uint64(seed), np.uint64(c)), params, out[c])
     return out
 
 
 @pytest.mark.parametrize("cfg", [CFG, CFG_ODD])
 def test_step_noise_has_the_reference_per_sample_gradient_covariance(cfg):
-    """With dW = sqrt(M) e_0 and h = 0, one increment is ``sqrt(M) scale (g_0 - mean g)`` with
-    ``scale = 1/sqrt((M-1) B)``: covariance ``(M-1) scale^2 Cov(g) = Cov(g)/B``. Its variance along
+    """With h = 0 and dW ~ N(0, I_M), one increment is ``scale sum_m (dW_m - mean dW) g_m`` with
+    ``scale = 1/sqrt((M-1) B)``: mean 0, covariance ``(M-1) scale^2 Cov(g) = Cov(g)/B``. Its variance along
     random directions and along each coordinate block equals Cov(g)/B from 100k per-sample
     gradients of the jax MinibatchSDE (another sampler), within 4 SE."""
     import jax
@@ -65,9 +67,7 @@ def test_step_noise_has_the_reference_per_sample_gradient_covariance(cfg):
     model = scb.MinibatchSDE(task, cfg.eta_V, cfg.eta_A, cfg.batch, mc_samples=M)
     increment, params = model.numba_increment()
     _, _, y = _random_state(cfg, task, np.random.default_rng(1), 0.3)
-    dW = np.zeros(M)
-    dW[0] = np.sqrt(M)
-    D = _increments(increment, params, y, dW, 40_000, 7)
+    D = _increments(increment, params, y, M, 40_000, 7)
     keys = jax.random.split(jax.random.PRNGKey(3), 1600)
     G = np.asarray(jax.vmap(lambda kk: model.per_sample_gradients(jnp.asarray(y), model.args(), kk))(keys))
     G = G.reshape(-1, y.size)
