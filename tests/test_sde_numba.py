@@ -11,6 +11,7 @@ import pytest
 from numba import njit
 
 import simulate
+from helpers.moments import moment_z_scores
 from theory import scb
 from theory.counter_rng import splitmix64
 from theory.errors import ConfigError, SolverError
@@ -97,11 +98,7 @@ def test_numba_ensemble_matches_the_jax_engine():
     for name in ("value_transition_correlation", "attention_target_overlap"):
         for i in range(1, t.size):
             x, z = nb[name].values[:, i], jx[name].values[:, i]
-            n = len(x)
-            z_mean = (x.mean() - z.mean()) / np.sqrt(x.var() / n + z.var() / n)
-            var_se = np.sqrt(((x - x.mean())**4).mean() / n - x.var()**2 / n
-                             + ((z - z.mean())**4).mean() / n - z.var()**2 / n)
-            z_var = (x.var() - z.var()) / var_se
+            z_mean, z_var = moment_z_scores(x, z)
             print(f"{name} t={t[i]:.0f}: mean {x.mean():.5f} vs {z.mean():.5f} ({z_mean:+.1f} SE); "
                   f"var {x.var():.3e} vs {z.var():.3e} ({z_var:+.1f} SE)")
             assert abs(z_mean) < 3.5 and abs(z_var) < 3.5, (name, t[i], z_mean, z_var)
