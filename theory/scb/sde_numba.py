@@ -12,10 +12,14 @@ model and distribution as the jax step:
   no (M, dim) matrix. ``sum_m (g_m - mean g) dW_m = sum_m g_m (dW_m - mean dW)``.
 
 Data per sample (spec §1.2, query outside the context): query ``k ~ mu``, T context tokens iid
-``mu``, support slot ``s ~ q^(k)``, target ``y ~ P[:, x_s]`` — integer alias draws
-(:mod:`theory.counter_rng`) from 32-bit halves of the step's SplitMix64 stream (``key``): words
-``0 .. ceil((T+1)/2) - 1`` of a sample give the tokens and the query, the next word the slot and
-the target. Float64.
+``mu``, support slot ``s ~ q^(k)``, target ``y ~ P[:, x_s]`` — 64-bit integer alias draws
+(:func:`theory.counter_rng.alias_pick64`, one SplitMix64 word of the step's stream ``key`` each, in
+order): the context in tuples of L tokens (one draw over the ``N^L <= TUPLE_OUTCOMES`` tuples,
+probability ``prod mu``; the last ``T mod L`` tokens one by one), then k, s and y. Exact to ~2^-53
+per outcome. Float64.
+
+Speed (N = 3, T = 16, M = 64): ~4.3 us per step on one core, ~70 ns per sample; the jax step
+spends ~20 us on (M, T, N) one-hot temporaries and gathers.
 """
 
 from __future__ import annotations
