@@ -21,8 +21,9 @@ backend (another generator), the same distribution.
 Steps: :func:`simulate._em.step_plan` (each output interval cut into equal steps <= dt). A path
 whose state becomes non-finite stops; its later outputs are NaN (the caller reports the partial
 ensemble). Float64. Parallel over paths: one chunk of paths per CPU core, on threads (the
-compiled loop releases the GIL; a serial loop compiles in a fraction of a ``prange`` one's time
-and caches on disk).
+compiled loop releases the GIL; a serial loop compiles in about half a ``prange`` one's time).
+Compilation: ~5 s per process (the loop is specialised to the model's step, so it is not cached
+on disk).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def has_numba_step(sde: Any) -> bool:
     return callable(getattr(sde, "numba_increment", None))
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)  # not cache=True: a dispatcher argument never hits the cache (one entry per process)
 def _run(increment, params, y0, t0, n_steps, h_steps, seed, first_path, noise_dim, out):
     """``out[p, i]`` (paths, 1 + intervals, dim): path ``first_path + p`` after interval ``i``."""
     P, S, D = out.shape

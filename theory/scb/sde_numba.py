@@ -18,8 +18,8 @@ order): the context in tuples of L tokens (one draw over the ``N^L <= TUPLE_OUTC
 probability ``prod mu``; the last ``T mod L`` tokens one by one), then k, s and y. Exact to ~2^-53
 per outcome. Float64.
 
-Speed (N = 3, T = 16, M = 64): ~4.3 us per step on one core, ~70 ns per sample; the jax step
-spends ~20 us on (M, T, N) one-hot temporaries and gathers.
+Speed (N = 3, T = 16, M = 64): ~4.3 us per step on one core, ~70 ns per sample; the jax
+engine with the fast sampler takes ~22 us per path-step per core (89,000 path-steps/s on 2 idle cores).
 """
 
 from __future__ import annotations
