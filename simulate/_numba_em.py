@@ -7,6 +7,7 @@ temporaries there). A model opts in with ``numba_increment() -> (increment, para
 
     increment(t, y, h, dW, key, params, dy)   # a numba @njit function; writes dy (dim,) = f h + g dW
 
+and a state size ``dim`` (``y0`` is checked against it: the compiled step does not check bounds).
 ``dW`` (noise_dim,): the step's Brownian increments (``sqrt(h) z``, ``z ~ N(0, I)``); ``key``: a
 uint64 stream key for the model's own draws (:func:`theory.counter_rng.splitmix64` at counters
 0, 1, ...); ``params``: a tuple of arrays and scalars (constant over the solve).
@@ -89,9 +90,14 @@ def numba_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: 
         raise ConfigError("method", f"the numba backend runs euler_maruyama only, got {method!r}")
     if not has_numba_step(sde):
         raise ConfigError("backend", f"{getattr(sde, 'name', 'this model')} has no numba step (numba_increment)")
+    y0 = np.ascontiguousarray(y0, dtype=np.float64)
+    dim = getattr(sde, "dim", None)
+    if dim is None:
+        raise ConfigError("sde", f"{getattr(sde, 'name', 'this model')} declares no state size (dim)")
+    if y0.ndim != 1 or y0.size != int(dim):  # the compiled step does not check bounds
+        raise ConfigError("y0", f"{getattr(sde, 'name', 'the model')} has state size {dim}, got shape {y0.shape}")
     increment, params = sde.numba_increment()
     n, h = step_plan(ts, dt)
-    y0 = np.ascontiguousarray(y0, dtype=np.float64)
     out = np.empty((paths, ts.size, y0.size), dtype=np.float64)
     workers = _cores()
     size = -(-paths // workers) if chunk is None else max(1, min(int(chunk), paths))

@@ -28,7 +28,8 @@ whose step is many small gathers — the full SCB minibatch SDE). A model opts i
 * ``numba_increment() -> (increment, params)``: ``increment(t, y, h, dW, key, params, dy)`` a numba
   ``@njit`` function writing ``dy`` (dim,) = ``f h + g dW`` (one Euler–Maruyama increment) for the
   step's Brownian increments ``dW`` (noise_dim,) and a uint64 stream key ``key`` for its own draws
-  (:mod:`theory.counter_rng`); ``params`` a tuple of arrays and scalars.
+  (:mod:`theory.counter_rng`); ``params`` a tuple of arrays and scalars;
+* ``dim``: the state size (``y0`` is checked against it; the compiled step does not check bounds).
 
 Its numbers come from SplitMix64 keyed by (seed, path, step) — never by chunk or thread count —
 and differ from the jax backend's (another generator); the distribution is the same. Same output,

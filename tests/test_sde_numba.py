@@ -155,7 +155,7 @@ def test_numbers_depend_only_on_seed_path_and_step():
 class _Blow:
     """y' = y^2 (blows up at t = 1 from y = 1) with zero noise, in both backends."""
 
-    paper, name, noise_dim = "test", "blow", 2
+    paper, name, noise_dim, dim = "test", "blow", 2, 1
 
     def args(self):
         import jax.numpy as jnp
@@ -215,3 +215,6 @@ def test_bad_input_raises_config_error():
     with pytest.raises(ConfigError) as err:
         simulate.solve_sde(R.ReducedMinibatchSDE(task, 0.1, 0.1, 16), t, paths=2, backend="numba")
     assert err.value.field == "backend"
+    with pytest.raises(ConfigError) as err:  # a state of the wrong size (the kernel would read out of bounds)
+        simulate.solve_sde(model, t, paths=2, backend="numba", y0=np.zeros(model.dim - 1))
+    assert err.value.field == "y0"
