@@ -122,7 +122,6 @@ def test_numba_ensemble_matches_the_jax_engine():
     """Mean and variance of zeta and <a,q> at t = 25..100: numba backend vs the jax engine (the
     same model, FastMinibatchSDE), 400 paths each, within 3.5 SE."""
     task = scb.make_task(CFG)
-    t = CFG.ode_times()
     t = np.linspace(0, CFG.steps, CFG.steps // CFG.log_every + 1)
     model = R.FastMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 64)
     nb = simulate.solve_sde(model, t, paths=400, seed=11, backend="numba")
