@@ -41,6 +41,7 @@ import torch
 
 from theory.errors import ConfigError, check_choice
 from theory.sampling import alias_table  # Walker/Vose table (accept, alias), shared with the SDEs
+from theory.counter_rng import int_alias_table
 from theory.scb import PAPER, SCBConfig, SCBTask, initial_parameters, make_task
 
 from . import scb_kernels as K
@@ -125,9 +126,7 @@ class FastSCBExperiment:
         self.At = torch.as_tensor(np.ascontiguousarray(A0.T), dtype=dt, device=device).clone()
         self.mu = torch.as_tensor(t.mu, dtype=dt, device=device)
         if self.engine_used == "numba":
-            nb = max(1, int(t.N - 1).bit_length())
-            acc, ali = alias_table(np.concatenate([t.mu, np.zeros(2**nb - t.N)]))
-            self.table = K.alias_thresholds(t.mu, acc, ali)
+            self.table = int_alias_table(t.mu)
         else:
             acc, ali = alias_table(t.mu)
             self.acc = torch.as_tensor(acc, dtype=torch.float32, device=device)

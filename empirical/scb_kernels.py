@@ -10,15 +10,9 @@ passes. Eager torch spends ~10 memory passes per position (uniforms, alias arith
 indices, gathers); the kernels below do each pass once, in parallel over samples (forward) or
 over the distinct queries of the batch (backward), with no (B, T) float temporaries.
 
-Random numbers: SplitMix64 (Steele, Lea & Flood 2014, the generator of Java's SplittableRandom)
-evaluated at counter ``n`` — output ``n`` of the stream seeded with ``seed`` — so any thread can
-draw any position's bits: results do not depend on the thread count. Each 64-bit output gives two
-32-bit words, one token each (sample ``b`` uses outputs ``b*ceil(T/2) ...``).
-
-Tokens: Walker/Vose alias method over ``2^nb >= N`` buckets (``mu`` padded with zeros): the top
-``nb`` bits of a word pick the bucket, the low ``32 - nb`` bits are compared with an integer
-acceptance threshold. The sampled distribution differs from ``mu`` by at most ``2^-32`` per bucket
-(:func:`alias_thresholds` returns the exact implied distribution for tests).
+Random numbers and token tables: :mod:`theory.counter_rng` (SplitMix64 at a counter, so results do
+not depend on the thread count; integer alias tables, exact to ``2^-(32-nb)`` per bucket). Each
+64-bit output gives two 32-bit words, one token each (sample ``b`` uses outputs ``b*ceil(T/2) ...``).
 
 Accumulators (``h`` and the per-row gradient) are float64 whatever the parameters' dtype.
 """
@@ -29,43 +23,11 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from theory.counter_rng import alias_pick, alias_thresholds, implied_distribution
+from theory.counter_rng import splitmix64 as _splitmix64
+
 __all__ = ["alias_thresholds", "forward_tokens", "attention_update", "soft_threshold_project", "implied_distribution",
            "threads", "kernel", "PARALLEL_MIN_POSITIONS"]
-
-_GAMMA = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-
-
-@njit(inline="always")
-def _splitmix64(seed, n):
-    """Output ``n`` (0-based) of SplitMix64 seeded with ``seed`` (uint64 arithmetic, wraps)."""
-    z = seed + (n + np.uint64(1)) * _GAMMA
-    z = (z ^ (z >> np.uint64(30))) * _M1
-    z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
-
-
-def alias_thresholds(mu: np.ndarray, accept: np.ndarray, alias: np.ndarray):
-    """Integer alias table for :func:`forward_tokens` from a float alias table of ``mu`` padded to
-    ``2^nb`` buckets: ``(thr uint32 (2^nb,), ali int16 (2^nb,), nb)``; a word ``r`` gives bucket
-    ``i = r >> (32 - nb)``, token ``i`` if ``r & (2^(32-nb) - 1) < thr[i]`` else ``ali[i]``."""
-    nb = int(accept.size - 1).bit_length() if accept.size > 1 else 1
-    if accept.size != 2**nb:
-        raise ValueError(f"alias table size {accept.size} is not a power of two")
-    L = 32 - nb
-    thr = np.minimum(np.round(np.asarray(accept, float) * 2.0**L), 2.0**L).astype(np.uint32)
-    return thr, np.asarray(alias, np.int16), nb
-
-
-def implied_distribution(thr: np.ndarray, ali: np.ndarray, nb: int, N: int) -> np.ndarray:
-    """The exact distribution (N,) the integer table samples (for tests)."""
-    L = 32 - nb
-    acc = thr.astype(float) / 2.0**L
-    p = np.zeros(max(N, thr.size))
-    np.add.at(p, np.arange(thr.size), acc)
-    np.add.at(p, ali.astype(int), 1 - acc)
-    return p[:N] / thr.size
 
 
 @njit(parallel=True, cache=True)
@@ -73,8 +35,6 @@ def forward_tokens(seed, k, At, thr, ali, nb, x, h):
     """Draw ``x`` (B, T) int16 tokens and write ``h[b] = X_b a^(k_b)`` (B, N) float64 (spec §2),
     with ``At`` (N, T) the attention (row k = a^(k)), ``k`` (B,) the queries, ``seed`` uint64."""
     B, T = x.shape
-    L = np.uint64(32 - nb)
-    mask = np.uint64((1 << (32 - nb)) - 1)
     lo32 = np.uint64(0xFFFFFFFF)
     half = (T + 1) // 2
     seed = np.uint64(seed)
@@ -90,8 +50,7 @@ def forward_tokens(seed, k, At, thr, ali, nb, x, h):
                 t = 2 * j + m
                 if t < T:
                     r = (z >> np.uint64(32)) if m else (z & lo32)
-                    i = np.int64(r >> L)
-                    tok = i if (r & mask) < thr[i] else np.int64(ali[i])
+                    tok = alias_pick(r, thr, ali, nb)
                     xb[t] = tok
                     hb[tok] += row[t]
 

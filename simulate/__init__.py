@@ -6,7 +6,7 @@ Nothing here is paper-specific: every function takes a ReducedSystem (or an SDE 
 
 from ._em import METHODS
 from .ode import BACKENDS, first_crossing, solve
-from .sde import ReducedSDE, solve_sde
+from .sde import SDE_BACKENDS, ReducedSDE, solve_sde
 from .sweep import sweep
 from .trajectory import atomic_write, code_version, config_of, load, make_trajectory, parameters_of, save
 
@@ -17,6 +17,7 @@ __all__ = [
     "ReducedSDE",
     "first_crossing",
     "BACKENDS",
+    "SDE_BACKENDS",
     "METHODS",
     "make_trajectory",
     "parameters_of",

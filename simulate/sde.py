@@ -20,6 +20,20 @@ Brownian increments (and a model's own draws) come from per-block keys ``fold_in
 for blocks of 8 paths, drawn in bulk per group of output intervals (:mod:`simulate._em`): same seed
 (and PRNG implementation) -> same numbers, whatever the chunk size.
 Schemes: :data:`simulate.METHODS` (``"euler_maruyama"`` default, ``"milstein"``).
+
+**Backends** (``backend=`` of :func:`solve_sde`): ``"jax"`` (default; the engine above, any model)
+and ``"numba"`` (:mod:`simulate._numba_em`: a compiled path loop, parallel over paths, for models
+whose step is many small gathers — the full SCB minibatch SDE). A model opts into ``"numba"`` with
+
+* ``numba_increment() -> (increment, params)``: ``increment(t, y, h, dW, key, params, dy)`` a numba
+  ``@njit`` function writing ``dy`` (dim,) = ``f h + g dW`` (one Euler–Maruyama increment) for the
+  step's Brownian increments ``dW`` (noise_dim,) and a uint64 stream key ``key`` for its own draws
+  (:mod:`theory.counter_rng`); ``params`` a tuple of arrays and scalars;
+* ``dim``: the state size (``y0`` is checked against it; the compiled step does not check bounds).
+
+Its numbers come from SplitMix64 keyed by (seed, path, step) — never by chunk or thread count —
+and differ from the jax backend's (another generator); the distribution is the same. Same output,
+observables and divergence report as the jax backend (``backend`` attribute ``"em_numba"``).
 """
 
 from __future__ import annotations
@@ -38,7 +52,10 @@ from ._em import em_paths
 from .ode import _enable_x64, _validate_time
 from .trajectory import make_trajectory
 
-__all__ = ["solve_sde", "ReducedSDE"]
+__all__ = ["solve_sde", "ReducedSDE", "SDE_BACKENDS"]
+
+#: SDE backends and their default generator
+SDE_BACKENDS = {"jax": "rbg", "numba": "splitmix64"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,7 +137,8 @@ def solve_sde(
     keep_state: bool = False,
     chunk: int | None = None,
     method: str = "euler_maruyama",
-    prng: str = "rbg",
+    prng: str | None = None,
+    backend: str = "jax",
 ):
     """Integrate ``paths`` independent paths of ``sde`` on the output grid ``t`` (fixed step ``dt``
     in the model's time units; ``method`` one of :data:`simulate.METHODS`: Euler–Maruyama by
@@ -129,7 +147,8 @@ def solve_sde(
 
     ``prng``: jax PRNG implementation (``"rbg"`` default, fastest with good split/fold_in on CPU;
     ``"threefry2x32"``, ``"unsafe_rbg"``). The numbers depend on it and on ``seed``, never on
-    ``chunk``.
+    ``chunk``. ``backend``: ``"jax"`` (default) or ``"numba"`` (models with ``numba_increment``;
+    Euler–Maruyama only; its generator is ``"splitmix64"``, the only ``prng`` it accepts).
 
     Raises :class:`SolverError` (with the partial ensemble up to the last time at which every path
     was finite) when a path diverges. ``chunk``: paths per compiled call (default: one chunk per
@@ -138,14 +157,24 @@ def solve_sde(
     """
     if paths < 1:
         raise ConfigError("paths", f"need at least one path, got {paths}")
-    if prng not in ("rbg", "threefry2x32", "unsafe_rbg"):
-        raise ConfigError("prng", f"unknown PRNG implementation {prng!r}; choose rbg, threefry2x32 or unsafe_rbg")
+    if backend not in SDE_BACKENDS:
+        raise ConfigError("backend", f"unknown SDE backend {backend!r}; choose one of {', '.join(SDE_BACKENDS)}")
+    prng = prng or SDE_BACKENDS[backend]
+    allowed = ("splitmix64",) if backend == "numba" else ("rbg", "threefry2x32", "unsafe_rbg")
+    if prng not in allowed:
+        raise ConfigError("prng", f"unknown PRNG implementation {prng!r} for the {backend} backend; "
+                                  f"choose {' or '.join(allowed)}")
     if not dt > 0:
         raise ConfigError("dt", f"step must be > 0, got {dt}")
     ts = _validate_time(t)
     _enable_x64()
     y_init = np.asarray(sde.initial_state() if y0 is None else y0, dtype=np.float64)
-    Y = em_paths(sde, ts, float(dt), int(seed), int(paths), y_init, chunk=chunk, method=method, prng=prng)
+    if backend == "numba":
+        from ._numba_em import numba_paths
+
+        Y = numba_paths(sde, ts, float(dt), int(seed), int(paths), y_init, chunk=chunk, method=method)
+    else:
+        Y = em_paths(sde, ts, float(dt), int(seed), int(paths), y_init, chunk=chunk, method=method, prng=prng)
     finite = np.all(np.isfinite(Y), axis=(0, 2))
     good = ts.size if finite.all() else int(np.argmin(finite))
     Yg = Y[:, :good]
@@ -155,7 +184,7 @@ def solve_sde(
     with np.errstate(all="ignore"):
         variables.update(sde.observables(Yg))
     traj = make_trajectory(
-        ts[:good], variables, paper=sde.paper, system=sde.name, source="sde", backend="em_scan",
+        ts[:good], variables, paper=sde.paper, system=sde.name, source="sde", backend="em_numba" if backend == "numba" else "em_scan",
         parameters=parameters or {}, seed=seed, lead_dims=("path",),
         status=0 if good == ts.size else -1,
         message="ok" if good == ts.size else f"a path became non-finite at t={ts[good]:.6g}",

@@ -104,9 +104,9 @@ from empirical import scb_kernels as K  # noqa: E402
 
 
 def _int_table(mu):
-    nb = max(1, int(mu.size - 1).bit_length())
-    acc, ali = F.alias_table(np.concatenate([mu, np.zeros(2**nb - mu.size)]))
-    return K.alias_thresholds(mu, acc, ali)
+    from theory.counter_rng import int_alias_table
+
+    return int_alias_table(mu)
 
 
 @pytest.mark.parametrize("N", [2, 3, 7, 500])

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import simulate
+from helpers.moments import moment_z_scores
 from theory import scb
 from theory.scb import reduced_sde as R
 
@@ -124,11 +125,7 @@ def test_reduced_sde_matches_full_sde_moments(task):
     for name, (a, b) in pairs.items():
         for i in range(1, t.size):
             x, z = a[:, i], b[:, i]
-            n = len(x)
-            z_mean = (x.mean() - z.mean()) / np.sqrt(x.var() / n + z.var() / n)
-            var_se = np.sqrt(((x - x.mean())**4).mean() / n - x.var()**2 / n
-                             + ((z - z.mean())**4).mean() / n - z.var()**2 / n)
-            z_var = (x.var() - z.var()) / var_se
+            z_mean, z_var = moment_z_scores(x, z)
             print(f"{name} t={t[i]:.0f}: mean {x.mean():.4f} vs {z.mean():.4f} ({z_mean:+.1f} SE); "
                   f"var {x.var():.3e} vs {z.var():.3e} ({z_var:+.1f} SE)")
             assert abs(z_mean) < 4 and abs(z_var) < 4, (name, t[i], z_mean, z_var)
