@@ -184,7 +184,8 @@ def solve_sde(
     with np.errstate(all="ignore"):
         variables.update(sde.observables(Yg))
     traj = make_trajectory(
-        ts[:good], variables, paper=sde.paper, system=sde.name, source="sde", backend="em_numba" if backend == "numba" else "em_scan",
+        ts[:good], variables, paper=sde.paper, system=sde.name, source="sde",
+        backend="em_numba" if backend == "numba" else "em_scan",
         parameters=parameters or {}, seed=seed, lead_dims=("path",),
         status=0 if good == ts.size else -1,
         message="ok" if good == ts.size else f"a path became non-finite at t={ts[good]:.6g}",
