@@ -23,7 +23,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from theory.counter_rng import alias_pick, alias_thresholds, implied_distribution
+from theory.counter_rng import alias_bits, alias_pick, alias_thresholds, implied_distribution
 from theory.counter_rng import splitmix64 as _splitmix64
 
 __all__ = ["alias_thresholds", "forward_tokens", "attention_update", "soft_threshold_project", "implied_distribution",
@@ -36,6 +36,7 @@ def forward_tokens(seed, k, At, thr, ali, nb, x, h):
     with ``At`` (N, T) the attention (row k = a^(k)), ``k`` (B,) the queries, ``seed`` uint64."""
     B, T = x.shape
     lo32 = np.uint64(0xFFFFFFFF)
+    shift, mask = alias_bits(nb)
     half = (T + 1) // 2
     seed = np.uint64(seed)
     for b in prange(B):
@@ -50,7 +51,7 @@ def forward_tokens(seed, k, At, thr, ali, nb, x, h):
                 t = 2 * j + m
                 if t < T:
                     r = (z >> np.uint64(32)) if m else (z & lo32)
-                    tok = alias_pick(r, thr, ali, nb)
+                    tok = alias_pick(r, thr, ali, shift, mask)
                     xb[t] = tok
                     hb[tok] += row[t]
 

@@ -27,8 +27,8 @@ from numba import njit
 
 from .sampling import alias_table
 
-__all__ = ["splitmix64", "uniform53", "normals", "alias_pick", "alias_pick64", "alias_thresholds", "alias_rows64",
-           "int_alias_table", "implied_distribution"]
+__all__ = ["splitmix64", "uniform53", "normals", "alias_pick", "alias_bits", "alias_pick64", "alias_thresholds",
+           "alias_rows64", "int_alias_table", "implied_distribution"]
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -104,11 +104,18 @@ def normals(key, scale, out):
 
 
 @njit(inline="always")
-def alias_pick(r, thr, ali, nb):
+def alias_pick(r, thr, ali, shift, mask):
     """Outcome (int64) of the integer alias table ``(thr, ali, nb)`` for the 32-bit word ``r``
-    (a uint64 below 2^32)."""
-    i = np.int64(r >> np.uint64(32 - nb))
-    return i if (r & np.uint64((1 << (32 - nb)) - 1)) < thr[i] else np.int64(ali[i])
+    (a uint64 below 2^32); ``shift, mask = alias_bits(nb)``, computed once outside the caller's loop
+    (recomputing them per draw halves the SGD kernel's speed)."""
+    i = np.int64(r >> shift)
+    return i if (r & mask) < thr[i] else np.int64(ali[i])
+
+
+@njit(inline="always")
+def alias_bits(nb):
+    """``(shift, mask)`` (uint64) of :func:`alias_pick` for a table of ``2^nb`` buckets."""
+    return np.uint64(32 - nb), np.uint64((1 << (32 - nb)) - 1)
 
 
 @njit(inline="always")
