@@ -113,19 +113,22 @@ def alias_pick(r, thr, ali, shift, mask):
 
 
 @njit(inline="always")
-def alias_bits(nb):
-    """``(shift, mask)`` (uint64) of :func:`alias_pick` for a table of ``2^nb`` buckets."""
-    return np.uint64(32 - nb), np.uint64((1 << (32 - nb)) - 1)
+def alias_bits(nb, width=32):
+    """``(shift, mask)`` (uint64) of :func:`alias_pick` (``width`` 32) or :func:`alias_pick64`
+    (``width`` 64) for a table of ``2^nb`` buckets: bucket = the top ``nb`` bits of the word, coin =
+    the low ``width - nb``."""
+    return np.uint64(width - nb), np.uint64((1 << (width - nb)) - 1)
 
 
 @njit(inline="always")
-def alias_pick64(z, thr, ali, nb, row):
+def alias_pick64(z, thr, ali, shift, mask, row):
     """Outcome (int64) of row ``row`` of the 64-bit alias tables ``(thr uint64 (R, 2^nb), ali (R, 2^nb), nb)``
-    (:func:`alias_rows64`) for the word ``z``: bucket from the top ``nb`` bits, coin from the low
-    ``64 - nb`` (exact to ~2^-53 per bucket: the thresholds come from float64 probabilities)."""
-    i = np.int64(z >> np.uint64(64 - nb))
+    (:func:`alias_rows64`) for the word ``z``; ``shift, mask = alias_bits(nb, 64)``, computed once
+    outside the caller's loop. Exact to ~2^-53 per bucket (the thresholds come from float64
+    probabilities)."""
+    i = np.int64(z >> shift)
     a = np.int64(ali[row, i])  # loaded unconditionally: a select, not a branch (the coin is random)
-    return i if (z & np.uint64((1 << (64 - nb)) - 1)) < thr[row, i] else a
+    return i if (z & mask) < thr[row, i] else a
 
 
 def alias_rows64(rows: np.ndarray):

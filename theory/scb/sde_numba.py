@@ -31,7 +31,7 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from ..counter_rng import alias_pick64, alias_rows64, splitmix64
+from ..counter_rng import alias_bits, alias_pick64, alias_rows64, splitmix64
 
 __all__ = ["flow", "increment_kernel", "kernel_params", "token_tuple_length", "TUPLE_OUTCOMES"]
 
@@ -99,6 +99,10 @@ def increment_kernel(N: int, T: int):
         (_, _, mu, P, Sig, PSig, Qm, lr_V, lr_A, batch,
          mu_thr, mu_ali, mu_nb, tup_thr, tup_ali, tup_nb, tup_tok, q_thr, q_ali, q_nb, P_thr, P_ali, P_nb) = params
         M = dW.shape[0]
+        mu_sh, mu_mk = alias_bits(mu_nb, 64)
+        tup_sh, tup_mk = alias_bits(tup_nb, 64)
+        q_sh, q_mk = alias_bits(q_nb, 64)
+        P_sh, P_mk = alias_bits(P_nb, 64)
         flow(y, N, T, mu, P, Sig, PSig, Qm, lr_V, lr_A, dy)
         for i in range(dy.shape[0]):
             dy[i] *= h
@@ -117,16 +121,16 @@ def increment_kernel(N: int, T: int):
         ctr = np.uint64(0)
         for m in range(M):
             for j in range(n_tup):  # context tokens: L at a time
-                o = alias_pick64(splitmix64(key, ctr), tup_thr, tup_ali, tup_nb, 0)
+                o = alias_pick64(splitmix64(key, ctr), tup_thr, tup_ali, tup_sh, tup_mk, 0)
                 ctr += np.uint64(1)
                 for l in range(L):
                     x[j * L + l] = np.int64(tup_tok[o, l])
             for tt in range(n_tup * L, T):
-                x[tt] = alias_pick64(splitmix64(key, ctr), mu_thr, mu_ali, mu_nb, 0)
+                x[tt] = alias_pick64(splitmix64(key, ctr), mu_thr, mu_ali, mu_sh, mu_mk, 0)
                 ctr += np.uint64(1)
-            k = alias_pick64(splitmix64(key, ctr), mu_thr, mu_ali, mu_nb, 0)
-            slot = alias_pick64(splitmix64(key, ctr + np.uint64(1)), q_thr, q_ali, q_nb, k)
-            yo = alias_pick64(splitmix64(key, ctr + np.uint64(2)), P_thr, P_ali, P_nb, x[slot])
+            k = alias_pick64(splitmix64(key, ctr), mu_thr, mu_ali, mu_sh, mu_mk, 0)
+            slot = alias_pick64(splitmix64(key, ctr + np.uint64(1)), q_thr, q_ali, q_sh, q_mk, k)
+            yo = alias_pick64(splitmix64(key, ctr + np.uint64(2)), P_thr, P_ali, P_sh, P_mk, x[slot])
             ctr += np.uint64(3)
             for i in range(N):
                 buf[oX + i] = 0.0
