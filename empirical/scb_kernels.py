@@ -23,11 +23,11 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from theory.counter_rng import alias_bits, alias_pick, alias_thresholds, implied_distribution
+from theory.counter_rng import alias_bits, alias_pick
 from theory.counter_rng import splitmix64 as _splitmix64
 
-__all__ = ["alias_thresholds", "forward_tokens", "attention_update", "soft_threshold_project", "implied_distribution",
-           "threads", "kernel", "PARALLEL_MIN_POSITIONS"]
+__all__ = ["forward_tokens", "attention_update", "soft_threshold_project", "threads", "kernel",
+           "PARALLEL_MIN_POSITIONS"]
 
 
 @njit(parallel=True, cache=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["alias_table", "alias_draw", "compositions", "multinomial_pmf"]
+__all__ = ["alias_table", "alias_draw", "tuple_length", "compositions", "multinomial_pmf"]
 
 
 def alias_table(p) -> tuple[np.ndarray, np.ndarray]:
@@ -43,6 +43,16 @@ def alias_draw(u, prob, alias):
     x = u * n
     i = jnp.minimum(x.astype(jnp.int32), n - 1)
     return jnp.where(x - i < prob[i], i, alias[i])
+
+
+def tuple_length(n: int, length: int, max_outcomes: int) -> int:
+    """Items per jointly drawn tuple when ``length`` iid draws over ``n`` outcomes are drawn ``L`` at
+    a time (one draw over the ``n^L`` tuples): the largest ``1 <= L <= length`` with
+    ``n^L <= max_outcomes`` (1 if even ``n`` exceeds it). Integer arithmetic: exact."""
+    L = 1
+    while L < length and n ** (L + 1) <= max_outcomes:
+        L += 1
+    return L
 
 
 def compositions(total: int, parts: int) -> np.ndarray:

@@ -50,7 +50,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..sampling import alias_draw, alias_table, compositions, multinomial_pmf
+from ..sampling import alias_draw, alias_table, compositions, multinomial_pmf, tuple_length
 from .config import SCBConfig, SCBTask, initial_parameters, make_task
 from .derive import PAPER
 from .reduced_step import UNROLL_MAX_N, reduced_terms_unrolled
@@ -370,7 +370,7 @@ TUPLE_OUTCOMES = 4096
 
 def _token_tuples(N: int, T_: int) -> list[int]:
     """Lengths of the token tuples that cover the T context positions (each drawn jointly)."""
-    L = max(1, min(T_, int(np.floor(np.log(TUPLE_OUTCOMES) / np.log(N) + 1e-9))))
+    L = tuple_length(N, T_, TUPLE_OUTCOMES)
     return [L] * (T_ // L) + ([T_ % L] if T_ % L else [])
 
 

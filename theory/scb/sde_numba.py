@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit
 
 from ..counter_rng import alias_bits, alias_pick64, alias_rows64, splitmix64
+from ..sampling import tuple_length
 
 __all__ = ["flow", "increment_kernel", "kernel_params", "token_tuple_length", "TUPLE_OUTCOMES"]
 
@@ -170,10 +171,7 @@ TUPLE_OUTCOMES = 2**13
 
 def token_tuple_length(N: int, T: int) -> int:
     """Tokens per jointly drawn tuple: the largest ``L <= T`` with ``N^L <= TUPLE_OUTCOMES``."""
-    L = 1
-    while L < T and N ** (L + 1) <= TUPLE_OUTCOMES:
-        L += 1
-    return L
+    return tuple_length(N, T, TUPLE_OUTCOMES)
 
 
 def kernel_params(task, eta_V: float, eta_A: float, batch: int) -> tuple:
