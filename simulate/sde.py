@@ -54,8 +54,8 @@ from .trajectory import make_trajectory
 
 __all__ = ["solve_sde", "ReducedSDE", "SDE_BACKENDS"]
 
-#: SDE backends and their default generator
-SDE_BACKENDS = {"jax": "rbg", "numba": "splitmix64"}
+#: SDE backends and the generators (``prng=``) each accepts, its default first
+SDE_BACKENDS = {"jax": ("rbg", "threefry2x32", "unsafe_rbg"), "numba": ("splitmix64",)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,8 +159,8 @@ def solve_sde(
         raise ConfigError("paths", f"need at least one path, got {paths}")
     if backend not in SDE_BACKENDS:
         raise ConfigError("backend", f"unknown SDE backend {backend!r}; choose one of {', '.join(SDE_BACKENDS)}")
-    prng = prng or SDE_BACKENDS[backend]
-    allowed = ("splitmix64",) if backend == "numba" else ("rbg", "threefry2x32", "unsafe_rbg")
+    allowed = SDE_BACKENDS[backend]
+    prng = prng or allowed[0]
     if prng not in allowed:
         raise ConfigError("prng", f"unknown PRNG implementation {prng!r} for the {backend} backend; "
                                   f"choose {' or '.join(allowed)}")
