@@ -40,7 +40,7 @@ def train(config: JomaConfig, variant: str | None = None, *, device: str = "cpu"
     c = exp.config
     trainer = Trainer(device=device, seed=c.seed, progress=progress, checkpoint=checkpoint,
                       checkpoint_every=checkpoint_every, resume=resume)
-    return trainer.run(exp, c.steps, c.log_every, log_steps=c.log_steps()), exp
+    return trainer.run(exp), exp
 
 
 def run(config: JomaConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False,

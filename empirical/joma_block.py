@@ -213,8 +213,6 @@ class BlockExperiment(ModuleState):
         out["attention_entropy"] = float((-(bn * np.log(np.where(bn > 0, bn, 1))).sum(1)).mean())
         return {k: float(v) for k, v in out.items() if not (isinstance(v, float) and math.isnan(v))}
 
-    def time_of_step(self, step: int) -> float:
-        return self.config.ode_time(step)
 
     def state_dict(self):
         return {**super().state_dict(), "bbar_integral": self._bbar_integral.copy()}
@@ -299,8 +297,6 @@ class MixtureExperiment(ModuleState):
         out["g_drift"] = float(np.linalg.norm(self.gradient_rows() - self.G0) / np.linalg.norm(self.G0))
         return {k: float(v) for k, v in out.items()}
 
-    def time_of_step(self, step):
-        return self.config.ode_time(step)
 
     def parameters_info(self) -> dict[str, Any]:
         return self.config.to_dict()

@@ -185,8 +185,6 @@ class HierExperiment(ModuleState):
         out.update(self.alignment())
         return out
 
-    def time_of_step(self, step):
-        return self.config.ode_time(step)  # Adam: time = step
 
     def parameters_info(self):
         return self.config.to_dict()

@@ -79,8 +79,6 @@ class ProbeExperiment(ModuleState):
         out.update({f"v_{j + 1}": float(V[0, j]) for j in range(len(self.mu))})
         return out
 
-    def time_of_step(self, step):
-        return self.config.ode_time(step)
 
     def parameters_info(self):
         return self.config.to_dict()
@@ -124,8 +122,6 @@ class HBLTBlockExperiment(ModuleState):
         out.update({f"v_{l + 1}": float(V[0, l]) for l in range(z.size)})
         return out
 
-    def time_of_step(self, step):
-        return self.config.ode_time(step)
 
     def parameters_info(self):
         return self.config.to_dict()

@@ -258,8 +258,6 @@ class ScanSnapExperiment(ModuleState):
                     obs[f"z_{n}_{l}"] = float(Z[t.query[n], l])
         return obs
 
-    def time_of_step(self, step: int) -> float:
-        return self.config.ode_time(step)
 
     def parameters_info(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "variant": self.variant, "K": self.task.K, "M_out": self.task.M_out}
@@ -273,7 +271,7 @@ def train(config: ScanSnapConfig, *, variant: str | None = None, device: str = "
     exp = ScanSnapExperiment(config, variant=variant or config.path, log_z_rows=log_z_rows)
     trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress,
                       checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
-    return trainer.run(exp, config.steps, log_steps=config.log_steps()), exp
+    return trainer.run(exp), exp
 
 
 def run(config: ScanSnapConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False,

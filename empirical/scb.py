@@ -185,8 +185,6 @@ class SCBExperiment(ModuleState):
             set(np.nonzero(np.abs(A[:, k]) > 1e-12)[0]) == set(self.task.support[k]) for k in range(self.task.N)]))
         return {k: float(v) for k, v in obs.items()}
 
-    def time_of_step(self, step: int) -> float:
-        return self.config.ode_time(step)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "lam_on": self.lam_on}
@@ -209,7 +207,7 @@ def train(config: SCBConfig, *, variant: str = "preconditioned", device: str = "
     exp = SCBExperiment(config, variant=variant, task=task, init=init)
     trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress,
                       checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
-    traj = trainer.run(exp, config.steps, stop_when=stop_when, log_steps=config.log_steps())
+    traj = trainer.run(exp, stop_when=stop_when)
     Vn, An = exp.normalised_parameters()
     traj.attrs["final_distance_P"] = float(np.linalg.norm(Vn - exp.task.P))
     traj.attrs["final_distance_Q"] = float(np.linalg.norm(An - exp.task.Qm))

@@ -260,8 +260,6 @@ class FastSCBExperiment:
         """Copies: ``V`` (N, N), ``A`` (T, N), float64."""
         return self.V.double().cpu().numpy().copy(), self.At.T.double().cpu().numpy().copy()
 
-    def time_of_step(self, step: int) -> float:
-        return self.config.ode_time(step)
 
     def state_dict(self) -> dict[str, Any]:
         return {"V": self.V.clone(), "At": self.At.clone(), "lam_on": self.lam_on}
@@ -285,7 +283,7 @@ def train_fast(config: SCBConfig, *, variant: str = "preconditioned", device: st
     observables logged at ``config.log_steps()`` (time ``config.ode_time``, as ``empirical.scb``)."""
     exp = FastSCBExperiment(config, variant=variant, task=task, dtype=dtype, engine=engine)
     trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress)
-    return trainer.run(exp, config.steps, stop_when=stop_when, log_steps=config.log_steps()), exp
+    return trainer.run(exp, stop_when=stop_when), exp
 
 
 def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 512, seeds=2,

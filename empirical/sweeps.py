@@ -38,7 +38,7 @@ from typing import Any
 
 import pandas as pd
 
-from simulate.trajectory import _jsonable, atomic_write, code_version
+from simulate.trajectory import jsonable, atomic_write, code_version
 from theory.errors import ConfigError, TdynError
 
 __all__ = ["Cell", "grid_cells", "run_cells", "check_ray_address", "open_sweep", "read_index", "load_cells",
@@ -57,8 +57,8 @@ class Cell:
 
     @property
     def key(self) -> str:
-        doc = {"paper": self.paper, "kind": self.kind, "options": _jsonable(dict(self.options)),
-               "config": _jsonable(dict(self.config)), "code": code_version()}
+        doc = {"paper": self.paper, "kind": self.kind, "options": jsonable(dict(self.options)),
+               "config": jsonable(dict(self.config)), "code": code_version()}
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -89,7 +89,7 @@ def _run_cell(fn_ref: str, cell: Cell, store: str) -> tuple[str, str, str]:
     try:
         ds = _resolve(fn_ref)(cell.paper, dict(cell.config), **dict(cell.options))
         ds.attrs["sweep_key"] = key
-        ds.attrs["sweep_cell"] = json.dumps(_jsonable(dict(cell.swept)), sort_keys=True)
+        ds.attrs["sweep_cell"] = json.dumps(jsonable(dict(cell.swept)), sort_keys=True)
         atomic_write(root / "cells" / f"{key}.nc", lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))
         err = root / "errors" / f"{key}.json"
         if err.exists():
@@ -112,7 +112,7 @@ def _write_index(root: Path, cells: Sequence[Cell], status: Mapping[str, tuple[s
     for c in cells:
         st, err = status.get(c.key, ("pending", ""))
         rows.append({"key": c.key, "paper": c.paper, "kind": c.kind, "status": st, "error": err,
-                     "file": f"cells/{c.key}.nc" if st == "ok" else "", **{k: _jsonable(v) for k, v in c.swept.items()}})
+                     "file": f"cells/{c.key}.nc" if st == "ok" else "", **{k: jsonable(v) for k, v in c.swept.items()}})
     df = pd.DataFrame(rows)
     atomic_write(root / "index.csv", lambda tmp: df.to_csv(tmp, index=False))
     return df

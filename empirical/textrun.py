@@ -216,8 +216,6 @@ class TextExperiment(ModuleState):
         self.model.train()
         return obs
 
-    def time_of_step(self, step: int) -> float:
-        return self.config.ode_time(step)
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
@@ -246,7 +244,7 @@ def train_text(config: TextRunConfig, *, device: str = "auto", progress: bool = 
     trainer = Trainer(device=device, seed=config.seed, progress=progress, checkpoint=checkpoint,
                       checkpoint_every=checkpoint_every, resume=resume)
     t0 = time.perf_counter()
-    traj = trainer.run(exp, config.steps, log_steps=config.log_steps())
+    traj = trainer.run(exp)
     return traj, exp, time.perf_counter() - t0
 
 

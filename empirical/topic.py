@@ -368,8 +368,6 @@ class TopicExperiment(ModuleState):
             obs["gamma_hat"] = st["gamma_hat"]
         return obs
 
-    def time_of_step(self, step: int) -> float:
-        return self.config.ode_time(step)
 
     def parameters_info(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "variant": self.variant, "D": self.vocab.size,
@@ -388,7 +386,7 @@ def train(config: TopicConfig, *, variant: str = "stage1", device: str = "auto",
     seed = config.seed if seed is None else seed
     trainer = Trainer(device=device, seed=seed, progress=progress, checkpoint=checkpoint,
                       checkpoint_every=checkpoint_every, resume=resume)
-    traj = trainer.run(exp, config.steps, log_steps=config.log_steps())
+    traj = trainer.run(exp)
     if exp.config.attention == "trained" and attention_docs:
         tok, val = DocumentSampler(exp.config, exp.vocab, 10_000 + seed).sample(attention_docs)
         for k, x in attention_statistics(exp.model, tok, val, exp.vocab, config.v).items():

@@ -3,16 +3,17 @@
 A paper's experiment is an object with this interface (see ``empirical/scb.py``):
 
 * ``paper``, ``name``: strings for the trajectory's attributes;
+* ``config``: the run's Config — the **one place time lives**: the Trainer runs ``config.steps``
+  steps, logs at ``config.log_steps()`` and stamps each row with ``config.ode_time(step)``;
 * ``setup(device, generator)``: build model/optimiser state on ``device``; draw randomness only
   from ``generator`` (a seeded ``torch.Generator`` on that device) so same seed -> same numbers;
 * ``step(step) -> dict[str, float]``: one optimisation step (``step`` counts from 0); returns
   scalars such as the minibatch loss;
 * ``observables() -> dict[str, float]``: the theory's observables, under the theory's names;
-* ``time_of_step(step) -> float``: the ODE time of ``step`` (one function used by both sides);
 * ``state_dict()`` / ``load_state_dict(d)``: for checkpoints;
 * ``parameters_info() -> dict`` (optional): metadata stored in the trajectory's attributes.
 
-``Trainer.run`` logs observables every ``log_every`` steps (and at step 0 and the last step) into
+``Trainer.run`` logs observables at the config's ``log_steps()`` (step 0 and the last step included) into
 a Trajectory with the same layout as ODE solves. NaN/Inf in the step's scalars or observables
 raises :class:`DivergenceError` carrying the partial trajectory.
 
@@ -38,9 +39,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from simulate.trajectory import _jsonable, atomic_write, code_version, make_trajectory
+from simulate.trajectory import atomic_write, code_version, jsonable, make_trajectory
 from theory.errors import ConfigError, DivergenceError
-from theory.params import log_steps as default_log_steps
 
 __all__ = ["Trainer", "Experiment", "ModuleState", "resolve_device", "stack_runs", "torch_threads",
            "checkpoint_paths", "read_fingerprint", "fingerprint_mismatch"]
@@ -63,11 +63,11 @@ def torch_threads(n: int | None = 1):
 class Experiment(Protocol):
     paper: str
     name: str
+    config: Any  # steps, log_steps(), ode_time(step), seed
 
     def setup(self, device: torch.device, generator: torch.Generator) -> None: ...
     def step(self, step: int) -> dict[str, float]: ...
     def observables(self) -> dict[str, float]: ...
-    def time_of_step(self, step: int) -> float: ...
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
@@ -141,46 +141,44 @@ class Trainer:
     the same numbers as an uninterrupted run."""
 
     device: str = "auto"
-    seed: int = 0
+    #: the run's seed (``None``: the config's ``seed``)
+    seed: int | None = None
     progress: bool = False
     checkpoint: str | os.PathLike | None = None
     checkpoint_every: int = 0
     resume: bool = False
     #: CPU threads for torch during the run (see :func:`torch_threads`); ``None`` keeps torch's.
     cpu_threads: int | None = 1
-    #: the run's Config (recorded in the trajectory and the checkpoint fingerprint); default:
-    #: the experiment's ``config`` attribute
-    config: Any = None
+
+    def _seed(self, experiment) -> int:
+        return int(experiment.config.seed if self.seed is None else self.seed)
 
     def fingerprint(self, experiment, steps: int, log_steps) -> dict[str, Any]:
         """What must match for a checkpoint to be resumed (JSON-able)."""
-        cfg = self.config if self.config is not None else getattr(experiment, "config", None)
-        cfg = cfg.to_dict() if hasattr(cfg, "to_dict") else cfg
         grid = hashlib.sha256(np.asarray(sorted(log_steps), dtype=np.int64).tobytes()).hexdigest()[:16]
-        return {"paper": experiment.paper, "experiment": experiment.name, "seed": int(self.seed),
-                "steps": int(steps), "log_steps": grid, "config": _jsonable(cfg),
+        return {"paper": experiment.paper, "experiment": experiment.name, "seed": self._seed(experiment),
+                "steps": int(steps), "log_steps": grid, "config": jsonable(experiment.config.to_dict()),
                 "code_version": code_version()}
 
-    def run(self, experiment: Experiment, steps: int, log_every: int = 1, *, stop_when=None, log_steps=None):
-        """Train for ``steps`` steps, logging at ``log_steps`` (a config's ``log_steps()``: 0 and
-        ``steps`` included) or, without it, every ``log_every`` steps and at the last step.
-        ``stop_when(obs) -> bool`` (optional) ends the run early at a logging point (e.g. once a
-        correlation threshold is reached)."""
+    def run(self, experiment: Experiment, *, stop_when=None):
+        """Train for ``experiment.config.steps`` steps, logging at ``config.log_steps()`` (0 and the
+        last step included) with times ``config.ode_time(step)``. ``stop_when(obs) -> bool``
+        (optional) ends the run early at a logging point (e.g. once a correlation threshold is
+        reached)."""
         with torch_threads(self.cpu_threads):
-            return self._run(experiment, steps, log_every, stop_when, log_steps)
+            return self._run(experiment, stop_when)
 
-    def _run(self, experiment, steps, log_every, stop_when, log_steps=None):
-        if steps < 1:
-            raise ConfigError("steps", f"must be >= 1, got {steps}")
-        if log_every < 1:
-            raise ConfigError("log_every", f"must be >= 1, got {log_every}")
-        log_at = {int(s) for s in (default_log_steps(steps, log_every) if log_steps is None else log_steps)}
+    def _run(self, experiment, stop_when):
+        config = experiment.config
+        steps = int(config.steps)
+        log_at = {int(s) for s in config.log_steps()}
         if 0 not in log_at or steps not in log_at or max(log_at) > steps:
             raise ConfigError("log_steps", f"must contain 0 and {steps} and lie within [0, {steps}]")
         dev = resolve_device(self.device)
-        torch.manual_seed(self.seed)
+        seed = self._seed(experiment)
+        torch.manual_seed(seed)
         gen = torch.Generator(device=dev)
-        gen.manual_seed(self.seed)
+        gen.manual_seed(seed)
         experiment.setup(dev, gen)
 
         rows: list[dict[str, float]] = []
@@ -215,7 +213,7 @@ class Trainer:
                 obs = {**experiment.observables(), **extra}
             bad = [k for k, v in obs.items() if not math.isfinite(float(v))]
             rows.append({k: float(v) for k, v in obs.items()})
-            times.append(float(experiment.time_of_step(step)))
+            times.append(float(config.ode_time(step)))
             steps_logged.append(step)
             if bad:
                 raise DivergenceError(step, f"non-finite {bad[0]}", partial=self._trajectory(experiment, rows[:-1], times[:-1], steps_logged[:-1], status=-1, message=f"diverged at step {step}"))
@@ -259,11 +257,10 @@ class Trainer:
         variables = {n: np.array([r.get(n, np.nan) for r in rows]) for n in names}
         variables["step"] = np.asarray(steps_logged, dtype=np.float64)
         info = experiment.parameters_info() if hasattr(experiment, "parameters_info") else {}
-        cfg = self.config if self.config is not None else getattr(experiment, "config", None)
         return make_trajectory(
             np.asarray(times), variables, paper=experiment.paper, system=experiment.name, source="train",
-            backend=f"torch-{resolve_device(self.device).type}", parameters=info, seed=self.seed,
-            status=status, message=message, config=cfg if hasattr(cfg, "to_dict") or isinstance(cfg, dict) else None,
+            backend=f"torch-{resolve_device(self.device).type}", parameters=info, seed=self._seed(experiment),
+            status=status, message=message, config=experiment.config,
         )
 
 

@@ -256,7 +256,7 @@ def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
             raise ConfigError("resume", "needs --checkpoint DIR")
         return {}
     from empirical.trainer import checkpoint_paths, fingerprint_mismatch, read_fingerprint
-    from simulate.trajectory import _jsonable, code_version
+    from simulate.trajectory import jsonable, code_version
 
     fn = run.row.slot("train")
     if "checkpoint" not in inspect.signature(fn).parameters:
@@ -268,7 +268,7 @@ def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
     saved = read_fingerprint(d) if resume and d.is_dir() else None
     if saved is not None:
         why = fingerprint_mismatch({k: saved.get(k) for k in ("paper", "config", "code_version")},
-                                   {"paper": run.row.name, "config": _jsonable(run.cfg.to_dict()),
+                                   {"paper": run.row.name, "config": jsonable(run.cfg.to_dict()),
                                     "code_version": code_version()})
         if why:
             raise ConfigError("resume", why)

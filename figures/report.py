@@ -16,26 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from simulate.trajectory import jsonable
+
 __all__ = ["Observable", "Claim", "Report", "REPORT_KEYS"]
 
+
+def _json(v: Any) -> Any:
+    return jsonable(v, finite=True)
+
 REPORT_KEYS = ("paper", "regime", "passed", "observables", "claims", "where_agreement_breaks", "details")
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, Mapping):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, (np.bool_, bool)):
-        return bool(v)
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        v = float(v)
-        return v if math.isfinite(v) else None
-    if isinstance(v, np.ndarray):
-        return _jsonable(v.tolist())
-    return v
 
 
 @dataclass(frozen=True)
@@ -55,7 +44,7 @@ class Observable:
         return bool(math.isfinite(self.rel_l2) and self.rel_l2 <= self.tolerance)
 
     def to_json(self) -> dict[str, Any]:
-        return _jsonable({"rel_l2": self.rel_l2, "tolerance": self.tolerance, "passed": self.passed,
+        return _json({"rel_l2": self.rel_l2, "tolerance": self.tolerance, "passed": self.passed,
                           "note": self.note})
 
 
@@ -77,7 +66,7 @@ class Claim:
     regime: str
 
     def to_json(self) -> dict[str, Any]:
-        return _jsonable({"name": self.name, "statement": self.statement, "holds": bool(self.holds),
+        return _json({"name": self.name, "statement": self.statement, "holds": bool(self.holds),
                           "evidence": dict(self.evidence), "regime": self.regime})
 
 
@@ -116,8 +105,8 @@ class Report:
             "passed": self.passed,
             "observables": {o.name: o.to_json() for o in self.observables},
             "claims": [c.to_json() for c in self.claims],
-            "where_agreement_breaks": _jsonable(self.where_agreement_breaks),
-            "details": _jsonable(self.details),
+            "where_agreement_breaks": _json(self.where_agreement_breaks),
+            "details": _json(self.details),
         }
 
     def table(self) -> str:

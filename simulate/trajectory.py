@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -33,7 +34,7 @@ import xarray as xr
 from theory.errors import ConfigError
 
 __all__ = ["make_trajectory", "save", "load", "versions", "git_commit", "code_version", "atomic_write",
-           "parameters_of", "config_of", "Terminated"]
+           "parameters_of", "config_of", "jsonable", "Terminated"]
 
 Trajectory = xr.Dataset
 
@@ -78,15 +79,24 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
-def _jsonable(v: Any) -> Any:
+def jsonable(v: Any, *, finite: bool = False) -> Any:
+    """``v`` with numpy scalars/arrays, tuples and non-string keys made JSON-able (the one
+    converter: configs, provenance, sweep cells, reports). ``finite=True`` also writes NaN/inf
+    as ``None`` (strict JSON, for reports); by default they stay floats (``json.dumps`` writes
+    ``NaN``), so a config's hash sees them."""
     if isinstance(v, np.ndarray):
-        return v.tolist()
-    if isinstance(v, (np.floating, np.integer)):
-        return v.item()
+        return jsonable(v.tolist(), finite=finite)
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        return None if finite and not math.isfinite(v) else v
     if isinstance(v, Mapping):
-        return {str(k): _jsonable(x) for k, x in v.items()}
+        return {str(k): jsonable(x, finite=finite) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
+        return [jsonable(x, finite=finite) for x in v]
     return v
 
 
@@ -121,7 +131,7 @@ def make_trajectory(
         "system": system,
         "source": source,
         "backend": backend,
-        "parameters": json.dumps(_jsonable(dict(parameters or {})), sort_keys=True),
+        "parameters": json.dumps(jsonable(dict(parameters or {})), sort_keys=True),
         "seed": -1 if seed is None else int(seed),
         "versions": json.dumps(versions(), sort_keys=True),
         "git_commit": git_commit(),
@@ -132,15 +142,15 @@ def make_trajectory(
     if config is not None:
         attrs.update(config_attrs(config))
     for k, v in (extra_attrs or {}).items():
-        attrs[k] = v if isinstance(v, (str, int, float)) else json.dumps(_jsonable(v))
+        attrs[k] = v if isinstance(v, (str, int, float)) else json.dumps(jsonable(v))
     return xr.Dataset(data_vars, coords={"time": np.asarray(time, dtype=np.float64)}, attrs=attrs)
 
 
 def config_attrs(config: Any) -> dict[str, str]:
     """``{"config": JSON of every field, "config_class": "module:Class"}`` for a Config (or dict)."""
     if isinstance(config, Mapping):
-        return {"config": json.dumps(_jsonable(dict(config)), sort_keys=True)}
-    return {"config": json.dumps(_jsonable(config.to_dict()), sort_keys=True),
+        return {"config": json.dumps(jsonable(dict(config)), sort_keys=True)}
+    return {"config": json.dumps(jsonable(config.to_dict()), sort_keys=True),
             "config_class": f"{type(config).__module__}:{type(config).__qualname__}"}
 
 

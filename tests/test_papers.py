@@ -73,6 +73,6 @@ def test_solve_of_a_problem_records_the_full_config(name):
 def json_roundtrip(d):
     import json
 
-    from simulate.trajectory import _jsonable
+    from simulate.trajectory import jsonable
 
-    return json.loads(json.dumps(_jsonable(d)))
+    return json.loads(json.dumps(jsonable(d)))

@@ -85,15 +85,13 @@ class _Experiment(ModuleState):
         w = float(self.model.weight.detach())
         return {"a": w, "prob": 1 / (1 + np.exp(-w))}
 
-    def time_of_step(self, step):
-        return self.config.ode_time(step)
 
 
 def train(config: TinyConfig, *, device="auto", variant=None, progress=False, checkpoint=None,
           checkpoint_every=0, resume=False):
     trainer = Trainer(device=device, seed=config.seed, progress=progress, checkpoint=checkpoint,
                       checkpoint_every=checkpoint_every, resume=resume)
-    return trainer.run(_Experiment(config), config.steps, log_steps=config.log_steps())
+    return trainer.run(_Experiment(config))
 
 
 def compare(*, quick=True, device="auto") -> Report:

@@ -9,6 +9,18 @@ owns *all* the settings of its paper's variants and the paper's **time conventio
   its unit and reason in its config's docstring);
 * :meth:`ParamsBase.ode_times` — ``[ode_time(s) for s in log_steps()]``: the theory is solved on
   exactly the grid the Trainer logs on.
+
+and the paper's **variants and presets**, one mechanism each:
+
+* **Variants** — a config with a ``variant`` field declares, at class level, ``VARIANTS`` (name ->
+  one line), ``VARIANT_ONLY`` (field -> the variants that read it; a field not listed is read by
+  every variant), ``VARIANT_DEFAULTS`` (variant -> {field: default}; ``"*"`` for all variants:
+  fields whose dataclass default is ``None`` take their value from here) and ``VARIANT_FIXED``
+  (variant -> {field: value} the variant imposes). One generic check at construction: a setting
+  the variant ignores, moved from its default, or a fixed field set to another value, is a
+  :class:`ConfigError` — no override is silently dropped.
+* **Presets** — ``PRESETS`` (name -> :class:`Preset`): the paper's regime, the compare regime,
+  the overlay... each with its quick and full settings; :meth:`ParamsBase.preset` builds one.
 """
 
 from __future__ import annotations
@@ -17,14 +29,32 @@ import ast
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
 from .errors import ConfigError
 
-__all__ = ["ParamsBase", "log_steps", "check_field_types", "is_seed", "SEED_MAX"]
+__all__ = ["ParamsBase", "Preset", "log_steps", "check_field_types", "is_seed", "SEED_MAX", "ALL_VARIANTS"]
+
+#: key of ``VARIANT_DEFAULTS`` / ``VARIANT_FIXED`` that applies to every variant
+ALL_VARIANTS = "*"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named setting of a paper's Config: ``quick`` and ``full`` field values (mappings, or
+    callables ``cls -> mapping`` when a value is computed), applied over the defaults by
+    :meth:`ParamsBase.preset`. ``doc``: one line (what the preset is for, the paper's section)."""
+
+    doc: str
+    quick: Mapping[str, Any] | Callable[[type], Mapping[str, Any]] = field(default_factory=dict)
+    full: Mapping[str, Any] | Callable[[type], Mapping[str, Any]] | None = None  # None: same as quick
+
+    def settings(self, cls: type, quick: bool) -> dict[str, Any]:
+        chosen = self.quick if (quick or self.full is None) else self.full
+        return dict(chosen(cls) if callable(chosen) else chosen)
 
 
 def log_steps(steps: int, log_every: int) -> np.ndarray:
@@ -46,9 +76,86 @@ class ParamsBase:
     :meth:`with_overrides` parses the CLI's ``--set key=value`` strings into typed fields.
     """
 
+    #: variant name -> one line; empty: the config has no variants
+    VARIANTS: ClassVar[Mapping[str, str]] = {}
+    #: field -> the variants that read it (fields not listed are read by every variant)
+    VARIANT_ONLY: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    #: variant (or ``"*"``) -> {field: default} for fields declared with default ``None``
+    VARIANT_DEFAULTS: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    #: variant (or ``"*"``) -> {field: value} the variant imposes (another value: ConfigError)
+    VARIANT_FIXED: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    #: preset name -> :class:`Preset` (see :meth:`preset`)
+    PRESETS: ClassVar[Mapping[str, Preset]] = {}
+
     def __post_init__(self):
+        if self.VARIANTS:
+            self._resolve_variant()
         check_field_types(self)
         self.validate()
+        if self.VARIANTS:
+            self._check_variant_settings()
+
+    # -- variants: one mechanism ---------------------------------------------------------------
+    def _resolve_variant(self) -> None:
+        variant = getattr(self, "variant", None)
+        if variant not in self.VARIANTS:
+            raise ConfigError("variant", f"must be one of {', '.join(self.VARIANTS)}, got {variant!r}")
+        explicit = set(getattr(self, "_explicit", ()))
+        for f in dataclasses.fields(self):
+            if f.default is None and f.name in self._variant_defaults(variant):
+                value = getattr(self, f.name)
+                if value is None:
+                    object.__setattr__(self, f.name, _to_tuple(self._variant_defaults(variant)[f.name]))
+                else:
+                    explicit.add(f.name)
+        for name, value in self._variant_fixed(variant).items():
+            if getattr(self, name) == self.variant_default(name):
+                object.__setattr__(self, name, value)
+        object.__setattr__(self, "_explicit", frozenset(explicit))
+
+    @classmethod
+    def _variant_defaults(cls, variant: str) -> dict[str, Any]:
+        return {**cls.VARIANT_DEFAULTS.get(ALL_VARIANTS, {}), **cls.VARIANT_DEFAULTS.get(variant, {})}
+
+    @classmethod
+    def _variant_fixed(cls, variant: str) -> dict[str, Any]:
+        return {**cls.VARIANT_FIXED.get(ALL_VARIANTS, {}), **cls.VARIANT_FIXED.get(variant, {})}
+
+    def variant_default(self, name: str, variant: str | None = None) -> Any:
+        """The default of field ``name`` under ``variant`` (default: this config's variant)."""
+        variant = getattr(self, "variant", None) if variant is None else variant
+        defaults = self._variant_defaults(variant) if self.VARIANTS else {}
+        if name in defaults:
+            return _to_tuple(defaults[name])
+        f = {f.name: f for f in dataclasses.fields(self)}[name]
+        return f.default_factory() if f.default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING else f.default
+
+    def variant_reads(self, name: str, variant: str | None = None) -> bool:
+        """Whether ``variant`` (default: this config's) reads field ``name``."""
+        variant = getattr(self, "variant", None) if variant is None else variant
+        return name not in self.VARIANT_ONLY or variant in self.VARIANT_ONLY[name]
+
+    def _check_variant_settings(self) -> None:
+        """A setting the variant ignores (moved from its default), or a fixed setting changed,
+        is a :class:`ConfigError` naming the field."""
+        variant = self.variant
+        for name, value in self._variant_fixed(variant).items():
+            if getattr(self, name) != value:
+                raise ConfigError(name, f"variant {variant!r} fixes {name}={value!r}; got {getattr(self, name)!r}")
+        for name, users in self.VARIANT_ONLY.items():
+            if variant not in users and getattr(self, name) != self.variant_default(name):
+                raise ConfigError(name, f"is ignored by variant {variant!r} (used only by {', '.join(users)}); "
+                                        f"leave it at {self.variant_default(name)!r} or choose that variant")
+
+    # -- presets: one mechanism ----------------------------------------------------------------
+    @classmethod
+    def preset(cls, name: str, quick: bool = True, **changes) -> "ParamsBase":
+        """The config of preset ``name`` (quick or full settings, see :data:`PRESETS`), with
+        ``changes`` on top; an unknown name is a :class:`ConfigError`."""
+        if name not in cls.PRESETS:
+            known = ", ".join(cls.PRESETS) or "none"
+            raise ConfigError("preset", f"{cls.__name__} has no preset {name!r}; known: {known}")
+        return cls(**{**cls.PRESETS[name].settings(cls, quick), **changes})
 
     def validate(self) -> None:  # pragma: no cover - overridden
         pass
@@ -74,6 +181,12 @@ class ParamsBase:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @property
+    def explicit(self) -> frozenset:
+        """Fields with a per-variant default that were set explicitly (they keep their value when
+        the variant changes; the others follow the variant)."""
+        return getattr(self, "_explicit", frozenset())
+
     @classmethod
     def from_dict(cls, fields: Mapping[str, Any], *, field: str = "config") -> "ParamsBase":
         """A config from a dict of its fields (e.g. read back from a trajectory's attributes; lists
@@ -85,11 +198,21 @@ class ParamsBase:
         return cls(**{k: _to_tuple(v) for k, v in fields.items()})
 
     def replace(self, **changes) -> "ParamsBase":
+        """A new (validated) config with ``changes``. Fields with a per-variant default that were
+        not set explicitly follow the (possibly new) variant."""
         known = {f.name for f in dataclasses.fields(self)}
         for k in changes:
             if k not in known:
                 raise ConfigError(k, f"unknown parameter; known: {', '.join(sorted(known))}")
-        return dataclasses.replace(self, **changes)
+        if not self.VARIANTS:
+            return dataclasses.replace(self, **changes)
+        follow = {f.name for f in dataclasses.fields(self) if f.default is None} - set(self.explicit)
+        keep = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in follow}
+        if "variant" in changes:  # values the old variant imposed are not settings of the new one
+            for name, value in self._variant_fixed(self.variant).items():
+                if keep.get(name) == value and name not in changes:
+                    keep[name] = self.variant_default(name, changes["variant"])
+        return type(self)(**{**keep, **changes})
 
     def with_overrides(self, assignments: Sequence[str]) -> "ParamsBase":
         """Apply ``["key=value", ...]`` with values parsed as Python/JSON literals and coerced to
@@ -136,6 +259,8 @@ def check_field_types(config: Any) -> None:
     fields bools, seeds ``0 <= seed <= 2**32 - 1``, numeric tuple fields (nested) real numbers."""
     for f in dataclasses.fields(config):
         ann, v = _annotation(f), getattr(config, f.name)
+        if v is not None and ann.endswith(" | None"):  # a per-variant default, resolved: check its type
+            ann = ann[: -len(" | None")]
         if ann == "bool":
             if not isinstance(v, (bool, np.bool_)):
                 raise ConfigError(f.name, f"expected true/false, got {v!r}")
