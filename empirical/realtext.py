@@ -84,6 +84,10 @@ class _TextProtocol(TextSettings):
         """The run the paper sweeps (``tdyn sweep PAPER --kind text``'s base config)."""
         return self.run(**changes)
 
+    def protocol(self, *, device: str = "auto", progress: bool = False, **sweep) -> dict[str, Any]:
+        """Run this protocol (``sweep``: ``store``/``workers``/``ray`` for protocols run as cells)."""
+        raise NotImplementedError
+
     @classmethod
     def quick(cls, **changes) -> "_TextProtocol":
         return cls(**{**cls.QUICK, **changes})
@@ -123,6 +127,9 @@ class ScanSnapTextConfig(_TextProtocol):
         return self.run(**{"n_layer": 1, "optimizer": "sgd", "lr": self.sweep_lrs[0], "ffn_lr": 0.0, "lr_decay": 1.0,
                            "dropout": self.sweep_dropout, "seed": self.seeds[0], "steps": self.sweep_steps,
                            "log_every": self.sweep_steps, **changes})
+
+    def protocol(self, *, device: str = "auto", progress: bool = False, **sweep) -> dict[str, Any]:
+        return scan_snap_protocol(self, device=device, progress=progress, **sweep)
 
 
 def scan_snap_protocol(cfg: ScanSnapTextConfig, *, device: str = "auto", progress: bool = False,
@@ -200,6 +207,9 @@ class JomaTextConfig(_TextProtocol):
         """A Fig. 8 run: ``sweep_layers`` layers at Adam ``lr``, the first seed."""
         return self.run(**{"n_layer": self.sweep_layers, "seed": self.seeds[0], **changes})
 
+    def protocol(self, *, device: str = "auto", progress: bool = False, **sweep) -> dict[str, Any]:
+        return joma_protocol(self, device=device, progress=progress, **sweep)
+
 
 def per_layer_summary(traj, prefix: str = "entropy_layer") -> pd.DataFrame:
     """Per layer: initial value, minimum, its step, final value, ``drop = initial - min`` and
@@ -270,6 +280,9 @@ class TopicTextConfig(_TextProtocol):
 
     def run(self, **changes) -> TextRunConfig:
         return super().run(**{"objective": "mlm", "tie": True, **changes})
+
+    def protocol(self, *, device: str = "auto", progress: bool = False, **sweep) -> dict[str, Any]:
+        return topic_protocol(self, device=device, progress=progress)
 
 
 def lda_topic_words(cfg: TopicTextConfig, vocab_itos, lines) -> tuple[np.ndarray, list[str]]:

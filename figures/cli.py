@@ -137,7 +137,8 @@ def _validate(command: str, paper: str | None, assignments=(), *, variant=None, 
     cfg = row.Config.from_dict(recorded, field="from") if recorded is not None else row.Config()
     cfg = cfg.with_overrides(list(assignments))
     kind = "sde" if command == "simulate" and options and options.get("sde") else command
-    check(row.name, cfg, kind, paths=paths, allow_large=allow_large)
+    check(row.name, cfg, kind, paths=paths, allow_large=allow_large,
+          estimator=row.slot("estimate") if row.estimate is not None else None)
     return _Run(row, cfg, out_path, {"command": command, **(options or {})})
 
 

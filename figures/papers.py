@@ -15,6 +15,11 @@ train         ``train(config, *, device, variant, progress, checkpoint, checkpoi
               -> Trajectory`` logged at ``config.log_steps()``, time ``config.ode_times()``
 compare       ``compare(*, quick, device) -> figures.report.Report`` (agreement + claims)
 figures       ``figures(outdir, *, quick, device) -> list[Path]``
+estimate      ``estimate(config, command, paths) -> list[theory.limits.Term]``: the paper's
+              resource terms (what ``--allow-large`` guards), beside its Config
+text          the paper's real-text protocol: a Config class with ``quick()``/``full()`` presets,
+              ``protocol(*, device, progress, store, workers, ray) -> dict`` and
+              ``sweep_run()`` (what ``tdyn sweep P --kind text`` sweeps) — or ``None`` with a reason
 ============  ===============================================================================
 
 ``missing`` maps an unfilled slot to the one-line reason it is not filled. Adding a paper means
@@ -33,7 +38,7 @@ from theory.errors import ConfigError
 __all__ = ["Paper", "PAPERS", "SLOTS", "get", "register", "paper_names"]
 
 Ref = str | Callable[..., Any] | type
-SLOTS = ("config", "systems", "problem", "sde", "train", "compare", "figures")
+SLOTS = ("config", "systems", "problem", "sde", "train", "compare", "figures", "estimate", "text")
 
 
 def _resolve(ref: Ref) -> Any:
@@ -57,6 +62,8 @@ class Paper:
     compare: Ref
     figures: Ref
     sde: Ref | None = None
+    estimate: Ref | None = None
+    text: Ref | None = None
     variants: tuple[str, ...] = ()
     missing: Mapping[str, str] = field(default_factory=dict)
 
@@ -126,7 +133,9 @@ register(Paper(
     train="empirical.scb:run",
     compare="figures.scb:compare",
     figures="figures.scb:make_figures",
+    estimate="theory.scb.config:estimate",
     variants=("preconditioned", "sgd", "softmax"),
+    missing={"text": "the SCB paper's claims are about synthetic sparse contextual bigrams; it has no real-text protocol"},
 ))
 
 register(Paper(
@@ -140,6 +149,8 @@ register(Paper(
     train="empirical.scan_snap:run",
     compare="figures.scan_snap:compare",
     figures="figures.scan_snap:make_figures",
+    estimate="theory.scan_snap.config:estimate",
+    text="empirical.realtext:ScanSnapTextConfig",  # Figs. 7 and 10 on WikiText-2
     variants=("counts", "sequences"),
     missing={"sde": "minibatch noise of the count-vector SGD is simulated exactly (empirical.scan_snap), not as an SDE"},
 ))
@@ -155,6 +166,8 @@ register(Paper(
     train="empirical.topic:run",
     compare="figures.topic:compare",
     figures="figures.topic:make_figures",
+    estimate="theory.topic.config:estimate",
+    text="empirical.realtext:TopicTextConfig",  # LDA topics and embedding/attention ratios on WikiText-2
     variants=("stage1", "joint", "attention", "embedding"),
     missing={"sde": "the topic paper's theory is a population gradient flow; no minibatch SDE is specified"},
 ))
@@ -170,5 +183,7 @@ register(Paper(
     train="empirical.joma:run",
     compare="figures.joma:compare",
     figures="figures.joma:make_figures",
+    estimate="theory.joma.config:estimate",
+    text="empirical.realtext:JomaTextConfig",  # Figs. 6 and 8 on WikiText-2
     variants=("fixed", "ce", "mixture", "probe", "hblt", "hier"),
 ))

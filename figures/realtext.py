@@ -33,8 +33,6 @@ __all__ = ["make_realtext_figures", "claims_for", "corpus_available", "paper_rea
            "fig_scan_snap_entropy_vs_lr", "fig_joma_entropy", "fig_joma_lr_sweep", "fig_topic_ratios",
            "using_sweep", "RUNS_DIR", "DROP_BOUNCE_NATS", "STABLE_RANK_REL"]
 
-PAPERS = {"scan-snap": R.ScanSnapTextConfig, "scan_snap": R.ScanSnapTextConfig, "joma": R.JomaTextConfig,
-          "topic": R.TopicTextConfig}
 #: a layer "drops then bounces" when its entropy falls at least this far below the start and
 #: rises at least this far above its minimum by the end (1 % of the uniform causal 2.632 nats)
 DROP_BOUNCE_NATS = 0.026
@@ -42,10 +40,20 @@ DROP_BOUNCE_NATS = 0.026
 STABLE_RANK_REL = 0.01
 
 
+def text_papers() -> tuple[str, ...]:
+    """The papers whose row fills the ``text`` slot (a real-text protocol)."""
+    from .papers import PAPERS
+
+    return tuple(name for name, row in PAPERS.items() if row.text is not None)
+
+
 def config_for(paper: str, quick: bool, corpus: str | None = None):
-    """The protocol config of ``paper`` (quick or full preset) on ``corpus`` (None: the default)."""
-    check_choice("paper", paper, tuple(PAPERS))
-    cls = PAPERS[paper]
+    """The protocol config of ``paper`` (its row's ``text`` slot; quick or full preset) on
+    ``corpus`` (None: the default)."""
+    from .papers import get
+
+    check_choice("paper", paper, text_papers())
+    cls = get(paper).slot("text")
     return (cls.quick if quick else cls.full)(corpus=str(text.check_corpus(corpus)))
 
 
@@ -64,15 +72,11 @@ def results(paper: str, quick: bool = True, device: str = "auto", corpus: str | 
     Its runs are sweep cells kept in a store: :func:`using_sweep`'s ``DIR/<paper>``, else
     ``store`` (the figures pass ``<outdir>/wikitext_runs``), else a temporary folder; the store,
     workers and Ray change where runs are computed, never their numbers."""
-    paper = "scan-snap" if paper == "scan_snap" else paper
     key = (paper, quick, device, str(text.check_corpus(corpus)))
     if key not in _CACHE:
         cfg = config_for(paper, quick, key[3])
         opts = sweep_settings(paper, store)
-        run = {R.ScanSnapTextConfig: R.scan_snap_protocol, R.JomaTextConfig: R.joma_protocol,
-               R.TopicTextConfig: R.topic_protocol}[type(cfg)]
-        kw = {} if run is R.topic_protocol else opts
-        _CACHE[key] = {"config": cfg, **run(cfg, device=device, progress=not quick, **kw)}
+        _CACHE[key] = {"config": cfg, **cfg.protocol(device=device, progress=not quick, **opts)}
     return _CACHE[key]
 
 

@@ -18,7 +18,10 @@ import numpy as np
 
 from simulate.trajectory import jsonable
 
-__all__ = ["Observable", "Claim", "Report", "REPORT_KEYS"]
+__all__ = ["Observable", "Claim", "Break", "Report", "REPORT_KEYS", "BREAK_KEYS"]
+
+#: the keys of every ``where_agreement_breaks`` row, for every paper
+BREAK_KEYS = ("factor", "setting", "rel_l2", "within_tolerance", "note")
 
 
 def _json(v: Any) -> Any:
@@ -70,6 +73,30 @@ class Claim:
                           "evidence": dict(self.evidence), "regime": self.regime})
 
 
+@dataclass(frozen=True)
+class Break:
+    """One row of *where agreement breaks*, the same keys for every paper.
+
+    factor:           what is varied or which condition is examined (``"batch"``,
+                      ``"horizon"``, ``"Assumption 1 window"``);
+    setting:          the values that define the row (``{"batch": 16, "lr": 0.05}``);
+    rel_l2:           observable -> relative L2 error (practice vs theory) at this setting; other
+                      numbers that locate the break (a time, a drift) go in ``setting``;
+    within_tolerance: whether every judged ``rel_l2`` is within its tolerance (``None``: not judged);
+    note:             one line for a reader.
+    """
+
+    factor: str
+    setting: Mapping[str, Any]
+    rel_l2: Mapping[str, Any]
+    within_tolerance: bool | None = None
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return _json({"factor": self.factor, "setting": dict(self.setting), "rel_l2": dict(self.rel_l2),
+                      "within_tolerance": self.within_tolerance, "note": self.note})
+
+
 @dataclass
 class Report:
     """One paper's comparison: observables (judged or diagnostic), claims, where agreement breaks."""
@@ -78,7 +105,7 @@ class Report:
     regime: str
     observables: list[Observable] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
-    where_agreement_breaks: list[dict[str, Any]] = field(default_factory=list)
+    where_agreement_breaks: list[Break] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -105,7 +132,8 @@ class Report:
             "passed": self.passed,
             "observables": {o.name: o.to_json() for o in self.observables},
             "claims": [c.to_json() for c in self.claims],
-            "where_agreement_breaks": _json(self.where_agreement_breaks),
+            "where_agreement_breaks": [b.to_json() if isinstance(b, Break) else _json(b)
+                                       for b in self.where_agreement_breaks],
             "details": _json(self.details),
         }
 
@@ -121,6 +149,7 @@ class Report:
                 ev = ", ".join(f"{k}={_short(v)}" for k, v in c.evidence.items())
                 lines.append(f"  {c.name:38s} {'yes' if c.holds else 'NO':>6s}  {ev}")
         for row in self.where_agreement_breaks:
+            row = row.to_json() if isinstance(row, Break) else row
             lines.append("  breaks: " + ", ".join(f"{k}={_short(v)}" for k, v in row.items()))
         lines.append(f"passed: {self.passed}")
         return "\n".join(lines)

@@ -92,11 +92,10 @@ def text_base(paper: str, overrides: Sequence[str] = ()):
     """``kind="text"``: the real-text run ``paper`` sweeps (:meth:`sweep_run` of its quick
     protocol: JoMA Fig. 8, Scan & Snap Fig. 10, the topic run) on the active corpus, with
     ``overrides`` (``--set``) applied; a :class:`~empirical.textrun.TextRunConfig`."""
-    from .realtext import PAPERS, config_for
+    from .realtext import config_for, text_papers
 
-    if paper not in PAPERS:
-        names = ", ".join(p for p in PAPERS if "_" not in p)
-        raise ConfigError("kind", f"text: {paper} has no real-text runs (only {names})")
+    if paper not in text_papers():
+        raise ConfigError("kind", f"text: {paper} has no real-text runs (only {', '.join(text_papers())})")
     return config_for(paper, True).sweep_run().with_overrides(list(overrides))
 
 
@@ -127,7 +126,8 @@ def plan(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, seeds
     for c in cells:  # the validation pass: every cell, before any runs
         cfg = type(base).from_dict(c.config, field="grid")
         if kind != "text":
-            check(row.name, cfg, "train" if kind == "train" else "simulate", allow_large=allow_large)
+            check(row.name, cfg, "train" if kind == "train" else "simulate", allow_large=allow_large,
+                  estimator=row.slot("estimate") if row.estimate is not None else None)
     return cells
 
 

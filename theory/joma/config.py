@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ConfigError, check_choice
+from ..limits import F64, Term, field_value
 from ..params import ParamsBase
 
-__all__ = ["PAPER", "SPEC", "KINDS", "ACTIVATIONS", "VARIANTS", "FIG4_MU", "VARIANT_DEFAULTS",
+__all__ = ["estimate", "PAPER", "SPEC", "KINDS", "ACTIVATIONS", "VARIANTS", "FIG4_MU", "VARIANT_DEFAULTS",
            "VARIANT_FIELDS", "JomaConfig", "Config"]
 
 PAPER = "joma"
@@ -230,3 +231,21 @@ class JomaConfig(ParamsBase):
 
 
 Config = JomaConfig
+
+
+def estimate(c, command: str, paths: int) -> list[Term]:
+    """Resource terms of ``command`` for this paper (the paper row's ``estimate`` slot; see
+    :mod:`theory.limits`): the fields that size its arrays and symbolic systems."""
+    Mc, K, N, d, B = (field_value(c, k, 1) for k in ("Mc", "K", "N", "d", "batch"))
+    big_mc = "Mc" if Mc >= d else "d"
+    terms = [Term("memory", 4 * F64 * (N + Mc) * d, big_mc), Term("memory", 4 * F64 * d * K, "d")]
+    if command in ("derive", "simulate", "sde"):
+        terms.append(Term("symbolic_states", Mc * K + K * N + Mc, "Mc" if Mc >= N else "N"))  # block + Theorem 2
+    if command == "sde":
+        terms.append(Term("memory", F64 * paths * (Mc * K + K * N) * max(B, 1) * 4, "Mc"))
+    if command == "train":
+        terms.append(Term("memory", 4 * F64 * B * Mc * d, big_mc))
+        depth, br = field_value(c, "depth", 0), field_value(c, "branching", 1)
+        if getattr(c, "kind", "") == "hblt" or depth > 0:
+            terms.append(Term("memory", F64 * min(br ** min(depth, 400), 1e300) * 8, "depth"))  # tree leaves
+    return terms

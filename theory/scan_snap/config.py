@@ -13,9 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
+from ..limits import F64, Term, field_value
 from ..params import ParamsBase
 
-__all__ = ["PAPER", "SPEC", "ScanSnapConfig", "Config", "ScanSnapTask", "make_task", "VARIANTS"]
+__all__ = ["estimate", "PAPER", "SPEC", "ScanSnapConfig", "Config", "ScanSnapTask", "make_task", "VARIANTS"]
 
 PAPER = "scan-snap"
 SPEC = "papers/scan_snap.md"
@@ -197,3 +198,21 @@ def make_task(config: ScanSnapConfig) -> ScanSnapTask:
     label = (ctx + config.num_last + np.arange(K)) if config.vocab == "code" else np.arange(K)
     return ScanSnapTask(config=config, P=P, query=query, query_index=qi, label=label, dt=dt,
                         common=np.arange(C), M_in=M_in, M_out=config.M_out)
+
+
+def estimate(c, command: str, paths: int) -> list[Term]:
+    """Resource terms of ``command`` for this paper (the paper row's ``estimate`` slot; see
+    :mod:`theory.limits`): the fields that size its arrays and symbolic systems."""
+    U, C = field_value(c, "num_unique_per_next", 1), field_value(c, "num_common", 0)
+    K = field_value(c, "num_last", 1) * field_value(c, "num_next_per_last", 1)
+    M_in = C + K * U + field_value(c, "num_last", 1) + K
+    B, T = field_value(c, "batch", 1), field_value(c, "T", 1)
+    big = "num_common" if C >= K * U else "num_unique_per_next"
+    terms = [Term("memory", 10 * F64 * M_in * M_in, big),  # Y (M_in x M_out), Z (M_in x M_in), task P
+             Term("memory", 2 * F64 * K * M_in, big)]
+    if command in ("derive", "simulate"):
+        terms.append(Term("symbolic_states", 4 * U + 3, "num_unique_per_next"))  # SymmetricLayout
+    if command == "train":
+        terms += [Term("memory", 4 * F64 * B * M_in, "batch" if B > M_in else big),
+                  Term("memory", (2 * F64 * B * T) if getattr(c, "path", "counts") == "sequences" else 0.0, "T")]
+    return terms

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from ..errors import ConfigError, check_choice
+from ..limits import F64, Term, field_value
 from ..params import ParamsBase
 
-__all__ = ["SCBConfig", "SCBTask", "make_task", "stationary_distribution", "initial_parameters",
+__all__ = ["estimate", "SCBConfig", "SCBTask", "make_task", "stationary_distribution", "initial_parameters",
            "VARIANTS", "VARIANT_SETTINGS", "check_variant_settings"]
 
 #: Training variants (empirical.scb): preconditioned proximal SGD, plain SGD, softmax attention.
@@ -225,3 +226,18 @@ def initial_parameters(config: SCBConfig, task: SCBTask) -> tuple[np.ndarray, np
     return V0, A0
 
 
+def estimate(c, command: str, paths: int) -> list[Term]:
+    """Resource terms of ``command`` for this paper (the paper row's ``estimate`` slot; see
+    :mod:`theory.limits`): the fields that size its arrays and symbolic systems."""
+    N, T, B = field_value(c, "N", 3), field_value(c, "T", 16), field_value(c, "batch", 1)
+    terms = [Term("memory", 6 * F64 * N * N, "N")]  # P, P_tilde, Sigma, ... (N x N)
+    if command == "derive":
+        terms.append(Term("symbolic_states", 2 + 2 * N, "N"))  # general_system(N): 2 + 2N
+    if command == "train":
+        terms += [Term("memory", 4 * F64 * B * T, "batch" if B > T else "T"),  # tokens, gathers
+                  Term("memory", 3 * F64 * B * N, "batch" if B > N else "N"),  # predictions, one-hots
+                  Term("memory", 2 * F64 * T * N, "T" if T > N else "N")]      # A (T x N) and grads
+    if command == "sde":  # the full (V, A) space, noise estimated from 64 Monte-Carlo samples
+        dim = N * N + T * N
+        terms.append(Term("memory", F64 * paths * dim * 64 * 2, "N" if N > T else "T"))
+    return terms

@@ -14,9 +14,10 @@ import math
 from dataclasses import dataclass
 
 from ..errors import ConfigError, check_choice
+from ..limits import F64, Term, field_value
 from ..params import ParamsBase
 
-__all__ = ["PAPER", "SPEC", "KEY_VARIANTS", "VARIANTS", "TopicConfig", "Config", "VARIANT_SETTINGS"]
+__all__ = ["estimate", "PAPER", "SPEC", "KEY_VARIANTS", "VARIANTS", "TopicConfig", "Config", "VARIANT_SETTINGS"]
 
 PAPER = "topic"
 SPEC = "papers/topic.md"
@@ -163,3 +164,15 @@ class TopicConfig(ParamsBase):
 
 
 Config = TopicConfig
+
+
+def estimate(c, command: str, paths: int) -> list[Term]:
+    """Resource terms of ``command`` for this paper (the paper row's ``estimate`` slot; see
+    :mod:`theory.limits`): the fields that size its arrays and symbolic systems."""
+    D = field_value(c, "T", 10) * field_value(c, "v", 10) + 4  # vocabulary (+ MASK and the code's specials)
+    n_tok, B = max(field_value(c, "N", 1), field_value(c, "N_max", 0)), field_value(c, "batch", 1)
+    terms = [Term("memory", 4 * F64 * D * D, "v" if field_value(c, "v") > field_value(c, "T") else "T")]
+    if command == "train":
+        terms += [Term("memory", 3 * F64 * B * n_tok * D, "N" if n_tok > B else "batch"),
+                  Term("memory", F64 * field_value(c, "n_docs") * n_tok, "n_docs")]
+    return terms
