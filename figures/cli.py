@@ -381,11 +381,10 @@ def figures(paper, quick, outdir, device, corpus, workers, store, ray_address):
 
 
 def _figures(row, quick, outdir, device):
-    from .core import OUT_DIR
+    from .core import OUT_DIR, make_figures
 
     out = Path(outdir) if outdir else OUT_DIR / row.module
-    out.mkdir(parents=True, exist_ok=True)
-    for p in row.slot("figures")(out, quick=quick, device=device):
+    for p in make_figures(row.name, out, quick=quick, device=device):
         click.echo(f"wrote {p}")
 
 
