@@ -167,7 +167,7 @@ register(Paper(
     compare="figures.topic:compare",
     figures="figures.topic:make_figures",
     estimate="theory.topic.config:estimate",
-    text="empirical.realtext:TopicTextConfig",  # LDA topics and embedding/attention ratios on WikiText-2
+    text="empirical.topic.text:TopicTextConfig",  # LDA topics and embedding/attention ratios on WikiText-2
     variants=("stage1", "joint", "attention", "embedding"),
     missing={"sde": "the topic paper's theory is a population gradient flow; no minibatch SDE is specified"},
 ))
