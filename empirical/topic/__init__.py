@@ -3,6 +3,7 @@ one-layer transformer of §2 and the observables of §6. Modules, read in this o
 
 * :mod:`.data` — vocabulary layouts, documents (tau-topic model, LDA), masking;
 * :mod:`.model` — :class:`TopicTransformer`, the loss on selected positions, attention statistics;
+* :mod:`.update` — the update rule (SGD or Adam, optax-style ``init``/``update`` with ``xp=``);
 * :mod:`.experiment` — :class:`TopicExperiment`, :func:`train`, :func:`run` (the row's ``train`` slot);
 * :mod:`.text` — the real-text protocol (WikiText-2 LDA topics and same/different-topic ratios;
   the row's ``text`` slot), imported on its own (``empirical.topic.text``).

@@ -19,6 +19,7 @@ from theory.topic import PAPER, VARIANTS, TopicConfig, reduced_coordinates
 
 from ..trainer import ModuleState, Trainer
 from .data import DocumentSampler, mask_batch, vocabulary
+from . import update
 from .model import TopicTransformer, attention_statistics, loss_on_selected
 
 __all__ = ["TopicExperiment", "train", "run", "VARIANTS"]
@@ -58,9 +59,8 @@ class TopicExperiment(ModuleState):
         self.device = device
         self.sampler = DocumentSampler(c, self.vocab, seed)
         self.mask_rng = np.random.default_rng(seed + 1)
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        self.opt = (torch.optim.SGD(params, lr=c.lr) if c.optimizer == "sgd"
-                    else torch.optim.Adam(params, lr=c.lr))
+        self.trained = {n: p for n, p in self.model.named_parameters() if p.requires_grad}
+        self.update_state = update.init(self.trained, config=c, xp=torch)
         self.dataset = None
         if c.n_docs:
             tok, val = self.sampler.sample(c.n_docs)
@@ -86,25 +86,31 @@ class TopicExperiment(ModuleState):
         return as_t(masked), as_t(key_ok), as_t(tok), as_t(sel)
 
     def state_dict(self) -> dict:
-        """Model and optimiser (:class:`ModuleState`) plus the data and masking RNG states, so a
-        resumed run draws the same batches."""
-        return {**super().state_dict(), "sampler_rng": self.sampler.rng.bit_generator.state,
+        """Model (:class:`ModuleState`), the update rule's state, and the data and masking RNG
+        states, so a resumed run draws the same batches."""
+        return {**super().state_dict(), "update": self.update_state, "sampler_rng": self.sampler.rng.bit_generator.state,
                 "mask_rng": self.mask_rng.bit_generator.state}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
+        self.update_state = state["update"]
         self.sampler.rng.bit_generator.state = state["sampler_rng"]
         self.mask_rng.bit_generator.state = state["mask_rng"]
 
     def step(self, step: int) -> dict[str, float]:
         masked, key_ok, labels, sel = self.batch()
-        self.opt.zero_grad(set_to_none=True)
+        self.model.zero_grad(set_to_none=True)
         loss = loss_on_selected(self.model(masked, key_ok), labels, sel, self.config.loss)
         total = loss
         if self.config.lam > 0 and isinstance(self.model.W_V, nn.Parameter):
             total = loss + self.config.lam * (self.model.W_V**2).sum()  # gradient-carrying (§7 bug 1 fixed)
         total.backward()
-        self.opt.step()
+        with torch.no_grad():  # the paper's update rule (update.py), applied to the module's tensors
+            new, self.update_state = update.update({n: p.grad for n, p in self.trained.items()}, self.update_state,
+                                                   {n: p.detach() for n, p in self.trained.items()},
+                                                   config=self.config, xp=torch)
+            for n, p in self.trained.items():
+                p.copy_(new[n])
         return {"loss": float(loss.detach())}
 
     def value_like_matrix(self) -> np.ndarray:
