@@ -41,7 +41,7 @@ from theory import topic as th
 from .core import agreement, finish_figure, overlay, save_table
 from .report import Claim, Observable, Report
 
-__all__ = ["STAGE1_QUICK", "STAGE1_FULL", "JOINT_QUICK", "JOINT_FULL", "TABLE_BASE", "TABLE_ROWS", "TOLERANCE",
+__all__ = ["TABLE_ROWS", "TOLERANCE",
            "stage1_comparison", "two_stage_run", "onset_tolerance", "attention_table", "gamma_star_grid",
            "compare", "fig_topic_mode", "fig_value_heatmap", "fig_two_stage", "fig_attention_table",
            "fig_gamma_star", "make_figures"]
@@ -49,21 +49,7 @@ __all__ = ["STAGE1_QUICK", "STAGE1_FULL", "JOINT_QUICK", "JOINT_FULL", "TABLE_BA
 #: Acceptance: rel_l2 of the topic mode vs the ODE, and |final/theory - 1| of the block statistic.
 TOLERANCE = 0.05
 
-# Stage 1 inside the theory's assumptions: squared loss, uniform attention, one-hot, long
-# documents (N -> inf), plain SGD with a small learning rate (discrete steps ~ gradient flow).
-STAGE1_QUICK = th.TopicConfig(T=5, v=4, tau=2, N=200, batch=32, lr=0.5, steps=600, log_every=20)
-STAGE1_FULL = th.TopicConfig(T=10, v=10, tau=2, N=1000, batch=128, lr=0.5, steps=3000, log_every=50)
-
-# Two stages: code key mask (no own-position leakage at finite N), larger p_c so that the
-# stage-2 gradient is not tiny, K/Q dimension = vocabulary size.
-JOINT_QUICK = th.TopicConfig(T=3, v=2, tau=2, p_m=0.3, p_c=0.5, p_r=0.3, keys="code", N=48, batch=16, lr=0.5,
-                             steps=1200, log_every=20, init_scale=0.01, kq_init_scale=0.01)
-JOINT_FULL = JOINT_QUICK.replace(N=128, batch=32, steps=3000)
-
-# The paper's attention table setting (spec §5.6): official LDA data, code vocabulary and masking.
-TABLE_BASE = th.TopicConfig(T=10, v=10, data="lda", alpha=0.1, N=100, N_max=150, vocab="code", keys="code",
-                            random_ids="all", loss="ce", p_m=0.15, p_c=0.1, p_r=0.1, batch=40,
-                            init_scale=1 / math.sqrt(3 * 104), masking="static", n_docs=10_000)
+#: the rows of the paper's attention table (spec §5.6): (optimiser, learning rate)
 TABLE_ROWS = (("adam", 0.003), ("adam", 0.01), ("adam", 0.03), ("sgd", 0.01), ("sgd", 0.03))
 #: SGD on the CE value update is guaranteed stable only for lr < 2 / lambda_max with lambda_max <=
 #: (1 + ||x_bar||^2)/2 <= 1 (softmax Hessian <= 1/2): a rescaled lr above 2 is not run.
@@ -84,8 +70,8 @@ def stage1_comparison(quick: bool = True, device: str = "auto", config: th.Topic
     """Train the stage-1 network and solve the derived ODE on the Trainer's grid. Returns a dict
     with ``ode``, ``traj``, ``experiment``, ``rel_l2`` per observable and the block statistic.
     Cached per process (same arguments, same seed: same numbers), so compare and figures share it."""
-    cfg = config or (STAGE1_QUICK if quick else STAGE1_FULL)
-    traj, exp = emp.train(cfg, variant="stage1", device=device)
+    cfg = config or th.TopicConfig.preset("stage1", quick)
+    traj, exp = emp.train(cfg, device=device)
     ode = sim.solve(th.problem(cfg), backend="scipy")
     rel = agreement(ode, traj, ["topic_mode", "block_difference"])
     theory_final = _closed_forms(cfg)["block_difference_optimum"]
@@ -153,8 +139,8 @@ def two_stage_check(traj) -> dict[str, float]:
 @lru_cache(maxsize=4)
 def two_stage_run(quick: bool = True, device: str = "auto", config: th.TopicConfig | None = None):
     """Joint training from small init. Returns ``(trajectory, prediction, check)`` (cached per process)."""
-    cfg = config or (JOINT_QUICK if quick else JOINT_FULL)
-    traj, _ = emp.train(cfg, variant="joint", device=device)
+    cfg = config or th.TopicConfig.preset("two_stage", quick)
+    traj, _ = emp.train(cfg, device=device)
     pred = predicted_onset(cfg)
     check = two_stage_check(traj)
     tol = onset_tolerance(cfg, pred["escape_rate"], pred["d_a"])
@@ -203,8 +189,7 @@ def attention_table(quick: bool = True, device: str = "auto", steps: int | None 
     attentions, ``gamma_hat`` and ``gamma*`` of the code variant (``1 + T p_c/p_r``). An SGD row
     whose predicted onset exceeds the step budget is rescaled to ``lr * onset/budget`` when that
     stays below :data:`SGD_STABLE_LR`, and dropped with the reason otherwise."""
-    n = steps or (40 if quick else 5000)
-    base = TABLE_BASE.replace(steps=n, log_every=n, n_docs=200 if quick else 10_000, batch=8 if quick else 40)
+    base = th.TopicConfig.preset("attention_table", quick, **({"steps": steps, "log_every": steps} if steps else {}))
     gamma_star = 1 + base.T * base.p_c / base.p_r
     rows = []
     for opt, lr in TABLE_ROWS:
@@ -212,7 +197,7 @@ def attention_table(quick: bool = True, device: str = "auto", steps: int | None 
         rows.append(row)
         if row["dropped"]:
             continue
-        traj, _ = emp.train(cfg, variant="joint", device=device, attention_docs=20 if quick else 500)
+        traj, _ = emp.train(cfg, device=device, attention_docs=20 if quick else 500)
         a = traj.attrs
         moved = bool(abs(a["gamma_hat"] - 1) > 0.01)
         row.update({"same_word": a["attention_same_word"], "same_topic_other_word": a["attention_same_topic_other_word"],
@@ -240,7 +225,7 @@ def gamma_star_grid(quick: bool = True) -> list[dict]:
         for tau_ in ((1, 2, 3) if quick else (1, 2, 3, 4, 5)):
             if tau_ >= T_:
                 continue
-            cfg = th.TopicConfig(T=T_, v=5 if quick else 10, tau=tau_)
+            cfg = th.TopicConfig.preset("gamma_star", quick, T=T_, tau=tau_)
             rows.append({"T": T_, "tau": tau_, "gamma_star": th.stage2_optimum(cfg)["gamma"],
                          "gamma_star_code": 1 + T_ * cfg.p_c / cfg.p_r})
     return rows
@@ -281,7 +266,7 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
     """`tdyn compare topic`: stage-1 agreement (observables) and the paper's claims (joint run)."""
     st = stage1_comparison(quick=quick, device=device)
     traj, pred, check = two_stage_run(quick=quick, device=device)
-    c1, cj = st["config"], (JOINT_QUICK if quick else JOINT_FULL)
+    c1, cj = st["config"], th.TopicConfig.preset("two_stage", quick)
     regime1 = (f"stage 1: squared loss, uniform attention, one-hot, T={c1.T} v={c1.v} tau={c1.tau} N={c1.N} "
                f"batch={c1.batch} SGD lr={c1.lr} steps={c1.steps}, keys={c1.keys}")
     regime2 = (f"joint K/Q/V from init {cj.kq_scale:g}: squared loss, code keys, T={cj.T} v={cj.v} tau={cj.tau} "

@@ -14,7 +14,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from theory.errors import check_choice
 from theory.topic import PAPER, VARIANTS, TopicConfig, reduced_coordinates
 
 from ..trainer import ModuleState, Trainer
@@ -30,8 +29,8 @@ __all__ = ["TopicExperiment", "train", "run", "VARIANTS"]
 # ------------------------------------------------------------------------------------------------
 @dataclass
 class TopicExperiment(ModuleState):
-    """One training run. ``variant`` picks the freeze pattern on top of ``config``
-    (:meth:`TopicConfig.for_variant`; a setting the variant would ignore is a ConfigError):
+    """One training run of ``config``; ``config.variant`` picks the freeze pattern
+    (:data:`theory.topic.TopicConfig.VARIANTS`):
 
     * ``stage1``: uniform attention, one-hot, W_V trained (the stage-1 theorem setting);
     * ``joint``: W_K, W_Q, W_V trained together from small init (two stages, spec §3.4);
@@ -40,15 +39,12 @@ class TopicExperiment(ModuleState):
     """
 
     config: TopicConfig
-    variant: str = "stage1"
     dtype: torch.dtype = torch.float64
     paper: str = PAPER
     name: str = field(init=False)
 
     def __post_init__(self):
-        check_choice("variant", self.variant, VARIANTS)
-        self.config = self.config.for_variant(self.variant)
-        self.name = self.variant
+        self.name = self.config.variant
         self.vocab = vocabulary(self.config)
 
     def setup(self, device, generator):
@@ -117,7 +113,7 @@ class TopicExperiment(ModuleState):
         """``W_V`` (one-hot) or ``E = W_E^T W_E`` (embedding setting) as numpy."""
         m = self.model
         with torch.no_grad():
-            M = m.W_E.T @ m.W_E if self.variant == "embedding" else m.W_V
+            M = m.W_E.T @ m.W_E if self.config.variant == "embedding" else m.W_V
             return M.detach().cpu().numpy().astype(np.float64)
 
     def observables(self) -> dict[str, float]:
@@ -128,27 +124,32 @@ class TopicExperiment(ModuleState):
         red = reduced_coordinates(self.value_like_matrix(), m.b.detach().cpu().numpy(), self.vocab.topic_of,
                                   mask_id=self.vocab.mask)
         obs.update(red)
-        if self.variant in ("joint", "attention"):
+        if self.config.variant in ("joint", "attention"):
             tok, val = self.eval_docs
             st = attention_statistics(m, tok, val, self.vocab, self.config.v)
             obs["gamma_hat"] = st["gamma_hat"]
         return obs
 
-
     def parameters_info(self) -> dict[str, Any]:
-        return {**self.config.to_dict(), "variant": self.variant, "D": self.vocab.size,
-                "d_a": self.model.d_a, "dtype": str(self.dtype)}
+        """Derived quantities only (the config is recorded once, by the Trainer): the vocabulary
+        size ``D``, the K/Q dimension in use and the dtype."""
+        return {"D": self.vocab.size, "d_a": self.model.d_a, "dtype": str(self.dtype)}
 
 
+def _with_variant(config: TopicConfig, variant: str | None) -> TopicConfig:
+    """``config`` with ``variant`` (None: its own), validated by the variant mechanism."""
+    return config if variant is None or variant == config.variant else config.replace(variant=variant)
 
 
-def train(config: TopicConfig, *, variant: str = "stage1", device: str = "auto", seed: int | None = None,
+def train(config: TopicConfig, *, variant: str | None = None, device: str = "auto", seed: int | None = None,
           progress: bool = False, attention_docs: int = 100, checkpoint=None, checkpoint_every: int = 0,
           resume: bool = False):
     """Train one network, logged at ``config.log_steps()``; returns ``(trajectory, experiment)``.
-    With trained attention the final attention statistics (``attention_docs`` held-out unmasked
-    documents) go into the attrs."""
-    exp = TopicExperiment(config, variant=variant)
+    ``variant`` (None: ``config.variant``) replaces the config's variant. With trained attention
+    the final attention statistics (``attention_docs`` held-out unmasked documents) go into the
+    attrs."""
+    config = _with_variant(config, variant)
+    exp = TopicExperiment(config)
     seed = config.seed if seed is None else seed
     trainer = Trainer(device=device, seed=seed, progress=progress, checkpoint=checkpoint,
                       checkpoint_every=checkpoint_every, resume=resume)
@@ -162,7 +163,8 @@ def train(config: TopicConfig, *, variant: str = "stage1", device: str = "auto",
 
 def run(config: TopicConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False,
         checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
-    """`tdyn train topic`: one run (``variant`` default ``stage1``), returns the trajectory."""
-    traj, _ = train(config, variant=variant or "stage1", device=device, progress=progress,
+    """`tdyn train topic`: one run of ``config`` (``variant``, the CLI's ``--variant``, replaces
+    ``config.variant`` when given), returns the trajectory."""
+    traj, _ = train(config, variant=variant, device=device, progress=progress,
                     checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
     return traj

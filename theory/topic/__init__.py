@@ -17,7 +17,7 @@ No ``sde`` module yet (the paper row's ``missing`` says why).
 Float64 throughout.
 """
 
-from .config import KEY_VARIANTS, PAPER, SPEC, VARIANT_SETTINGS, VARIANTS, Config, TopicConfig
+from .config import KEY_VARIANTS, PAPER, SPEC, VARIANTS, Config, TopicConfig
 from .derive import (STAGE1_PARAMETERS, STAGE1_STATE, A, B, C, T, b_M, b_w, chain_rule, context_frequencies,
                      e_2, eigen_coordinates, embedding_system, embedding_topic_mode, eta, headline_block_difference,
                      kappa, lam, m, multiplicities, numeric_subs, omega_1, omega_2, omega_3, p_c, p_m, p_r, r, s,
@@ -33,7 +33,7 @@ from .problem import (SOLVE_OPTIONS, problem, stage2_parameters, system_paramete
 
 __all__ = [
     # config
-    "PAPER", "SPEC", "KEY_VARIANTS", "VARIANTS", "VARIANT_SETTINGS", "TopicConfig", "Config",
+    "PAPER", "SPEC", "KEY_VARIANTS", "VARIANTS", "TopicConfig", "Config",
     # symbols
     "T", "v", "tau", "p_m", "p_c", "p_r", "lam", "eta", "A", "B", "C", "m", "r", "s", "b_w", "b_M",
     "omega_1", "omega_2", "omega_3", "e_2", "t_sym", "s1", "s2", "s3", "s_Mw", "s_wM", "s_MM",

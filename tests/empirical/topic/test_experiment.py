@@ -1,5 +1,5 @@
-"""empirical.topic.experiment: the variants' settings, and the embedding variant's trained topic
-mode against the derived logistic flow."""
+"""empirical.topic.experiment: the train slot's variant keyword, and the embedding variant's
+trained topic mode against the derived logistic flow."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from empirical import topic as emp
 from theory import topic as th
 
 
-def test_a_setting_the_variant_ignores_is_refused():
-    from theory import ConfigError
-
-    for variant, change in (("stage1", dict(attention="trained")), ("stage1", dict(kq_init_scale=0.1)),
-                            ("embedding", dict(value="block")), ("attention", dict(lam=0.1))):
-        with pytest.raises(ConfigError, match=next(iter(change))):
-            emp.TopicExperiment(th.TopicConfig(**change), variant=variant)
-    # the settings a variant reads pass through
-    assert emp.TopicExperiment(th.TopicConfig(kq_init_scale=0.1), variant="joint").config.kq_scale == 0.1
-    assert emp.TopicExperiment(th.TopicConfig(value="identity"), variant="attention").config.value == "identity"
+def test_the_variant_keyword_replaces_the_configs_variant():
+    """The train slot's ``variant=`` (the CLI's ``--variant``) is the config's variant field: the
+    run is the one of ``config.replace(variant=...)``; without it, ``config.variant`` runs."""
+    cfg = th.TopicConfig(T=3, v=2, N=12, batch=4, steps=2, log_every=1, init_scale=0.01)
+    traj = emp.run(cfg, variant="joint", device="cpu", progress=False)
+    assert traj.attrs["system"] == "joint" and float(traj["norm_W_K"].values[0]) > 0
+    assert emp.run(cfg.replace(variant="joint"), device="cpu", progress=False)["norm_W_K"].values.tolist() == \
+        traj["norm_W_K"].values.tolist()
+    assert emp.run(cfg, device="cpu", progress=False).attrs["system"] == "stage1"
+    assert emp.TopicExperiment(th.TopicConfig(variant="attention")).config.value == "block"
 
 
 def test_embedding_topic_mode_follows_logistic_flow():
@@ -29,9 +29,9 @@ def test_embedding_topic_mode_follows_logistic_flow():
     import simulate as sim
     from figures.core import agreement
 
-    cfg = th.TopicConfig(T=5, v=4, tau=2, N=200, batch=32, lr=0.1, steps=600, log_every=20, init_scale=0.3,
-                         embedding_init="identity")
-    traj, _ = emp.train(cfg, variant="embedding", device="cpu")
+    cfg = th.TopicConfig(variant="embedding", T=5, v=4, tau=2, N=200, batch=32, lr=0.1, steps=600, log_every=20,
+                         init_scale=0.3, embedding_init="identity")
+    traj, _ = emp.train(cfg, device="cpu")
     e0 = float(traj["topic_mode"].values[0])
     assert e0 == pytest.approx(0.09, abs=1e-12)
     ode = sim.solve(th.embedding_system("theory"), th.system_parameters(cfg), [e0], cfg.ode_times(), backend="scipy")

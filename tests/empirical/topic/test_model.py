@@ -12,11 +12,12 @@ from theory import topic as th
 
 
 def test_uniform_path_equals_general_attention_with_zero_kq():
-    cfg = th.TopicConfig(T=4, v=3, tau=2, N=20, init_scale=0.3, kq_init_scale=0.0)
+    cfg = th.TopicConfig(T=4, v=3, tau=2, N=20, init_scale=0.3)  # stage1: uniform attention
     voc = emp.vocabulary(cfg)
     g = torch.Generator().manual_seed(0)
-    uni = emp.TopicTransformer(cfg.replace(attention="uniform"), voc, g)
-    gen = emp.TopicTransformer(cfg.replace(attention="trained"), voc, torch.Generator().manual_seed(0))
+    uni = emp.TopicTransformer(cfg, voc, g)
+    gen = emp.TopicTransformer(cfg.replace(variant="joint", kq_init_scale=0.0), voc, torch.Generator().manual_seed(0))
+    assert (uni.uniform, gen.uniform) == (True, False)
     gen.W_V.data.copy_(uni.W_V.data)
     tok, val = emp.DocumentSampler(cfg, voc, 0).sample(5)
     masked, sel = emp.mask_batch(tok, val, cfg, voc, np.random.default_rng(0))
@@ -28,7 +29,8 @@ def test_uniform_path_equals_general_attention_with_zero_kq():
 def test_attention_statistics_uniform_and_planted():
     """Uniform attention: every statistic is 1/L (spec §5.8). A planted block attention gives the
     exact planted averages (topics from (id-4)//v, specials excluded)."""
-    cfg = th.TopicConfig(T=10, v=10, data="lda", N=100, N_max=150, vocab="code", attention="trained", kq_init_scale=0.0)
+    cfg = th.TopicConfig(variant="joint", T=10, v=10, data="lda", N=100, N_max=150, vocab="code", kq_init_scale=0.0)
+    assert cfg.attention == "trained"
     voc = emp.vocabulary(cfg)
     model = emp.TopicTransformer(cfg, voc, torch.Generator().manual_seed(0))
     tok, val = emp.DocumentSampler(cfg, voc, 0).sample(6)

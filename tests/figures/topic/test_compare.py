@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 
 from figures import topic as ft
+from theory import topic as th
+
+STAGE1, JOINT = th.TopicConfig.preset("stage1"), th.TopicConfig.preset("two_stage")
 
 
 def test_stage1_trained_matches_ode():
@@ -14,22 +17,22 @@ def test_stage1_trained_matches_ode():
     st = ft.stage1_comparison(quick=True, device="cpu")
     assert st["rel_l2"]["topic_mode"] <= 0.05
     assert abs(st["block_difference"]["rel_error"]) <= 0.05
-    a = 1 - (1 - ft.STAGE1_QUICK.p_c) * ft.STAGE1_QUICK.p_m
-    assert st["block_difference"]["theory_optimum"] == pytest.approx(1 / (ft.STAGE1_QUICK.v * a), rel=1e-12)
+    a = 1 - (1 - STAGE1.p_c) * STAGE1.p_m
+    assert st["block_difference"]["theory_optimum"] == pytest.approx(1 / (STAGE1.v * a), rel=1e-12)
     # logged exactly at the config's steps, on the config's ODE times
-    np.testing.assert_array_equal(st["traj"]["step"].values, ft.STAGE1_QUICK.log_steps())
-    np.testing.assert_array_equal(st["traj"]["time"].values, ft.STAGE1_QUICK.ode_times())
+    np.testing.assert_array_equal(st["traj"]["step"].values, STAGE1.log_steps())
+    np.testing.assert_array_equal(st["traj"]["time"].values, STAGE1.ode_times())
     # the heat-map is block-wise: every same-topic entry above every different-topic entry
     W = st["experiment"].value_like_matrix()[:-1, :-1]
-    top = np.repeat(np.arange(ft.STAGE1_QUICK.T), ft.STAGE1_QUICK.v)
+    top = np.repeat(np.arange(STAGE1.T), STAGE1.v)
     same = top[:, None] == top[None, :]
     assert W[same].min() > W[~same].max()
 
 
 def test_onset_tolerance_is_derived_from_the_escape_rate():
     """The tolerance terms: one logging interval, |ln sqrt(d_a/2)|/rho and 1/rho (independent
-    arithmetic on the spec's quantities, JOINT_QUICK sizes: d_a = D = 7)."""
-    cfg = ft.JOINT_QUICK
+    arithmetic on the spec's quantities, the two_stage preset's sizes: d_a = D = 7)."""
+    cfg = JOINT
     rho = cfg.lr * 0.03125 / np.sqrt(7)
     tol = ft.onset_tolerance(cfg, rho, 7)
     assert tol["logging"] == cfg.log_every
@@ -44,7 +47,7 @@ def test_joint_training_shows_two_stages_and_topic_attention():
     traj, pred, check = ft.two_stage_run(quick=True, device="cpu")
     assert check["two_stages"], check
     # escape rate of the code variant in closed form (spec §3.6): 2 p_c (tau-1)/(tau^2 v) / ((T-1) v)
-    c = ft.JOINT_QUICK
+    c = JOINT
     assert pred["sigma_max"] == pytest.approx(2 * c.p_c * (c.tau - 1) / (c.tau**2 * c.v) / ((c.T - 1) * c.v), rel=1e-9)
     assert abs(check["onset_measured"] - check["onset_predicted"]) <= check["onset_tolerance"], check
     assert check["onset_tolerance"] < 0.5 * check["onset_predicted"]  # tighter than the old factor-2 window
@@ -81,7 +84,7 @@ def test_compare_report_claims():
 def test_sgd_table_rows_beyond_budget_are_dropped_with_the_reason():
     """Spec §3.6: the SGD rows' escape (sigma_max ~ 5.6e-5, d_a = 104) needs ~1e7 steps: far past a
     5000-step budget at any stable learning rate, so the rows are dropped with the numbers."""
-    base = ft.TABLE_BASE.replace(steps=5000, log_every=5000)
+    base = th.TopicConfig.preset("attention_table", quick=False)
     cfg, row = ft.plan_row(base.replace(optimizer="sgd", lr=0.01))
     sig = 2 * base.p_c * (base.tau - 1) / (base.tau**2 * base.v) / ((base.T - 1) * base.v)  # closed form, code keys
     t2 = np.sqrt(104) * np.log(1 / base.kq_scale) / (0.01 * sig)
