@@ -165,7 +165,7 @@ register(Paper(
     sde=None,
     train="empirical.topic:run",
     compare="figures.topic:compare",
-    figures="figures.topic:make_figures",
+    figures="figures.topic.figures:FIGURES",
     estimate="theory.topic.config:estimate",
     text="empirical.topic.text:TopicTextConfig",  # LDA topics and embedding/attention ratios on WikiText-2
     variants=("stage1", "joint", "attention", "embedding"),

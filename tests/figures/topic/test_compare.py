@@ -1,4 +1,5 @@
-"""figures.topic: the trained networks against the theory (acceptance 2-4) and the compare report."""
+"""figures.topic.compare: the trained networks against the theory (acceptance 2-4), the attention
+table's plan and the compare report."""
 
 from __future__ import annotations
 
@@ -27,17 +28,6 @@ def test_stage1_trained_matches_ode():
     top = np.repeat(np.arange(STAGE1.T), STAGE1.v)
     same = top[:, None] == top[None, :]
     assert W[same].min() > W[~same].max()
-
-
-def test_onset_tolerance_is_derived_from_the_escape_rate():
-    """The tolerance terms: one logging interval, |ln sqrt(d_a/2)|/rho and 1/rho (independent
-    arithmetic on the spec's quantities, the two_stage preset's sizes: d_a = D = 7)."""
-    cfg = JOINT
-    rho = cfg.lr * 0.03125 / np.sqrt(7)
-    tol = ft.onset_tolerance(cfg, rho, 7)
-    assert tol["logging"] == cfg.log_every
-    assert tol["initial_amplitude"] == pytest.approx(0.5 * np.log(3.5) / rho, rel=1e-12)
-    assert tol["total"] == pytest.approx(cfg.log_every + (0.5 * np.log(3.5) + 1) / rho, rel=1e-12)
 
 
 def test_joint_training_shows_two_stages_and_topic_attention():
@@ -79,6 +69,15 @@ def test_compare_report_claims():
     assert onset["tolerance"] == pytest.approx(onset["tol_logging"] + onset["tol_initial_amplitude"]
                                                + onset["tol_linearisation"], rel=1e-12)
     assert rep.observable("topic_mode").rel_l2 <= 0.05 and rep.passed
+    # where agreement breaks: Break rows (one shape for every paper), the numbers of the runs
+    from figures.report import BREAK_KEYS
+
+    breaks = doc["where_agreement_breaks"]
+    assert [b["factor"] for b in breaks] == ["finite N", "joint training after the onset"]
+    assert all(tuple(b) == BREAK_KEYS for b in breaks)
+    st = ft.stage1_comparison(quick=True, device="cpu")
+    assert breaks[0]["setting"]["within_topic_mode_trained"] == st["traj"]["within_topic_mode"].values[-1]
+    assert breaks[1]["setting"]["gamma_hat"] == rep.claim("attention_prefers_same_topic").evidence["gamma_hat"]
 
 
 def test_sgd_table_rows_beyond_budget_are_dropped_with_the_reason():
