@@ -15,8 +15,8 @@ bit-identical resume), and the configurations of the three papers' protocols.
   ``experiment.snapshots[step]``.
 * :func:`text_cell` — one run as a sweep cell (:mod:`empirical.sweeps`): the protocols run their
   grids of runs through the sweep runner (result store, resume, local processes or Ray).
-* The three papers' protocols (configs with ``quick()`` / ``full()`` presets and their runners)
-  are in :mod:`empirical.realtext`.
+* The papers' protocols (configs with ``quick()`` / ``full()`` presets and their runners) are
+  the paper rows' ``text`` slots (:mod:`empirical.realtext`, :mod:`empirical.topic.text`).
 
 Time: there is no reduced ODE for real text, so ``ode_time(step) = step`` (unit: one minibatch).
 Float32 throughout (torch defaults).

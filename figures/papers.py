@@ -165,9 +165,9 @@ register(Paper(
     sde=None,
     train="empirical.topic:run",
     compare="figures.topic:compare",
-    figures="figures.topic:make_figures",
+    figures="figures.topic.figures:FIGURES",
     estimate="theory.topic.config:estimate",
-    text="empirical.realtext:TopicTextConfig",  # LDA topics and embedding/attention ratios on WikiText-2
+    text="empirical.topic.text:TopicTextConfig",  # LDA topics and embedding/attention ratios on WikiText-2
     variants=("stage1", "joint", "attention", "embedding"),
     missing={"sde": "the topic paper's theory is a population gradient flow; no minibatch SDE is specified"},
 ))

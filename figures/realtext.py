@@ -1,4 +1,5 @@
-"""Real-text figures, CSVs and claims of Scan & Snap, JoMA and Topic (issue 10).
+"""Real-text figures, CSVs and claims of Scan & Snap and JoMA, and the machinery every paper's
+real-text figures share (issue 10; Topic's are in :mod:`figures.topic.text`).
 
 :func:`make_realtext_figures` writes ``figures/out/<paper>/wikitext_*.png`` and ``wikitext_*.csv``;
 :func:`claims_for` decides the papers' real-text claims from the same runs (each protocol runs at
@@ -30,7 +31,7 @@ from .sweep import sweep_settings, using_sweep  # noqa: E402,F401  (using_sweep:
 
 __all__ = ["make_realtext_figures", "claims_for", "corpus_available", "paper_realtext_figures",
            "paper_realtext_claims", "results", "config_for", "fig_scan_snap_maps",
-           "fig_scan_snap_entropy_vs_lr", "fig_joma_entropy", "fig_joma_lr_sweep", "fig_topic_ratios",
+           "fig_scan_snap_entropy_vs_lr", "fig_joma_entropy", "fig_joma_lr_sweep", "runs_dir", "text_regime",
            "using_sweep", "RUNS_DIR", "DROP_BOUNCE_NATS", "STABLE_RANK_REL"]
 
 #: a layer "drops then bounces" when its entropy falls at least this far below the start and
@@ -62,7 +63,8 @@ _CACHE: dict[tuple, dict[str, Any]] = {}
 RUNS_DIR = "wikitext_runs"
 
 
-def _runs_dir(outdir) -> Path | None:
+def runs_dir(outdir) -> Path | None:
+    """The default store of a figure's runs: :data:`RUNS_DIR` under its outdir (None: none)."""
     return None if outdir is None else Path(outdir) / RUNS_DIR
 
 
@@ -99,7 +101,7 @@ def _long(traj, **keys) -> pd.DataFrame:
 def fig_scan_snap_maps(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
     """Fig. 7: lowest-layer attention maps (batch element 0 of training chunk 101) per model and
     logged step; the table has each map's entropy and its Frobenius change since the previous one."""
-    res = results("scan-snap", quick, device, corpus, store=_runs_dir(outdir))
+    res = results("scan-snap", quick, device, corpus, store=runs_dir(outdir))
     maps = res["maps"]
     layers = sorted(maps)
     steps = sorted(next(iter(maps.values())))
@@ -124,7 +126,7 @@ def fig_scan_snap_maps(outdir, quick: bool = True, *, device: str = "auto", corp
 
 def fig_scan_snap_entropy_vs_lr(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
     """Fig. 10: validation attention entropy of 1-layer models vs SGD learning rate, mean +- 1 std over seeds."""
-    res = results("scan-snap", quick, device, corpus, store=_runs_dir(outdir))
+    res = results("scan-snap", quick, device, corpus, store=runs_dir(outdir))
     df = res["sweep"]
     g = df.groupby("lr")["entropy"].agg(["mean", "std"]).reset_index()
     fig, ax = plt.subplots(figsize=(4.2, 3.2))
@@ -161,14 +163,14 @@ def _layer_panels(trajs: dict, title, outdir, name):
 def fig_joma_entropy(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
     """Fig. 6: per-layer validation attention entropy (top) and fc1 stable rank (bottom) over
     training, one panel per depth. Returns the long table (n_layer, step, layer, entropy, ...)."""
-    res = results("joma", quick, device, corpus, store=_runs_dir(outdir))
+    res = results("joma", quick, device, corpus, store=runs_dir(outdir))
     _layer_panels(res["depth"], lambda L: f"Layers: {L}", outdir, "wikitext_fig6_entropy.png")
     return pd.concat([_long(t, n_layer=L) for L, t in res["depth"].items()], ignore_index=True)
 
 
 def fig_joma_lr_sweep(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
     """Fig. 8: the same for the ``sweep_layers``-layer model at each Adam learning rate."""
-    res = results("joma", quick, device, corpus, store=_runs_dir(outdir))
+    res = results("joma", quick, device, corpus, store=runs_dir(outdir))
     _layer_panels(res["sweep"], lambda lr: f"lr: {lr:g}", outdir, "wikitext_fig8_lr_sweep.png")
     return pd.concat([_long(t, lr=lr) for lr, t in res["sweep"].items()], ignore_index=True)
 
@@ -188,37 +190,12 @@ def _summaries(res) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------------
-# Topic
-# ------------------------------------------------------------------------------------------------
-def fig_topic_ratios(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
-    """Same-topic / different-topic ratios (embedding cosine, dot product, attention) per
-    threshold, trained masked LM vs its random initialisation."""
-    res = results("topic", quick, device, corpus, store=_runs_dir(outdir))
-    df = res["table"]
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
-    for ax, stat in zip(axes, ("cosine", "dot", "attention")):
-        for model, m in (("trained", "o-"), ("control", "s--")):
-            d = df[df["model"] == model]
-            ax.plot(d["threshold"], d[f"{stat}_ratio"], m, label=model)
-        ax.axhline(1, color="k", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel("top fraction of words per topic")
-        ax.set_title(f"{stat}: same / different topic", fontsize=9)
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"Topic ratios on WikiText-2 (LDA {res['config'].num_topics} topics, masked LM)", fontsize=9)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "wikitext_topic_ratios.png")
-    return df
-
-
-# ------------------------------------------------------------------------------------------------
 # Figures and claims
 # ------------------------------------------------------------------------------------------------
 def make_realtext_figures(paper: str, outdir, *, quick: bool = True, device: str = "auto", corpus=None) -> list[Path]:
     """Write ``paper``'s real-text figures and CSVs into ``outdir``; returns the paths."""
     paper = "scan-snap" if paper == "scan_snap" else paper
-    check_choice("paper", paper, ("scan-snap", "joma", "topic"))
+    check_choice("paper", paper, ("scan-snap", "joma"))
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
@@ -230,16 +207,14 @@ def make_realtext_figures(paper: str, outdir, *, quick: bool = True, device: str
     elif paper == "joma":
         _write_csv(fig_joma_entropy(out, quick, **kw), out, "wikitext_fig6_entropy.csv", paths)
         _write_csv(fig_joma_lr_sweep(out, quick, **kw), out, "wikitext_fig8_lr_sweep.csv", paths)
-        summary = _summaries(results("joma", quick, device, corpus, store=_runs_dir(out)))
+        summary = _summaries(results("joma", quick, device, corpus, store=runs_dir(out)))
         _write_csv(summary, out, "wikitext_fig6_fig8_summary.csv", paths)
         names = ["wikitext_fig6_entropy.png", "wikitext_fig8_lr_sweep.png"]
-    else:
-        _write_csv(fig_topic_ratios(out, quick, **kw), out, "wikitext_topic_ratios.csv", paths)
-        names = ["wikitext_topic_ratios.png"]
     return [out / n for n in names] + paths
 
 
-def _regime(res, extra: str = "") -> str:
+def text_regime(res, extra: str = "") -> str:
+    """The regime line of a real-text claim: corpus, sizes, ``extra``, training time."""
     c = res["config"]
     return (f"WikiText-2 (train wiki.test.tokens, validate wiki.valid.tokens), vocab {c.vocab_size}, emsize {c.emsize}, "
             f"{c.steps} minibatches{extra}; {res['seconds']:.0f} s of training")
@@ -248,9 +223,9 @@ def _regime(res, extra: str = "") -> str:
 def claims_for(paper: str, quick: bool = True, device: str = "auto", corpus=None) -> list[Claim]:
     """The real-text claims of ``paper`` decided on :func:`results` (numbers in ``evidence``)."""
     paper = "scan-snap" if paper == "scan_snap" else paper
-    check_choice("paper", paper, ("scan-snap", "joma", "topic"))
+    check_choice("paper", paper, ("scan-snap", "joma"))
     res = results(paper, quick, device, corpus)
-    return {"scan-snap": _scan_snap_claims, "joma": _joma_claims, "topic": _topic_claims}[paper](res)
+    return {"scan-snap": _scan_snap_claims, "joma": _joma_claims}[paper](res)
 
 
 def _scan_snap_claims(res) -> list[Claim]:
@@ -261,7 +236,7 @@ def _scan_snap_claims(res) -> list[Claim]:
                      bool(rho < 0 and g["mean"].iloc[-1] < g["mean"].iloc[0]),
                      {"lr": list(g.index), "entropy_mean": list(g["mean"]), "entropy_std": list(g["std"]),
                       "spearman_lr_entropy": rho},
-                     _regime(res, f"; 1 layer, SGD one lr for all, {c.sweep_steps} minibatches, seeds {list(c.seeds)}"))
+                     text_regime(res, f"; 1 layer, SGD one lr for all, {c.sweep_steps} minibatches, seeds {list(c.seeds)}"))
     ev, ok = {}, True
     for L, snaps in res["maps"].items():
         steps = sorted(snaps)
@@ -272,7 +247,7 @@ def _scan_snap_claims(res) -> list[Claim]:
     freeze = Claim("wikitext_attention_sparsifies_and_freezes",
                    "At constant lr the lowest layer's attention becomes sparse (entropy falls) and freezes "
                    "(later changes smaller than early ones) (Fig. 7)", bool(ok), ev,
-                   _regime(res, f"; layers {list(c.layers)}, SGD lr {c.lr:g}, FFN lr {c.ffn_lr:g}"))
+                   text_regime(res, f"; layers {list(c.layers)}, SGD lr {c.lr:g}, FFN lr {c.ffn_lr:g}"))
     return [lr_claim, freeze]
 
 
@@ -295,7 +270,7 @@ def _joma_claims(res) -> list[Claim]:
                      f"L{L}_min_step": list(ss["min_step"]), f"L{L}_final": list(ss["final"])})
     ev_e["layers_drop_and_bounce"] = f"{int(sum(hits_e))}/{len(hits_e)}"
     ev_s["layers_drop_and_bounce"] = f"{int(sum(hits_s))}/{len(hits_s)}"
-    regime = _regime(res, f"; Adam lr {c.lr:g}, depths {list(c.layers)}, seeds {list(c.seeds)}, "
+    regime = text_regime(res, f"; Adam lr {c.lr:g}, depths {list(c.layers)}, seeds {list(c.seeds)}, "
                           f"drop/bounce threshold {DROP_BOUNCE_NATS} nats (stable rank {STABLE_RANK_REL:.0%})")
     sweep = {lr: R.per_layer_summary(t) for lr, t in res["sweep"].items()}
     val = {lr: float(t["val_loss"].values[-1]) for lr, t in res["sweep"].items()}
@@ -310,26 +285,8 @@ def _joma_claims(res) -> list[Claim]:
               "loss shows the entropy bounce (Fig. 8: bounce correlates with low validation loss)",
               bool(bounce[best] >= 0.5), {"lr": list(val), "final_val_loss": list(val.values()),
                                           "fraction_layers_bouncing": list(bounce.values())},
-              _regime(res, f"; {c.sweep_layers} layers, Adam lr {list(c.sweep_lrs)}")),
+              text_regime(res, f"; {c.sweep_layers} layers, Adam lr {list(c.sweep_lrs)}")),
     ]
-
-
-def _topic_claims(res) -> list[Claim]:
-    c, df = res["config"], res["table"]
-    stats = ("cosine", "dot", "attention")
-    ev = lambda d, key: {f"{s}_{key}": list(d[f"{s}_{key}"]) for s in stats}  # noqa: E731
-    tr, ct = df[df["model"] == "trained"], df[df["model"] == "control"]
-    regime = _regime(res, f"; masked LM {c.n_layer} layer(s), Adam {c.lr:g}, LDA {c.num_topics} topics "
-                          f"(scikit-learn online VB, {c.passes} passes), thresholds {list(c.thresholds)}, "
-                          f"words per threshold {list(tr['n_words'])}")
-    trained = Claim("wikitext_topic_ratios_above_one", "After masked-LM training, same-topic / different-topic "
-                    "ratios of embedding cosine, dot product and attention weight are > 1",
-                    bool(all((tr[f"{s}_ratio"] > 1).all() for s in stats)), {**ev(tr, "ratio"), **ev(tr, "gap_z")}, regime)
-    control = Claim("wikitext_topic_ratios_control_near_one", "A randomly initialised model shows no topic structure "
-                    "(ratios ~ 1: same-topic minus different-topic gap within 2 standard errors of 0)",
-                    bool(all((ct[f"{s}_gap_z"].abs() < 2).all() for s in stats)), {**ev(ct, "ratio"), **ev(ct, "gap_z")},
-                    regime)
-    return [trained, control]
 
 
 def corpus_available(corpus=None) -> bool:

@@ -9,7 +9,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from click.testing import CliRunner
-from scipy.stats import ttest_ind
 
 from empirical import realtext as R
 from empirical import text
@@ -193,26 +192,6 @@ def test_resume_is_bit_identical(tmp_path, objective, interrupt_at):
     assert not np.array_equal(other["val_loss"].values, full["val_loss"].values)
 
 
-# ------------------------------------------------------------------------------------------------
-# Topic statistics
-# ------------------------------------------------------------------------------------------------
-def test_topic_assignment_keeps_top_words_and_drops_overlaps():
-    words = [f"w{i}" for i in range(1000)]
-    beta = np.full((2, 1000), 1e-4)
-    beta[0, [0, 1, 2]] = [0.5, 0.4, 0.3]
-    beta[1, [2, 3, 4]] = [0.6, 0.5, 0.45]
-    assert R.topic_assignment(beta, words, 0.002) == {"w0": 0, "w1": 0, "w2": 1, "w3": 1}  # top 2 per topic
-    assert R.topic_assignment(beta, words, 0.0005) == {"w0": 0, "w1": 0, "w2": 1, "w3": 1}  # at least 2
-    assert R.topic_assignment(beta, words, 0.003) == {"w0": 0, "w1": 0, "w3": 1, "w4": 1}  # w2 in both top 3
-
-
-def test_gap_z_is_welchs_t():
-    rng = np.random.default_rng(0)
-    s, d = rng.normal(0.3, 1, 4000), rng.normal(0.0, 2, 9000)
-    z = R._gap_z(s.sum(), (s * s).sum(), s.size, d.sum(), (d * d).sum(), d.size)
-    assert z == pytest.approx(ttest_ind(s, d, equal_var=False).statistic, rel=1e-3)
-
-
 def test_per_layer_summary_and_drop_bounce_decision():
     import xarray as xr
 
@@ -237,8 +216,6 @@ def test_full_presets_are_the_papers_protocols():
     s = R.ScanSnapTextConfig.full()
     assert (s.lr, s.ffn_lr, s.lr_decay, s.clip, s.dropout, s.layers) == (5.0, 10.0, 0.95, 0.5, 0.3, (1, 3))
     assert list(s.log_steps()) == [0, 500, 1000, 1500] and s.sweep_lrs == (1.0, 2.0, 3.0, 4.0, 5.0)
-    t = R.TopicTextConfig.full()
-    assert (t.run().objective, t.run().tie, t.thresholds, t.num_topics) == ("mlm", True, (0.0005, 0.001, 0.002), 100)
 
 
 def test_wikitext_103_needs_the_datasets_package():

@@ -1,19 +1,23 @@
 """Topic structure in a one-layer transformer (Li, Li, Risteski, ICML 2023; spec ``papers/topic.md``).
 
 Everything is derived from the masked-LM objective; the spec's printed equations are only checked
-against the derivation in ``tests/test_topic_*``. Modules, by concern:
+against the derivation in ``tests/theory/topic/``. Modules, by concern:
 
-* :mod:`.config` — :class:`TopicConfig` (all variants' settings; **time: ODE time = optimiser
-  step, with ``eta = lr`` in the flow**);
+* :mod:`.config` — ``PAPER``, ``SPEC``, :class:`TopicConfig` (all variants' settings; **time: ODE
+  time = optimiser step, with ``eta = lr`` in the flow**) and the size ``estimate``;
 * :mod:`.derive` — stage 1 (spec §3.5) and the embedding version, in sympy;
 * :mod:`.population` — full-vocabulary population quantities (numpy or jax via ``xp=``);
-* :mod:`.stage2` — stage 2 (spec §3.6): tied-logit flow, ``gamma*``, escape rate, two-stage system;
-* :mod:`.systems` — parameter values, ``systems(config)``, ``problem(config)``.
+* :mod:`.problem` — parameter values, ``systems(config)``, ``problem(config)`` and the two-stage
+  problem (the paper-table hooks);
+* :mod:`.stage2` — a separate job beside stage 1: the attention stage (spec §3.6), its own derived
+  system (tied-logit flow), the numerical ``gamma*``, the escape rate and the two-stage system.
+
+No ``sde`` module yet (the paper row's ``missing`` says why).
 
 Float64 throughout.
 """
 
-from .config import KEY_VARIANTS, PAPER, SPEC, VARIANT_SETTINGS, VARIANTS, Config, TopicConfig
+from .config import KEY_VARIANTS, PAPER, SPEC, VARIANTS, Config, TopicConfig
 from .derive import (STAGE1_PARAMETERS, STAGE1_STATE, A, B, C, T, b_M, b_w, chain_rule, context_frequencies,
                      e_2, eigen_coordinates, embedding_system, embedding_topic_mode, eta, headline_block_difference,
                      kappa, lam, m, multiplicities, numeric_subs, omega_1, omega_2, omega_3, p_c, p_m, p_r, r, s,
@@ -24,12 +28,12 @@ from .population import (context_vector, full_value_matrix, gamma_from, reduced_
 from .stage2 import (STAGE2_STATE, STAGE2_TYING, STAGE2_VALUE, attention_dim, escape_rate,
                      escape_rate_polynomial, logit_multiplicities, predicted_onset, s1, s2, s3, s_Mw, s_MM,
                      s_wM, stage2_optimum, stage2_system, stage2_tied_loss, two_stage_system)
-from .systems import (SOLVE_OPTIONS, problem, stage2_parameters, system_parameters, systems, two_stage_parameters,
+from .problem import (SOLVE_OPTIONS, problem, stage2_parameters, system_parameters, systems, two_stage_parameters,
                       two_stage_problem)
 
 __all__ = [
     # config
-    "PAPER", "SPEC", "KEY_VARIANTS", "VARIANTS", "VARIANT_SETTINGS", "TopicConfig", "Config",
+    "PAPER", "SPEC", "KEY_VARIANTS", "VARIANTS", "TopicConfig", "Config",
     # symbols
     "T", "v", "tau", "p_m", "p_c", "p_r", "lam", "eta", "A", "B", "C", "m", "r", "s", "b_w", "b_M",
     "omega_1", "omega_2", "omega_3", "e_2", "t_sym", "s1", "s2", "s3", "s_Mw", "s_wM", "s_MM",

@@ -15,32 +15,21 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError, check_choice
 from ..limits import F64, Term, field_value
-from ..params import ParamsBase
+from ..params import ParamsBase, Preset
 
-__all__ = ["estimate", "PAPER", "SPEC", "KEY_VARIANTS", "VARIANTS", "TopicConfig", "Config", "VARIANT_SETTINGS"]
+__all__ = ["estimate", "PAPER", "SPEC", "KEY_VARIANTS", "VARIANTS", "TopicConfig", "Config"]
 
 PAPER = "topic"
 SPEC = "papers/topic.md"
 KEY_VARIANTS = ("theory", "code")
 
-#: Training variants (``tdyn train topic --variant``): the freeze pattern each one imposes.
-VARIANTS = ("stage1", "joint", "attention", "embedding")
-
-#: Per variant: the settings it fixes (``{field: value}``) and the fields it never reads. A config
-#: that sets a fixed field to another value, or moves an unread field away from its default, is
-#: refused by :meth:`TopicConfig.for_variant` (a ConfigError, never silence).
-VARIANT_SETTINGS: dict[str, tuple[dict[str, object], tuple[str, ...]]] = {
-    # uniform attention, one-hot, W_V trained (the stage-1 theorem setting)
-    "stage1": ({"attention": "uniform", "value": "trained", "embedding": "one_hot"},
-               ("kq_init_scale", "d_a", "embedding_init")),
-    # W_K, W_Q, W_V trained together from small init (two stages, spec §3.4)
-    "joint": ({"attention": "trained", "value": "trained", "embedding": "one_hot"}, ("embedding_init",)),
-    # W_V frozen at a block or identity matrix, attention trained (value="trained" -> "block")
-    "attention": ({"attention": "trained", "embedding": "one_hot"}, ("embedding_init", "lam")),
-    # W_V = I frozen, uniform attention, W_E trained (spec §3.1)
-    "embedding": ({"attention": "uniform", "value": "identity", "embedding": "trained"},
-                  ("kq_init_scale", "d_a", "lam")),
-}
+#: shared settings of the two-stage presets (quick and full differ in N, batch, steps)
+_TWO_STAGE = dict(variant="joint", T=3, v=2, tau=2, p_m=0.3, p_c=0.5, p_r=0.3, keys="code", lr=0.5, log_every=20,
+                  init_scale=0.01, kq_init_scale=0.01)
+#: shared settings of the attention-table presets (spec §5.6; LDA T = v = 10, N in [100, 150])
+_TABLE = dict(variant="joint", T=10, v=10, data="lda", alpha=0.1, N=100, N_max=150, vocab="code", keys="code",
+              random_ids="all", loss="ce", p_m=0.15, p_c=0.1, p_r=0.1, init_scale=1 / math.sqrt(3 * 104),
+              masking="static")
 
 
 @dataclass(frozen=True)
@@ -50,8 +39,54 @@ class TopicConfig(ParamsBase):
     Sizes: ``T`` topics of ``v`` words, ``tau`` topics per document, documents of ``N`` tokens
     (``N_max > N``: length uniform in ``[N, N_max]``). Masking ``p_m, p_c, p_r`` (spec §1.2).
     Time: ODE time = optimiser step, with ``eta = lr`` inside the flow (module docstring).
+
+    ``variant`` (``tdyn train topic --variant``) picks the freeze pattern (:data:`VARIANTS`): each
+    imposes ``attention`` / ``value`` / ``embedding`` (``VARIANT_FIXED``; the ``attention`` variant
+    freezes ``W_V`` at the block matrix unless ``value="identity"``), and a setting the variant
+    never reads (``VARIANT_ONLY``) moved from its default is a :class:`ConfigError`. Presets
+    (``TopicConfig.preset(name, quick=...)``): the runs of ``tdyn compare topic`` and the figures.
     """
 
+    VARIANTS = {
+        "stage1": "uniform attention, one-hot, W_V trained (the stage-1 theorem setting, spec §3.2)",
+        "joint": "W_K, W_Q, W_V trained together from small init (two stages, spec §3.4)",
+        "attention": "W_V frozen (block or identity matrix), attention trained (stage 2, spec §3.3)",
+        "embedding": "W_V = I frozen, uniform attention, W_E trained (spec §3.1)",
+    }
+    VARIANT_FIXED = {
+        "stage1": {"attention": "uniform", "value": "trained", "embedding": "one_hot"},
+        "joint": {"attention": "trained", "value": "trained", "embedding": "one_hot"},
+        "attention": {"attention": "trained", "embedding": "one_hot"},
+        "embedding": {"attention": "uniform", "value": "identity", "embedding": "trained"},
+    }
+    VARIANT_DEFAULTS = {"*": {"value": "trained"}, "attention": {"value": "block"}}
+    VARIANT_ONLY = {
+        "kq_init_scale": ("joint", "attention"),
+        "d_a": ("joint", "attention"),
+        "embedding_init": ("embedding",),
+        "lam": ("stage1", "joint"),  # the penalty acts on a trained W_V
+    }
+    PRESETS = {
+        "stage1": Preset(
+            "stage 1 inside the theory's assumptions (compare's observables, spec §3.5): squared loss, "
+            "uniform attention, one-hot, long documents, plain SGD with a small learning rate",
+            quick=dict(T=5, v=4, tau=2, N=200, batch=32, lr=0.5, steps=600, log_every=20),
+            full=dict(T=10, v=10, tau=2, N=1000, batch=128, lr=0.5, steps=3000, log_every=50)),
+        "two_stage": Preset(
+            "joint K/Q/V training from small init (compare's claims, spec §3.4, §3.6): code key mask (no "
+            "own-position leakage at finite N), larger p_c so that the stage-2 gradient is not tiny, d_a = D",
+            quick=dict(_TWO_STAGE, N=48, batch=16, steps=1200),
+            full=dict(_TWO_STAGE, N=128, batch=32, steps=3000)),
+        "attention_table": Preset(
+            "the paper's attention table setting (spec §5.6): official LDA data, code vocabulary and "
+            "masking, CE, joint training; one row per optimiser and learning rate",
+            quick=dict(_TABLE, n_docs=200, batch=8, steps=40, log_every=40),
+            full=dict(_TABLE, n_docs=10_000, batch=40, steps=5000, log_every=5000)),
+        "gamma_star": Preset("the stage-2 gamma* grid over T and tau (spec §3.6): words per topic",
+                             quick=dict(v=5), full=dict(v=10)),
+    }
+
+    variant: str = "stage1"
     T: int = 10
     v: int = 10
     tau: int = 2
@@ -69,7 +104,7 @@ class TopicConfig(ParamsBase):
     lam: float = 0.0  # weight decay lambda ||W_V||_F^2 (gradient-carrying; spec §8 Decision 8)
     loss: str = "squared"  # "squared" (sum over vocabulary) or "ce"
     attention: str = "uniform"  # "uniform" (W_K = W_Q = 0 frozen) or "trained"
-    value: str = "trained"  # "trained", "identity" or "block" (frozen)
+    value: str | None = None  # "trained", "identity" or "block" (frozen); None: the variant's default
     embedding: str = "one_hot"  # "one_hot" or "trained" (tied W_pred = W_E^T)
     embedding_init: str = "gaussian"  # trained W_E: N(0, init_scale^2) or "identity" (init_scale * I)
     d_a: int = 0  # K/Q dimension; 0 -> vocabulary size D (spec §8 Decision 11)
@@ -125,34 +160,13 @@ class TopicConfig(ParamsBase):
             check_choice(name, getattr(self, name), allowed)
         if self.masking == "static" and self.n_docs == 0:
             raise ConfigError("masking", "static masking needs a fixed training set (n_docs > 0)")
+        if self.variant == "attention" and self.value == "trained":
+            raise ConfigError("value", "variant 'attention' freezes W_V: value must be 'block' or 'identity'")
 
     # -- time (module docstring) ---------------------------------------------------------------
     def ode_time(self, step: int | float) -> float:
         """ODE time of optimiser step ``step``: the step itself (``eta = lr`` sits in the flow)."""
         return float(step)
-
-    # -- variants -------------------------------------------------------------------------------
-    def for_variant(self, variant: str) -> "TopicConfig":
-        """This config with ``variant``'s freeze pattern applied (:data:`VARIANT_SETTINGS`).
-
-        A field the variant fixes must be at its default or at the fixed value; a field the
-        variant never reads must be at its default: otherwise :class:`ConfigError`. The
-        ``attention`` variant freezes ``W_V``: ``value="trained"`` (the default) means the block
-        matrix."""
-        check_choice("variant", variant, VARIANTS)
-        fixed, unread = VARIANT_SETTINGS[variant]
-        default = type(self)()
-        for name, val in fixed.items():
-            mine = getattr(self, name)
-            if mine != val and mine != getattr(default, name):
-                raise ConfigError(name, f"variant {variant!r} fixes {name}={val!r}; got {mine!r}")
-        for name in unread:
-            if getattr(self, name) != getattr(default, name):
-                raise ConfigError(name, f"variant {variant!r} does not use {name} (got {getattr(self, name)!r})")
-        changes = dict(fixed)
-        if variant == "attention":
-            changes["value"] = self.value if self.value != "trained" else "block"
-        return self.replace(**changes)
 
     @property
     def n_words(self) -> int:
@@ -164,6 +178,9 @@ class TopicConfig(ParamsBase):
 
 
 Config = TopicConfig
+
+#: Training variants (``tdyn train topic --variant``), in the order the paper row lists them.
+VARIANTS = tuple(TopicConfig.VARIANTS)
 
 
 def estimate(c, command: str, paths: int) -> list[Term]:

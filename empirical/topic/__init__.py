@@ -1,0 +1,19 @@
+"""Topic structure in PyTorch (papers/topic.md): the documents of §1, BERT-style masking, the
+one-layer transformer of §2 and the observables of §6. Modules, read in this order:
+
+* :mod:`.data` — vocabulary layouts, documents (tau-topic model, LDA), masking;
+* :mod:`.model` — :class:`TopicTransformer`, the loss on selected positions, attention statistics;
+* :mod:`.update` — the update rule (SGD or Adam, optax-style ``init``/``update`` with ``xp=``);
+* :mod:`.experiment` — :class:`TopicExperiment`, :func:`train`, :func:`run` (the row's ``train`` slot);
+* :mod:`.text` — the real-text protocol (WikiText-2 LDA topics and same/different-topic ratios;
+  the row's ``text`` slot), imported on its own (``empirical.topic.text``).
+
+Float64 by default (the comparison with the float64 ODE is the point).
+"""
+
+from .data import DocumentSampler, Vocabulary, mask_batch, vocabulary
+from .experiment import VARIANTS, TopicExperiment, run, train
+from .model import TopicTransformer, attention_statistics, loss_on_selected
+
+__all__ = ["Vocabulary", "vocabulary", "DocumentSampler", "mask_batch", "TopicTransformer", "loss_on_selected",
+           "attention_statistics", "TopicExperiment", "train", "run", "VARIANTS"]

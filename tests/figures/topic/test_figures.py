@@ -1,0 +1,46 @@
+"""figures.topic.figures: FIGURES is the row's figures slot; the collector writes every figure,
+table and report.json; compare never imports the figures module."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+from pathlib import Path
+
+import figures.topic.figures as F
+from figures.core import make_figures
+from figures.papers import get
+from figures.realtext import corpus_available
+
+PACKAGE = Path(F.__file__).parent
+
+
+def test_figures_slot_is_the_tuple_of_figure_functions():
+    assert get("topic").slot("figures") is F.FIGURES
+    for fig in F.FIGURES:
+        params = inspect.signature(fig).parameters
+        assert list(params)[:2] == ["outdir", "quick"] and params["device"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_compare_and_claims_never_import_the_figures_module():
+    for name in ("compare.py", "claims.py"):
+        tree = ast.parse((PACKAGE / name).read_text())
+        imported = {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert "figures" not in imported and "figures.topic.figures" not in imported, name
+
+
+def test_the_collector_writes_every_output_and_the_report(tmp_path):
+    """`tdyn figures topic --quick`: every file recorded in the order written, report.json last and
+    equal to the compare report (the runs are shared: cached per process)."""
+    written = make_figures("topic", tmp_path, quick=True, device="cpu")
+    names = [p.name for p in written]
+    text = ["wikitext_topic_ratios.png", "wikitext_topic_ratios.csv"] if corpus_available() else []
+    assert names == ["stage1_topic_mode.png", "stage1_value_heatmap.png", "two_stage_norms.png",
+                     "attention_table.csv", "attention_table.png", "gamma_star.png", *text, "report.json"]
+    assert all(p.is_file() and p.stat().st_size > 0 for p in written)
+    from figures.topic import compare
+
+    assert json.loads((tmp_path / "report.json").read_text()) == json.loads(
+        json.dumps(compare(quick=True, device="cpu").to_json()))
