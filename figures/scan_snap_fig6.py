@@ -3,7 +3,7 @@
 The protocol is 4 panels (#last) x 4 eta_Z x 4 ratios eta_Y/eta_Z x 10 seeds, 100 SGD steps
 (momentum 0.9, batch 128, T = 128, default init). One sweep **cell** is one (panel, eta_Z) row:
 its 4 ratios x ``seeds`` runs train as one vectorised call of the count-vector engine
-(:class:`empirical.scan_snap_counts.CountSGD`, the same stochastic algorithm as the torch grid),
+(:class:`empirical.scan_snap.fast.CountSGD`, the same stochastic algorithm as the torch grid),
 and the cell returns an ``xarray.Dataset`` (dims ``ratio``, ``seed``) of the final observables.
 Cells live in a store (a folder): finished cells are skipped on rerun, an interrupted grid
 resumes, cells run in local processes or on Ray (``workers``, ``ray``); without a store the grid
@@ -11,7 +11,7 @@ runs in a temporary one.
 
 Every cell has its own seed (``1000 * num_last + index of eta_Z``): cells are independent, as the
 runs of the torch grid are. Float64; ``float32=True`` (quick mode) runs the engine in float32.
-``engine="torch"`` runs a cell on the torch grid (:func:`empirical.scan_snap.train_grid`), e.g.
+``engine="torch"`` runs a cell on the torch grid (:func:`empirical.scan_snap.experiment.train_grid`), e.g.
 on a GPU.
 """
 

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from empirical import realtext as R
 from empirical import text, textrun
+from empirical.scan_snap.text import ScanSnapTextConfig, scan_snap_protocol
 from empirical.sweeps import CellsFailed, open_sweep, read_index
 from figures import realtext as FR
 from figures.cli import main
@@ -129,9 +130,9 @@ def test_failing_run_is_recorded_and_the_others_finish(corpus_dir, tmp_path, cou
 
 def test_scan_snap_cells_on_two_workers_match_direct_runs(corpus_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the spawned workers import the cell function
-    cfg = R.ScanSnapTextConfig.quick(corpus=corpus_dir, layers=(1, 2), sweep_lrs=(1.0, 3.0), seeds=(1,),
+    cfg = ScanSnapTextConfig.quick(corpus=corpus_dir, layers=(1, 2), sweep_lrs=(1.0, 3.0), seeds=(1,),
                                      sweep_steps=4, **TINY)
-    res = R.scan_snap_protocol(cfg, device="cpu", store=tmp_path / "store", workers=2)
+    res = scan_snap_protocol(cfg, device="cpu", store=tmp_path / "store", workers=2)
     for L in cfg.layers:  # Fig. 7: the attention maps of each logged step
         traj, exp, _ = textrun.train_text(cfg.run(n_layer=L, optimizer="sgd", seed=1), device="cpu")
         assert sorted(res["maps"][L]) == sorted(exp.snapshots) == [0, 3, 6]

@@ -71,7 +71,7 @@ def test_count_engine_vs_sequences_speed(bench_row, benchmark, one_blas_thread, 
     multinomial totals T - 1 (the sequence is never built)."""
     import numpy as np
 
-    from empirical.scan_snap_counts import CountSGD
+    from empirical.scan_snap.fast import CountSGD
 
     task = ss.make_task(ss.Config(T=T))
     g = torch.Generator().manual_seed(0)
@@ -104,7 +104,7 @@ def test_fig6_protocol_new_vs_old(bench_row, benchmark, one_blas_thread, tmp_pat
     """Issue 11 item 2: the Fig. 6 protocol (spec §5.4: 4 panels x 4 eta_Z x 4 ratios, 100 steps,
     float64) at 2 seeds instead of 10 (the full one takes minutes on the old path): new = the sweep
     runner's cells on the count-vector engine (:mod:`figures.scan_snap_fig6`, one process, fresh
-    store), old = the torch grid per panel as before (:func:`empirical.scan_snap.train_grid`, float64,
+    store), old = the torch grid per panel as before (:func:`empirical.scan_snap.experiment.train_grid`, float64,
     one thread). Both single-threaded, measured in this run. Asserted: both tables show the
     protocol's grid with 2 runs per cell and their DT entropies agree within seed noise (5 standard
     errors of the difference, per cell, or 0.1 nats)."""

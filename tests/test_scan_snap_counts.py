@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from empirical import multinomial as mn
-from empirical.scan_snap_counts import Batch, CountSGD
+from empirical.scan_snap.fast import Batch, CountSGD
 from theory import scan_snap as ss
 from theory.errors import DivergenceError
 

@@ -201,7 +201,7 @@ def test_variant_contradicting_path_and_adam_uses_momentum_as_beta1():
 def test_count_sgd_gradient_equals_torch_autograd(layout, batch, scale, seed):
     """The analytic count-vector gradient (compiled kernels, R = 3 runs, random batches, float64)
     = torch autograd of the model's CE."""
-    from empirical.scan_snap_counts import CountSGD
+    from empirical.scan_snap.fast import CountSGD
 
     cfg = ss.Config(**{"T": 64, "batch": batch, **layout})
     task = ss.make_task(cfg)

@@ -16,10 +16,10 @@ rows of ``Y`` plus ``(P, U) @ (U, M_out)`` on class ``k``'s DT rows: about ``S /
 products' work, the rest of ``Y`` and ``Z`` never touched. The gradient and the momentum update
 are compiled (numba: :func:`_logits`, :func:`_backward`, :func:`_momentum`, the products by BLAS;
 at these sizes numpy's per-call overhead was most of a step). Float64 unless ``dtype=np.float32``
-is asked for. The torch model (:mod:`empirical.scan_snap`) is the reference: the
+is asked for. The torch model (:mod:`empirical.scan_snap.model`) is the reference: the
 gradients agree to round-off on the same counts (tests).
 
-It is the same stochastic algorithm as the torch grid (:func:`empirical.scan_snap.train_grid`):
+It is the same stochastic algorithm as the torch grid (:func:`empirical.scan_snap.experiment.train_grid`):
 classes uniform, counts multinomial, batch-mean cross-entropy, PyTorch SGD momentum (``v = mu v +
 g``, first step ``v = g``; ``theta += lr v`` is descent on the CE), init zero or PyTorch's default
 ``U(+-1/sqrt(M_in))``; only the random streams differ.
@@ -36,7 +36,7 @@ from numba import njit
 from theory.errors import DivergenceError
 from theory.scan_snap import ScanSnapTask
 
-from .multinomial import MultinomialSampler
+from ..multinomial import MultinomialSampler
 
 __all__ = ["CountSGD", "Batch", "BLOCK_ROWS"]
 

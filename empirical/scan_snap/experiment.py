@@ -1,16 +1,11 @@
-"""Scan & Snap in PyTorch: the official sequence-class data (papers/scan_snap.md §1.4), the
-direct (Y, Z) model of §2.2 (``Model2``), its two optimisers, and two data paths that must agree:
+"""Scan & Snap training (papers/scan_snap.md §5): one run for the Trainer
+(:class:`ScanSnapExperiment`, :func:`train`, :func:`run` = the paper row's ``train`` slot), many runs
+as one batched computation (:func:`train_grid`, Fig. 6), and the same finite-T SGD as a jax
+stochastic map (:func:`sgd_ensemble`).
 
-* ``sequences`` — as the official code: ``T - 1`` i.i.d. contextual token ids + the query; the
-  attention softmax runs over the key positions (the query does not attend to itself);
-* ``counts`` — the exact count-vector reduction of spec §1.3: the mixture ``X^T b`` depends on the
-  sequence only through the counts ``q``; ``q ~ Multinomial(T - 1, P(.|n))`` is drawn by
-  conditional binomials, so the cost does not grow with ``T``.
-
-Read top to bottom: sampler -> model -> optimiser -> experiment -> ``train`` / ``train_grid``.
-Every tensor carries a leading run axis ``R`` so that many runs (seeds, learning rates) train as
-one batched computation; a single run is ``R = 1``. Float64 by default; float32 may be chosen
-for speed on a GPU.
+The data path is the config's variant (``counts`` or ``sequences``, :mod:`.data`); the model and
+loss are :mod:`.model`, the optimisers :mod:`.update`; ``engine="numpy"`` grids run the compiled
+count-vector engine :mod:`.fast`. Float64 by default.
 """
 
 from __future__ import annotations
@@ -22,183 +17,24 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
-from theory.errors import ConfigError, check_choice
+from theory.errors import ConfigError, DivergenceError, check_choice
 from theory.scan_snap import (
     PAPER,
     VARIANTS,
     ScanSnapConfig,
-    ScanSnapTask,
     count_vector_objective,
     make_task,
     observables_from_parameters,
     symmetric_y_coordinates,
 )
 
-from .trainer import ModuleState, Trainer, torch_threads
+from ..trainer import ModuleState, Trainer, resolve_device, torch_threads
+from .data import Sampler
+from .model import DirectYZ, loss_step
+from .update import Optimiser
 
-__all__ = ["Sampler", "DirectYZ", "Optimiser", "ScanSnapExperiment", "train", "train_grid", "run", "VARIANTS",
-           "sgd_ensemble"]
-
-
-# ------------------------------------------------------------------------------------------------
-# Data (spec §1.2-1.4): class n uniform; T - 1 i.i.d. contextual tokens from P(.|n); query psi(n)
-# ------------------------------------------------------------------------------------------------
-class Sampler:
-    """Draws minibatches for ``R`` independent runs from one seeded generator.
-
-    ``counts(R, B)`` -> ``(n, q_ids, counts)`` with counts (R, B, M_in) (float, sum T - 1);
-    ``sequences(R, B)`` -> ``(n, q_ids, x)`` with x (R, B, T - 1) token ids."""
-
-    def __init__(self, task: ScanSnapTask, device, generator: torch.Generator, dtype=torch.float64):
-        self.task, self.gen, self.device, self.dtype = task, generator, device, dtype
-        self.P = torch.as_tensor(task.P, dtype=dtype, device=device)
-        sup = np.stack([task.support(n) for n in range(task.K)])  # equal support sizes (generator)
-        self.support = torch.as_tensor(sup, device=device)
-        self.sup_p = torch.as_tensor(np.take_along_axis(task.P, sup, 1), dtype=dtype, device=device)
-        self.query = torch.as_tensor(task.query, device=device)
-        self.label = torch.as_tensor(task.label, device=device)
-        self.L = task.config.T - 1
-
-    def classes(self, R: int, B: int) -> torch.Tensor:
-        return torch.randint(0, self.task.K, (R, B), generator=self.gen, device=self.device)
-
-    def counts(self, R: int, B: int):
-        n, q, sup, k = self.support_counts(R, B)
-        counts = torch.zeros((R, B, self.task.M_in), dtype=self.dtype, device=self.device)
-        counts.scatter_(2, sup, k)
-        return n, q, counts
-
-    def support_counts(self, R: int, B: int):
-        """Counts on each sample's support only: ``(n, q_ids, support_ids (R, B, S), counts (R, B, S))``."""
-        n = self.classes(R, B)
-        probs = self.sup_p[n]  # (R, B, S)
-        remaining = torch.full((R, B), float(self.L), dtype=self.dtype, device=self.device)
-        mass = torch.ones((R, B), dtype=self.dtype, device=self.device)
-        out = torch.zeros((R, B, probs.shape[-1]), dtype=self.dtype, device=self.device)
-        S = probs.shape[-1]
-        for s in range(S):  # Multinomial by conditional binomials: q_s ~ Bin(rest, p_s / mass_left)
-            if s == S - 1:
-                k = remaining
-            else:
-                p = (probs[..., s] / mass).clamp(0.0, 1.0)
-                k = torch.binomial(remaining, p, generator=self.gen)
-            out[..., s] = k
-            remaining = remaining - k
-            mass = mass - probs[..., s]
-        return n, self.query[n], self.support[n], out
-
-    def sequences(self, R: int, B: int):
-        n = self.classes(R, B)
-        x = torch.multinomial(self.P[n].reshape(R * B, -1), self.L, replacement=True, generator=self.gen)
-        return n, self.query[n], x.view(R, B, self.L)
-
-
-def counts_of(x: torch.Tensor, M: int, dtype=torch.float64) -> torch.Tensor:
-    """Token counts (R, B, M) of sequences x (R, B, L)."""
-    out = torch.zeros(x.shape[:-1] + (M,), dtype=dtype, device=x.device)
-    return out.scatter_add_(-1, x, torch.ones_like(x, dtype=dtype))
-
-
-# ------------------------------------------------------------------------------------------------
-# Model (spec §2.2, official Model2): logits = Y^T LN(X^T b), b = softmax_t(z_{x_T, x_t})
-# ------------------------------------------------------------------------------------------------
-class DirectYZ(nn.Module):
-    """``R`` independent copies of the reparameterised 1-layer transformer.
-
-    ``Y`` (R, M_in, M_out): decoder, ``Y[l, k]`` from attended token l to output k (the official
-    decoder weight is ``Y^T``); ``Z`` (R, M_in, M_in): attention logits, row = query, column = key.
-    ``zero_init`` (spec §2.3) or PyTorch's default linear init, uniform(+-1/sqrt(M_in)).
-    """
-
-    def __init__(self, task: ScanSnapTask, R: int = 1, zero_init: bool = True, generator=None,
-                 dtype=torch.float64, device="cpu"):
-        super().__init__()
-        Mi, Mo = task.M_in, task.M_out
-        if zero_init:
-            Y = torch.zeros(R, Mi, Mo, dtype=dtype, device=device)
-            Z = torch.zeros(R, Mi, Mi, dtype=dtype, device=device)
-        else:  # nn.Linear default: kaiming_uniform(a=sqrt 5) -> U(-1/sqrt(fan_in), 1/sqrt(fan_in))
-            bound = 1.0 / math.sqrt(Mi)
-            Y = (torch.rand(R, Mi, Mo, generator=generator, dtype=dtype, device=device) * 2 - 1) * bound
-            Z = (torch.rand(R, Mi, Mi, generator=generator, dtype=dtype, device=device) * 2 - 1) * bound
-        self.Y = nn.Parameter(Y)
-        self.Z = nn.Parameter(Z)
-
-    def _zq(self, q: torch.Tensor) -> torch.Tensor:
-        """Rows z_{x_T} of each sample: (R, B, M_in)."""
-        return torch.gather(self.Z, 1, q[..., None].expand(*q.shape, self.Z.shape[-1]))
-
-    def mixture_from_sequences(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        """``X^T b``: softmax over the T - 1 key positions (the query is not a key), scattered into
-        token space. x (R, B, L) -> (R, B, M_in)."""
-        logits = torch.gather(self._zq(q), 2, x)  # z_{x_T, x_t}
-        b = torch.softmax(logits, dim=-1)
-        return torch.zeros_like(self._zq(q)).scatter_add(2, x, b)
-
-    def mixture_from_counts(self, counts: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        """``X^T b = q o e^{z_m} / (q . e^{z_m})`` (spec §1.3): a softmax over tokens with log-count
-        offsets (-inf where a token is absent)."""
-        logc = torch.where(counts > 0, torch.log(counts.clamp_min(1e-300)), torch.full_like(counts, -math.inf))
-        return torch.softmax(self._zq(q) + logc, dim=-1)
-
-    def forward(self, mixture: torch.Tensor) -> torch.Tensor:
-        u = mixture / mixture.norm(dim=-1, keepdim=True)  # LN: l2, no mean subtraction
-        return torch.einsum("rbl,rlk->rbk", u, self.Y)
-
-
-def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Batch-mean CE per run, (R,). Minimising it is ascent on J (spec §2.2)."""
-    logp = torch.log_softmax(logits, dim=-1)
-    return -torch.gather(logp, 2, labels[..., None])[..., 0].mean(-1)
-
-
-# ------------------------------------------------------------------------------------------------
-# Optimiser: two parameter groups (eta_Y for Y, eta_Z for Z), per-run learning rates (spec §2.3)
-# ------------------------------------------------------------------------------------------------
-class Optimiser:
-    """PyTorch's SGD (momentum ``mu``, dampening 0, no weight decay: ``v = mu v + g; p -= lr v``)
-    or Adam (betas ``mu``/0.999, eps 1e-8: the config's momentum is Adam's beta1, 0.9 by default
-    as PyTorch's), with learning-rate tensors of shape (R,) per parameter."""
-
-    def __init__(self, params: dict[str, nn.Parameter], lrs: dict[str, torch.Tensor], method: str, momentum: float):
-        self.params, self.method, self.mu = params, method, momentum
-        self.lrs = {k: v.view(-1, 1, 1) for k, v in lrs.items()}
-        self.state = {k: {"m": torch.zeros_like(p), "v": torch.zeros_like(p)} for k, p in params.items()}
-        self.t = 0
-
-    @torch.no_grad()
-    def step(self):
-        self.t += 1
-        for k, p in self.params.items():
-            g, st, lr = p.grad, self.state[k], self.lrs[k]
-            if self.method == "sgd":
-                st["m"].mul_(self.mu).add_(g) if self.t > 1 else st["m"].copy_(g)
-                p.sub_(lr * st["m"])
-            else:
-                st["m"].mul_(self.mu).add_((1 - self.mu) * g)
-                st["v"].mul_(0.999).add_(0.001 * g * g)
-                mh = st["m"] / (1 - self.mu**self.t)
-                vh = st["v"] / (1 - 0.999**self.t)
-                p.sub_(lr * mh / (vh.sqrt() + 1e-8))
-
-    def state_dict(self):
-        return {"t": self.t, "state": self.state}
-
-    def load_state_dict(self, d):
-        self.t, self.state = d["t"], d["state"]
-
-
-def loss_step(model: DirectYZ, sampler: Sampler, R: int, B: int, path: str) -> torch.Tensor:
-    """Sample a batch per run on ``path`` and return the per-run batch-mean CE (R,)."""
-    if path == "counts":
-        n, q, counts = sampler.counts(R, B)
-        mix = model.mixture_from_counts(counts, q)
-    else:
-        n, q, x = sampler.sequences(R, B)
-        mix = model.mixture_from_sequences(x, q)
-    return cross_entropy(model(mix), sampler.label[n])
+__all__ = ["ScanSnapExperiment", "train", "run", "train_grid", "sgd_ensemble"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -292,14 +128,12 @@ def train_grid(config: ScanSnapConfig, eta_Z: list[float], ratios: list[float], 
                device: str = "cpu", snapshots: tuple[int, ...] = (), dtype=torch.float64, engine: str = "torch"):
     """Train ``len(eta_Z) x len(ratios) x seeds`` runs of ``config`` (eta_Y = ratio * eta_Z) as one
     batched computation (counts path unless ``config.path == "sequences"``). ``engine="numpy"``
-    runs the count-vector SGD of :mod:`empirical.scan_snap_counts` (cost independent of T; SGD and
+    runs the count-vector SGD of :mod:`empirical.scan_snap.fast` (cost independent of T; SGD and
     the counts path only, CPU, float64 or float32 as ``dtype``; the same algorithm on other random
     streams than torch's). Returns a dict with
     ``eta_Z``, ``ratio``, ``seed`` (R,) arrays, ``final`` (observables dict of (R,) arrays) and
     ``Z`` snapshots {step: (R, M_in, M_in)}. Runs are independent (own data, own init); the whole
     grid is seeded by ``config.seed``."""
-    from empirical.trainer import resolve_device
-
     if seeds < 1:
         raise ConfigError("seeds", f"must be >= 1, got {seeds}")
     for v in list(eta_Z) + list(ratios):
@@ -323,7 +157,7 @@ def _grid_result(combos, Y, Z, snaps, task):
 
 
 def _train_grid_numpy(config, eta_Z, ratios, seeds, snapshots, dtype=np.float64):
-    from .scan_snap_counts import CountSGD
+    from .fast import CountSGD
 
     if config.optimizer != "sgd" or config.path != "counts":
         field = "optimizer" if config.optimizer != "sgd" else "path"
@@ -358,8 +192,6 @@ def _train_grid(config, eta_Z, ratios, seeds, dev, snapshots, dtype):
         loss.sum().backward()
         opt.step()
         if not torch.isfinite(loss).all():
-            from theory.errors import DivergenceError
-
             raise DivergenceError(s + 1, "non-finite loss in the grid")
     snaps[config.steps] = model.Z.detach().cpu().numpy().copy()
     return _grid_result(combos, model.Y.detach().cpu().numpy(), model.Z.detach().cpu().numpy(), snaps, task)
