@@ -21,6 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from empirical.scan_snap import update
 from figures.core import rel_l2
 from figures.report import Claim, Observable, Report
 from theory import scan_snap as ss
@@ -64,8 +65,8 @@ def reduced_trajectory(config: ss.ScanSnapConfig, t: np.ndarray):
 
 
 def momentum_map(config: ss.ScanSnapConfig, *, counts_per_class: int = 0, seed: int = 0):
-    """The optimiser's discrete map ``v <- mu v + grad J; theta <- theta + lr v`` (PyTorch SGD,
-    ``lr = (eta_Y, eta_Z)``) on a *deterministic* objective, from zero init, logged at
+    """The optimiser's discrete map ``v <- mu v + grad J; theta <- theta + lr v`` (PyTorch SGD:
+    :mod:`empirical.scan_snap.update`, ``lr = (eta_Y, eta_Z)``) on a *deterministic* objective, from zero init, logged at
     ``config.log_steps()``: ``J_inf`` (``counts_per_class = 0``), or the finite-T objective
     ``E_counts[J]`` estimated by ``counts_per_class`` fixed count vectors ``~ Mult(T - 1, P(.|n))``
     per class (common random numbers, seeded). Returns ``(Y, Z)``: (n_log, M_in, M_out), (n_log,
@@ -84,17 +85,18 @@ def momentum_map(config: ss.ScanSnapConfig, *, counts_per_class: int = 0, seed: 
         weights, n_idx = task.P, np.arange(task.K)
     args = (jnp.asarray(weights), jnp.asarray(n_idx), jnp.asarray(task.query), jnp.asarray(task.label))
     grad = jax.grad(lambda Y, Z: ss.objective(Y, Z, *args, xp=jnp), argnums=(0, 1))
-    mu, lrY, lrZ = config.momentum, config.eta_Y, config.eta_Z
+    hyper = {"lr": {"Y": config.eta_Y, "Z": config.eta_Z}, "method": "sgd", "momentum": config.momentum}
 
     def step(carry, _):
-        Y, Z, vY, vZ = carry
-        gY, gZ = grad(Y, Z)
-        vY, vZ = mu * vY + gY, mu * vZ + gZ
-        Y, Z = Y + lrY * vY, Z + lrZ * vZ
-        return (Y, Z, vY, vZ), (Y, Z)
+        params, state = carry
+        gY, gZ = grad(params["Y"], params["Z"])
+        params, state = update.update({"Y": -gY, "Z": -gZ}, state, params, xp=jnp, **hyper)  # ascent on J
+        return (params, state), (params["Y"], params["Z"])
 
     Y0, Z0 = jnp.zeros((task.M_in, task.M_out)), jnp.zeros((task.M_in, task.M_in))
-    _, (Ys, Zs) = jax.jit(lambda c: jax.lax.scan(step, c, None, length=config.steps))((Y0, Z0, Y0, Z0))
+    params = {"Y": Y0, "Z": Z0}
+    carry = (params, update.init(params, xp=jnp))
+    _, (Ys, Zs) = jax.jit(lambda c: jax.lax.scan(step, c, None, length=config.steps))(carry)
     Ys, Zs = np.concatenate([[np.zeros_like(Y0)], np.asarray(Ys)]), np.concatenate([[np.zeros_like(Z0)], np.asarray(Zs)])
     logs = config.log_steps()
     return Ys[logs], Zs[logs]

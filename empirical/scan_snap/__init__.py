@@ -6,7 +6,7 @@ Modules, read in this order:
 * :mod:`.data` — the sampler: token sequences (as the official code) or exact count vectors
   (spec §1.3, cost independent of ``T``);
 * :mod:`.model` — :class:`DirectYZ` (``R`` independent copies), the cross-entropy, one batch's loss;
-* :mod:`.update` — the optimisers (SGD with momentum, Adam) with per-parameter learning rates;
+* :mod:`.update` — the update rule (SGD with momentum, Adam; optax-style ``init``/``update``);
 * :mod:`.experiment` — :class:`ScanSnapExperiment` for the Trainer, :func:`train`, :func:`run`
   (the paper row's ``train`` slot), batched grids (:func:`train_grid`) and the jax SGD map
   (:func:`sgd_ensemble`);
@@ -18,10 +18,10 @@ Modules, read in this order:
 
 from theory.scan_snap import VARIANTS
 
+from . import update
 from .data import Sampler, counts_of
 from .experiment import ScanSnapExperiment, run, sgd_ensemble, train, train_grid
 from .model import DirectYZ, cross_entropy, loss_step
-from .update import Optimiser
 
-__all__ = ["Sampler", "counts_of", "DirectYZ", "cross_entropy", "loss_step", "Optimiser", "ScanSnapExperiment",
+__all__ = ["Sampler", "counts_of", "DirectYZ", "cross_entropy", "loss_step", "update", "ScanSnapExperiment",
            "train", "run", "train_grid", "sgd_ensemble", "VARIANTS"]

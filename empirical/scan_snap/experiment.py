@@ -4,7 +4,7 @@ as one batched computation (:func:`train_grid`, Fig. 6), and the same finite-T S
 stochastic map (:func:`sgd_ensemble`).
 
 The data path is the config's variant (``counts`` or ``sequences``, :mod:`.data`); the model and
-loss are :mod:`.model`, the optimisers :mod:`.update`; ``engine="numpy"`` grids run the compiled
+loss are :mod:`.model`, the update rule :mod:`.update`; ``engine="numpy"`` grids run the compiled
 count-vector engine :mod:`.fast`. Float64 by default.
 """
 
@@ -29,10 +29,10 @@ from theory.scan_snap import (
     symmetric_y_coordinates,
 )
 
-from ..trainer import ModuleState, Trainer, resolve_device, torch_threads
+from ..trainer import Trainer, resolve_device, torch_threads
+from . import update
 from .data import Sampler
 from .model import DirectYZ, loss_step
-from .update import Optimiser
 
 __all__ = ["ScanSnapExperiment", "train", "run", "train_grid", "sgd_ensemble"]
 
@@ -41,7 +41,7 @@ __all__ = ["ScanSnapExperiment", "train", "run", "train_grid", "sgd_ensemble"]
 # Experiment (one run, for the Trainer)
 # ------------------------------------------------------------------------------------------------
 @dataclass
-class ScanSnapExperiment(ModuleState):
+class ScanSnapExperiment:
     """One training run; ``variant`` is the data path (``counts`` or ``sequences``). Logs the
     spec §6 observables from the parameters, the symmetric-coordinate means of ``Y`` (``Y_own_j``,
     ``Y_xlab_j``, ``Y_o_j``, ``Y_c_lab``, ``Y_c_o``) and of ``Z`` (``z_dt_j``, ``z_c``) that the
@@ -64,16 +64,26 @@ class ScanSnapExperiment(ModuleState):
         c = self.config
         self.model = DirectYZ(self.task, 1, c.zero_init, generator, self.dtype, device)
         self.sampler = Sampler(self.task, device, generator, self.dtype)
-        lr = lambda v: torch.tensor([v], dtype=self.dtype, device=device)  # noqa: E731
-        self.opt = Optimiser({"Y": self.model.Y, "Z": self.model.Z}, {"Y": lr(c.eta_Y), "Z": lr(c.eta_Z)},
-                             c.optimizer, c.momentum)
+        self.hyper = _hyper(c, torch.tensor([c.eta_Y], dtype=self.dtype, device=device),
+                            torch.tensor([c.eta_Z], dtype=self.dtype, device=device))
+        self.opt_state = update.init(self._parameters(), xp=torch)
+
+    def _parameters(self) -> dict[str, torch.nn.Parameter]:
+        return {"Y": self.model.Y, "Z": self.model.Z}
 
     def step(self, step: int) -> dict[str, float]:
         self.model.zero_grad(set_to_none=True)
         loss = loss_step(self.model, self.sampler, 1, self.config.batch, self.variant).sum()
         loss.backward()
-        self.opt.step()
+        self.opt_state = update.step_torch(self._parameters(), self.opt_state, **self.hyper)
         return {"loss": float(loss.detach())}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "opt": self.opt_state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.opt_state = state["opt"]
 
     def parameters_numpy(self):
         return (self.model.Y.detach()[0].cpu().numpy().astype(np.float64),
@@ -119,6 +129,12 @@ def run(config: ScanSnapConfig, *, device: str = "auto", variant: str | None = N
     traj, _ = train(config, variant=variant, device=device, progress=progress, log_z_rows=config.K <= 4,
                     checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
     return traj
+
+
+def _hyper(config: ScanSnapConfig, lr_Y: torch.Tensor, lr_Z: torch.Tensor) -> dict[str, Any]:
+    """The update rule's settings: the config's optimiser and momentum, learning rates (R,) per run."""
+    return {"lr": {"Y": lr_Y.view(-1, 1, 1), "Z": lr_Z.view(-1, 1, 1)}, "method": config.optimizer,
+            "momentum": config.momentum}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -182,7 +198,8 @@ def _train_grid(config, eta_Z, ratios, seeds, dev, snapshots, dtype):
     sampler = Sampler(task, dev, gen, dtype)
     ez = torch.tensor([c[0] for c in combos], dtype=dtype, device=dev)
     ey = torch.tensor([c[0] * c[1] for c in combos], dtype=dtype, device=dev)
-    opt = Optimiser({"Y": model.Y, "Z": model.Z}, {"Y": ey, "Z": ez}, config.optimizer, config.momentum)
+    params = {"Y": model.Y, "Z": model.Z}
+    hyper, opt_state = _hyper(config, ey, ez), update.init(params, xp=torch)
     snaps = {}
     for s in range(config.steps):
         if s in snapshots:
@@ -190,7 +207,7 @@ def _train_grid(config, eta_Z, ratios, seeds, dev, snapshots, dtype):
         model.zero_grad(set_to_none=True)
         loss = loss_step(model, sampler, R, config.batch, config.path)
         loss.sum().backward()
-        opt.step()
+        opt_state = update.step_torch(params, opt_state, **hyper)
         if not torch.isfinite(loss).all():
             raise DivergenceError(s + 1, "non-finite loss in the grid")
     snaps[config.steps] = model.Z.detach().cpu().numpy().copy()
@@ -201,8 +218,9 @@ def _train_grid(config, eta_Z, ratios, seeds, dev, snapshots, dtype):
 # The same finite-T SGD as a jax stochastic map (count vectors), vmapped over seeds and learning rates
 # ------------------------------------------------------------------------------------------------
 def sgd_ensemble(config: ScanSnapConfig, lrs, paths_per_lr: int, *, seed: int = 0):
-    """Finite-T SGD (momentum ``config.momentum``, batch ``config.batch``, ``T - 1`` contextual
-    tokens drawn as count vectors) as a stochastic map in jax: its gradient is ``jax.grad`` of
+    """Finite-T SGD (the update rule of :mod:`.update`, momentum ``config.momentum``, batch
+    ``config.batch``, ``T - 1`` contextual tokens drawn as count vectors) as a stochastic map in
+    jax: its gradient is ``jax.grad`` of
     :func:`theory.scan_snap.count_vector_objective`; ``paths_per_lr`` seeds for each ``(eta_Y,
     eta_Z)`` in ``lrs``, all vmapped, steps by ``lax.scan``; zero or default init as the config
     says. Logged at ``config.log_steps()``. Returns ``(times, Y, Z, lr)`` with times
@@ -234,23 +252,25 @@ def sgd_ensemble(config: ScanSnapConfig, lrs, paths_per_lr: int, *, seed: int = 
             Y0 = jax.random.uniform(k1, (task.M_in, task.M_out), minval=-b, maxval=b)
             Z0 = jax.random.uniform(k2, (task.M_in, task.M_in), minval=-b, maxval=b)
 
+        hyper = {"lr": {"Y": lr_p[0], "Z": lr_p[1]}, "method": "sgd", "momentum": mu}
+
         def step(carry, inp):
-            Y, Z, vY, vZ, bY, bZ = carry
+            params, state, bY, bZ = carry
             key, i = inp
             k1, k2 = jax.random.split(key)
             n = jax.random.randint(k1, (B,), 0, task.K)
             counts = jax.random.multinomial(k2, L, P[n])
-            gY, gZ = grad(Y, Z, counts, n, query, label)
-            vY, vZ = mu * vY + gY, mu * vZ + gZ  # PyTorch momentum, ascent on J
-            Y, Z = Y + lr_p[0] * vY, Z + lr_p[1] * vZ
-            bY, bZ = bY.at[slot[i + 1]].set(Y), bZ.at[slot[i + 1]].set(Z)
-            return (Y, Z, vY, vZ, bY, bZ), None
+            gY, gZ = grad(params["Y"], params["Z"], counts, n, query, label)
+            params, state = update.update({"Y": -gY, "Z": -gZ}, state, params, xp=jnp, **hyper)  # ascent on J
+            bY, bZ = bY.at[slot[i + 1]].set(params["Y"]), bZ.at[slot[i + 1]].set(params["Z"])
+            return (params, state, bY, bZ), None
 
         bY = jnp.zeros((len(logs) + 1,) + Y0.shape).at[0].set(Y0)
         bZ = jnp.zeros((len(logs) + 1,) + Z0.shape).at[0].set(Z0)
-        init = (Y0, Z0, jnp.zeros_like(Y0), jnp.zeros_like(Z0), bY, bZ)
+        params = {"Y": Y0, "Z": Z0}
+        init = (params, update.init(params, xp=jnp), bY, bZ)
         out, _ = jax.lax.scan(step, init, (jax.random.split(kloop, config.steps), jnp.arange(config.steps)))
-        return out[4][:-1], out[5][:-1]
+        return out[2][:-1], out[3][:-1]
 
     keys = jax.random.split(jax.random.PRNGKey(seed), lr.shape[0])
     Y, Z = jax.jit(jax.vmap(one_path))(keys, lr)

@@ -151,7 +151,8 @@ def _backward(E, F, ys, m, sup, qi, label, inv_b, gY, gZ):
 @njit(cache=True)
 def _momentum(theta, v, g, rows, lr, mu):
     """PyTorch SGD momentum on the rows that move: ``v = mu v + g``, ``theta[r, rows[i]] += lr[r]
-    v[r, i]`` (ascent on J); ``theta`` (R, M, N), ``v``, ``g`` (R, len(rows), N), ``lr`` (R,)."""
+    v[r, i]`` (ascent on J); ``theta`` (R, M, N), ``v``, ``g`` (R, len(rows), N), ``lr`` (R,).
+    The compiled form of :func:`empirical.scan_snap.update.update` (``sgd``, on ``-g``; tested equal)."""
     R, n, N = v.shape
     for r in range(R):
         for i in range(n):
@@ -243,9 +244,10 @@ class CountSGD:
         gZ[:, self._qrows] = gZr
         return gY, gZ
 
-    def step(self):
+    def step(self, batch: Batch | None = None):
+        """One SGD step on ``batch`` (default: the next one drawn)."""
         try:
-            gY, gZ = self._parts(self.sample())
+            gY, gZ = self._parts(self.sample() if batch is None else batch)
         except DivergenceError as exc:
             raise DivergenceError(self.steps_done, exc.message) from None
         self.steps_done += 1
