@@ -60,7 +60,7 @@ def fig4_heatmaps(outdir=None, quick: bool = True, *, device: str = "auto", step
     ``{"maps": {(ratio, class): (7, 30) array}, "dt_entropy": {name: final DT entropy}}``."""
     from empirical.scan_snap import train_grid
 
-    cfg = ss.Config(eta_Z=1.0, momentum=0.9, batch=128, T=128, steps=steps, zero_init=True, seed=2)
+    cfg = ss.Config.preset("official", quick, steps=steps, seed=2)
     iters = (0, 2, 4, 6, 8, 10)
     res = train_grid(cfg, [1.0], [1.0, 10.0], 1, device=device, snapshots=iters)
     task = res["task"]
@@ -175,10 +175,10 @@ def fig_overlay(outdir=None, quick: bool = True, *, device: str = "auto", data=N
     """T = inf ODE (dashed) vs the trained model in the theory regime: DT logits, common logit,
     a Y coordinate, DT entropy, loss. ``data`` = ``(theory, practice)`` (else computed). Returns it."""
     from figures.core import overlay
-    from figures.scan_snap_compare import _agreement, theory_regime
+    from figures.scan_snap_compare import _agreement
 
     if data is None:
-        _, theory, practice = _agreement(theory_regime(quick), device)
+        _, theory, practice = _agreement(ss.Config.preset("theory", quick), device)
         data = (theory, practice)
     names = ["z_dt_0", "z_dt_9", "z_c", "Y_own_9", "dt_entropy", "population_loss"]
     fig = overlay(*data, names, title="Scan & Snap: T = inf ODE vs trained (Y, Z) model", xlabel="t (per-sample time)")
@@ -190,13 +190,13 @@ def fig_invariant_spread(outdir=None, quick: bool = True, *, device: str = "auto
                          eta_Z: float = 0.2) -> pd.DataFrame:
     """Reduced-vs-full: spread max/min of the scanning invariant I_l over class 1's DTs in the full
     T = inf flow (zero init) as eta_Y/eta_Z grows; the reduced ODE keeps it at exactly 1."""
-    t_end = 150.0 if quick else 300.0
+    t_end = float(ss.Config.preset("spread", quick).steps)
     rows = []
     task = ss.make_task(ss.Config())
     t = np.linspace(0, t_end, 61)
     fig, ax = _plt().subplots(figsize=(5, 3.4))
     for r in ratios:
-        cfg = ss.Config(eta_Z=eta_Z, eta_Y=eta_Z * r, momentum=0.0, steps=int(t_end), log_every=int(t_end))
+        cfg = ss.Config.preset("spread", quick, eta_Z=eta_Z, eta_Y=eta_Z * r)
         th = theory_trajectory(cfg, t)
         y = np.stack([th[n].values for n in ss.full_system(cfg).state_names], -1)
         _, Z = ss.embed_symmetric_state(task, y)

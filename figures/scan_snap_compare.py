@@ -163,26 +163,12 @@ def _agreement(cfg, device):
     return out, theory, practice
 
 
-# ------------------------------------------------------------------------------------------------
-# Regimes
-# ------------------------------------------------------------------------------------------------
-def theory_regime(quick: bool) -> ss.ScanSnapConfig:
-    """Zero init, plain SGD (t = step), large batch, long sequences (count path: cost independent of T)."""
-    return ss.Config(eta_Y=1.0, eta_Z=1.0, momentum=0.0, batch=1024 if quick else 4096, T=4096,
-                     steps=100 if quick else 300, log_every=5, zero_init=True, path="counts", seed=0)
-
-
-def official_regime(quick: bool) -> ss.ScanSnapConfig:
-    """The official Fig. 4 setting (spec §5.3): T = 128, batch 128, momentum 0.9, zero init, lr 1."""
-    return theory_regime(quick).replace(batch=128, T=128, momentum=0.9, steps=50 if quick else 100)
-
-
 def _momentum_gap(quick: bool, device: str) -> dict:
     """Training in the official regime vs the ODE, the momentum map on J_inf and on E_counts[J]; and
     the momentum map vs the ODE as lr -> 0 at mu = 0.9 (same ODE-time horizon)."""
     from empirical.scan_snap import train
 
-    cfg = official_regime(quick)
+    cfg = ss.Config.preset("official", quick)
     task = ss.make_task(cfg)
     mc = 256 if quick else 1024
     rows, lr_rows = [], []
@@ -217,7 +203,7 @@ def _reduced_grid(quick: bool, device: str) -> dict:
     eta_Y = 1 fixed; and Eqn. 12's bracket ``dz_l0 <= B <= dz_l0 / f_l0(0)^2`` for the reduced B."""
     from empirical.scan_snap import train
 
-    base = theory_regime(quick)
+    base = ss.Config.preset("theory", quick)
     task = ss.make_task(base)
     zn = _z_names(base)
     P = task.P[0, task.dt[0]]
@@ -274,7 +260,7 @@ def _claim_scan_snap(quick: bool, device: str) -> Claim:
     Snap: after t0 = 2 K ln M / eta_Y the attention freezes although the learning rate is unchanged."""
     from empirical.scan_snap import train
 
-    cfg = official_regime(quick).replace(steps=100, log_every=5)
+    cfg = ss.Config.preset("official", quick, steps=100)
     practice, _ = train(cfg, device=device)
     task = ss.make_task(cfg)
     U = task.dt.shape[1]
@@ -359,7 +345,7 @@ def _claim_entropy(quick: bool, device: str) -> Claim:
 # ------------------------------------------------------------------------------------------------
 def compare_data(quick: bool = True, device: str = "auto"):
     """``(report, theory, practice)``: the report and the theory-regime trajectories it was built on."""
-    cfg = theory_regime(quick)
+    cfg = ss.Config.preset("theory", quick)
     inside, theory, practice = _agreement(cfg, device)
     judged = {"z_rows", "y_coordinates", "dt_entropy", "dt_entropy_drop", "population_loss"}
     observables = [Observable(k, v, COMPARE_TOL if k in judged else None) for k, v in inside.items()]

@@ -38,8 +38,8 @@ def fig6_config(num_last: int, eta_Z: float, *, zero_init: bool = False, steps: 
     """The official sweep's setting (spec §5.4) for one (panel, eta_Z) cell; eta_Y is set per run
     (ratio x eta_Z) inside the cell."""
     i = FIG6_GRID["eta_Z"].index(eta_Z) if eta_Z in FIG6_GRID["eta_Z"] else int(round(eta_Z * 100))
-    return ss.Config(num_last=num_last, num_next_per_last=2, momentum=0.9, batch=128, T=128, steps=steps,
-                     log_every=steps, zero_init=zero_init, eta_Z=eta_Z, eta_Y=eta_Z, seed=1000 * num_last + i)
+    return ss.Config.preset("fig6", num_last=num_last, eta_Z=eta_Z, eta_Y=eta_Z, seed=1000 * num_last + i,
+                            zero_init=zero_init, steps=steps, log_every=steps)
 
 
 def fig6_cell(paper: str, config: dict, *, ratios, seeds: int, float32: bool = False, engine: str = "numpy",

@@ -61,8 +61,8 @@ def test_count_and_sequence_paths_same_loss_curve_distribution():
     standard errors (|d|/se <= 3 at every logged step; the mean |d|/se <= 1.5)."""
     cfg = ss.Config(batch=64, T=128, steps=30, log_every=5, momentum=0.9, zero_init=False)
     curves = {}
-    for path in es.VARIANTS:
-        runs = [es.train(cfg, variant=path, device="cpu", seed=s, log_z_rows=False)[0].population_loss.values
+    for path in ss.Config.VARIANTS:
+        runs = [es.train(cfg.replace(variant=path), device="cpu", seed=s, log_z_rows=False)[0].population_loss.values
                 for s in range(6)]
         curves[path] = np.array(runs)
     mc, ms = curves["counts"].mean(0), curves["sequences"].mean(0)
@@ -226,11 +226,11 @@ def test_y_coordinates_logged_equal_the_parameters_group_means():
             assert math.isclose(float(got[name]), y[i], rel_tol=1e-14, abs_tol=1e-15), name
 
 
-def test_variant_contradicting_path_and_adam_uses_momentum_as_beta1():
+def test_variant_contradicting_the_config_and_adam_uses_momentum_as_beta1():
     from theory.errors import ConfigError
 
     with pytest.raises(ConfigError) as e:
-        es.run(ss.Config(path="sequences", steps=2), device="cpu", variant="counts")
+        es.run(ss.Config(variant="sequences", steps=2), device="cpu", variant="counts")
     assert e.value.field == "variant"
     # Adam's beta1 is the config's momentum (every setting reaches every variant)
     g = torch.Generator().manual_seed(0)

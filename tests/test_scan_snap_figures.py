@@ -67,7 +67,7 @@ def test_closed_form_figure_data():
     (["train", "scan-snap", "--set", "eta_Y=nan"], "eta_Y"),
     (["simulate", "scan-snap", "--set", "zero_init=false"], "zero_init"),
     (["train", "scan-snap", "--set", "vocab=big"], "vocab"),
-    (["train", "scan-snap", "--variant", "counts", "--set", "path=sequences", "--set", "steps=2"], "variant"),
+    (["train", "scan-snap", "--variant", "counts", "--set", "variant=sequences", "--set", "steps=2"], "variant"),
     (["train", "scan-snap", "--variant", "tokens"], "variant"),
 ])
 def test_cli_bad_input_one_line_exit_2(args, field):

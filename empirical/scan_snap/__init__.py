@@ -16,12 +16,10 @@ Modules, read in this order:
 ``fast`` and ``text`` are imported on demand (numba; the real-text stack).
 """
 
-from theory.scan_snap import VARIANTS
-
 from . import update
 from .data import Sampler, counts_of
 from .experiment import ScanSnapExperiment, run, sgd_ensemble, train, train_grid
 from .model import DirectYZ, cross_entropy, loss_step
 
 __all__ = ["Sampler", "counts_of", "DirectYZ", "cross_entropy", "loss_step", "update", "ScanSnapExperiment",
-           "train", "run", "train_grid", "sgd_ensemble", "VARIANTS"]
+           "train", "run", "train_grid", "sgd_ensemble"]

@@ -21,7 +21,6 @@ import torch
 from theory.errors import ConfigError, DivergenceError, check_choice
 from theory.scan_snap import (
     PAPER,
-    VARIANTS,
     ScanSnapConfig,
     count_vector_objective,
     make_task,
@@ -42,22 +41,20 @@ __all__ = ["ScanSnapExperiment", "train", "run", "train_grid", "sgd_ensemble"]
 # ------------------------------------------------------------------------------------------------
 @dataclass
 class ScanSnapExperiment:
-    """One training run; ``variant`` is the data path (``counts`` or ``sequences``). Logs the
+    """One training run on the data path ``config.variant`` (``counts`` or ``sequences``). Logs the
     spec §6 observables from the parameters, the symmetric-coordinate means of ``Y`` (``Y_own_j``,
     ``Y_xlab_j``, ``Y_o_j``, ``Y_c_lab``, ``Y_c_o``) and of ``Z`` (``z_dt_j``, ``z_c``) that the
     T = inf system integrates, and (``log_z_rows``) every moving attention logit as ``z_{n}_{l}``
     (class n, token l)."""
 
     config: ScanSnapConfig
-    variant: str = "counts"
     log_z_rows: bool = True
     dtype: torch.dtype = torch.float64
     paper: str = PAPER
     name: str = field(init=False)
 
     def __post_init__(self):
-        check_choice("variant", self.variant, VARIANTS)
-        self.name = self.variant
+        self.name = self.config.variant
         self.task = make_task(self.config)
 
     def setup(self, device, generator):
@@ -73,7 +70,7 @@ class ScanSnapExperiment:
 
     def step(self, step: int) -> dict[str, float]:
         self.model.zero_grad(set_to_none=True)
-        loss = loss_step(self.model, self.sampler, 1, self.config.batch, self.variant).sum()
+        loss = loss_step(self.model, self.sampler, 1, self.config.batch, self.config.variant).sum()
         loss.backward()
         self.opt_state = update.step_torch(self._parameters(), self.opt_state, **self.hyper)
         return {"loss": float(loss.detach())}
@@ -106,15 +103,15 @@ class ScanSnapExperiment:
 
 
     def parameters_info(self) -> dict[str, Any]:
-        return {**self.config.to_dict(), "variant": self.variant, "K": self.task.K, "M_out": self.task.M_out}
+        """Derived sizes (the config itself is recorded once, by the Trainer)."""
+        return {"K": self.task.K, "M_out": self.task.M_out}
 
 
-def train(config: ScanSnapConfig, *, variant: str | None = None, device: str = "auto", seed: int | None = None,
-          progress: bool = False, log_z_rows: bool = True, checkpoint=None, checkpoint_every: int = 0,
-          resume: bool = False):
-    """Train one model, logged at ``config.log_steps()`` (time ``config.ode_times()``); returns
-    ``(trajectory, experiment)``. ``variant`` is the data path (default ``config.path``)."""
-    exp = ScanSnapExperiment(config, variant=variant or config.path, log_z_rows=log_z_rows)
+def train(config: ScanSnapConfig, *, device: str = "auto", seed: int | None = None, progress: bool = False,
+          log_z_rows: bool = True, checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
+    """Train one model on the data path ``config.variant``, logged at ``config.log_steps()`` (time
+    ``config.ode_times()``); returns ``(trajectory, experiment)``."""
+    exp = ScanSnapExperiment(config, log_z_rows=log_z_rows)
     trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress,
                       checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
     return trainer.run(exp), exp
@@ -122,11 +119,14 @@ def train(config: ScanSnapConfig, *, variant: str | None = None, device: str = "
 
 def run(config: ScanSnapConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False,
         checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
-    """``tdyn train scan-snap``: one run, returns the trajectory. ``variant`` (``counts`` or
-    ``sequences``) is the data path; it must agree with ``config.path`` when that was changed."""
-    if variant is not None and config.path != "counts" and variant != config.path:
-        raise ConfigError("variant", f"variant {variant!r} contradicts path={config.path!r}; set one of them")
-    traj, _ = train(config, variant=variant, device=device, progress=progress, log_z_rows=config.K <= 4,
+    """``tdyn train scan-snap``: one run, returns the trajectory. ``variant`` (the CLI's
+    ``--variant``: ``counts`` or ``sequences``) sets ``config.variant``; it must agree with it when
+    the config's variant was moved from its default."""
+    if variant is not None:
+        if config.variant not in (variant, ScanSnapConfig.variant):
+            raise ConfigError("variant", f"--variant {variant!r} contradicts variant={config.variant!r}; set one of them")
+        config = config.replace(variant=variant)
+    traj, _ = train(config, device=device, progress=progress, log_z_rows=config.K <= 4,
                     checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
     return traj
 
@@ -143,7 +143,7 @@ def _hyper(config: ScanSnapConfig, lr_Y: torch.Tensor, lr_Z: torch.Tensor) -> di
 def train_grid(config: ScanSnapConfig, eta_Z: list[float], ratios: list[float], seeds: int, *,
                device: str = "cpu", snapshots: tuple[int, ...] = (), dtype=torch.float64, engine: str = "torch"):
     """Train ``len(eta_Z) x len(ratios) x seeds`` runs of ``config`` (eta_Y = ratio * eta_Z) as one
-    batched computation (counts path unless ``config.path == "sequences"``). ``engine="numpy"``
+    batched computation (on the data path ``config.variant``). ``engine="numpy"``
     runs the count-vector SGD of :mod:`empirical.scan_snap.fast` (cost independent of T; SGD and
     the counts path only, CPU, float64 or float32 as ``dtype``; the same algorithm on other random
     streams than torch's). Returns a dict with
@@ -175,9 +175,9 @@ def _grid_result(combos, Y, Z, snaps, task):
 def _train_grid_numpy(config, eta_Z, ratios, seeds, snapshots, dtype=np.float64):
     from .fast import CountSGD
 
-    if config.optimizer != "sgd" or config.path != "counts":
-        field = "optimizer" if config.optimizer != "sgd" else "path"
-        raise ConfigError(field, "engine='numpy' runs count-vector SGD only (optimizer=sgd, path=counts)")
+    if config.optimizer != "sgd" or config.variant != "counts":
+        field = "optimizer" if config.optimizer != "sgd" else "variant"
+        raise ConfigError(field, "engine='numpy' runs count-vector SGD only (optimizer=sgd, variant=counts)")
     task = make_task(config)
     combos = list(itertools.product(eta_Z, ratios, range(seeds)))
     eng = CountSGD(task, [c[0] * c[1] for c in combos], [c[0] for c in combos], batch=config.batch,
@@ -205,7 +205,7 @@ def _train_grid(config, eta_Z, ratios, seeds, dev, snapshots, dtype):
         if s in snapshots:
             snaps[s] = model.Z.detach().cpu().numpy().copy()
         model.zero_grad(set_to_none=True)
-        loss = loss_step(model, sampler, R, config.batch, config.path)
+        loss = loss_step(model, sampler, R, config.batch, config.variant)
         loss.sum().backward()
         opt_state = update.step_torch(params, opt_state, **hyper)
         if not torch.isfinite(loss).all():

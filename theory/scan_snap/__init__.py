@@ -18,7 +18,7 @@ Modules (the module set of every paper, plus one for a separate job):
   (Lemma 4 / Eqn. 10) and the snap ODE (Theorem 4).
 """
 
-from .config import PAPER, SPEC, VARIANTS, Config, ScanSnapConfig, ScanSnapTask, make_task
+from .config import PAPER, SPEC, Config, ScanSnapConfig, ScanSnapTask, make_task
 from .derive import (C_sym, K_sym, Nq_sym, R_sym, SymmetricLayout, chain_rule_flow, embed_symmetric_state,
                      entropy_expr, eta_Y, eta_Z, full_parameters, full_system, general_state_vector, general_system,
                      gradient_ascent_flow, minimal_instance, population_objective, symmetric_layout,
@@ -31,7 +31,7 @@ from .reduced import (B_of_t, B_theorem4, C0_sym, Gamma_of_t, M_sym, chi_bounds,
                       snap_system, t_sym, transition_times)
 
 __all__ = [
-    "PAPER", "SPEC", "VARIANTS", "ScanSnapConfig", "Config", "ScanSnapTask", "make_task",
+    "PAPER", "SPEC", "ScanSnapConfig", "Config", "ScanSnapTask", "make_task",
     "population_objective", "gradient_ascent_flow", "chain_rule_flow", "full_system", "full_parameters",
     "general_system", "minimal_instance", "SymmetricLayout", "symmetric_layout", "entropy_expr",
     "eta_Y", "eta_Z", "R_sym", "K_sym", "C_sym", "Nq_sym",
