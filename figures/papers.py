@@ -147,8 +147,8 @@ register(Paper(
     problem="theory.scan_snap:problem",
     sde=None,
     train="empirical.scan_snap.experiment:run",
-    compare="figures.scan_snap:compare",
-    figures="figures.scan_snap:make_figures",
+    compare="figures.scan_snap.compare:compare",
+    figures="figures.scan_snap.figures:FIGURES",
     estimate="theory.scan_snap.config:estimate",
     text="empirical.scan_snap.text:ScanSnapTextConfig",  # Figs. 7 and 10 on WikiText-2
     variants=("counts", "sequences"),

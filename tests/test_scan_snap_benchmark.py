@@ -103,7 +103,7 @@ def test_count_engine_vs_sequences_speed(bench_row, benchmark, one_blas_thread, 
 def test_fig6_protocol_new_vs_old(bench_row, benchmark, one_blas_thread, tmp_path):
     """Issue 11 item 2: the Fig. 6 protocol (spec §5.4: 4 panels x 4 eta_Z x 4 ratios, 100 steps,
     float64) at 2 seeds instead of 10 (the full one takes minutes on the old path): new = the sweep
-    runner's cells on the count-vector engine (:mod:`figures.scan_snap_fig6`, one process, fresh
+    runner's cells on the count-vector engine (:mod:`figures.scan_snap.fig6`, one process, fresh
     store), old = the torch grid per panel as before (:func:`empirical.scan_snap.experiment.train_grid`, float64,
     one thread). Both single-threaded, measured in this run. Asserted: both tables show the
     protocol's grid with 2 runs per cell and their DT entropies agree within seed noise (5 standard
@@ -113,7 +113,7 @@ def test_fig6_protocol_new_vs_old(bench_row, benchmark, one_blas_thread, tmp_pat
     import numpy as np
     import pandas as pd
 
-    from figures.scan_snap_fig6 import FIG6_GRID, fig6_config, fig6_table
+    from figures.scan_snap.fig6 import FIG6_GRID, fig6_config, fig6_table
 
     seeds = 2
     t0 = time.perf_counter()

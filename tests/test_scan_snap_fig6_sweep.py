@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from empirical.sweeps import read_index
-from figures.scan_snap_fig6 import CellsFailed, fig6_cells, fig6_table
+from figures.scan_snap.fig6 import CellsFailed, fig6_cells, fig6_table
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

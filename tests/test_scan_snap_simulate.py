@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from empirical import scan_snap as es
-from figures import scan_snap as fs
+from figures.scan_snap import compare as fs
 from figures.core import rel_l2
 from theory import scan_snap as ss
 

@@ -124,7 +124,8 @@ def run(config: ScanSnapConfig, *, device: str = "auto", variant: str | None = N
     the config's variant was moved from its default."""
     if variant is not None:
         if config.variant not in (variant, ScanSnapConfig.variant):
-            raise ConfigError("variant", f"--variant {variant!r} contradicts variant={config.variant!r}; set one of them")
+            raise ConfigError("variant", f"--variant {variant!r} contradicts variant={config.variant!r}; "
+                                         "set one of them")
         config = config.replace(variant=variant)
     traj, _ = train(config, device=device, progress=progress, log_z_rows=config.K <= 4,
                     checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
