@@ -27,7 +27,6 @@ g``, first step ``v = g``; ``theta += lr v`` is descent on the CE), init zero or
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np

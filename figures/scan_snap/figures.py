@@ -33,6 +33,17 @@ def _plt():
     return plt
 
 
+def _finish(fig, outdir, name: str, table, csv: str | None = None) -> pd.DataFrame:
+    """Lay out and save ``fig`` as ``outdir/name``; ``table`` (a DataFrame or row dicts) as
+    ``outdir/csv`` when given. Returns the table."""
+    fig.tight_layout()
+    finish_figure(fig, outdir, name)
+    table = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
+    if csv is not None:
+        save_table(table, outdir, csv)
+    return table
+
+
 def fig3_growth(outdir=None, quick: bool = True, *, device: str = "auto", C0: float = 1.0) -> pd.DataFrame:
     """Fig. 3: bounds of chi_{l0}(t) (Eqn. 12) for eta_Y in {0.5, 1, 2, 5}, eta_Z = 0.5, K = 10,
     M = 1000; f_{n l0}(0)^2 of the Syn profile; dotted lines at t0 (Decision 14)."""
@@ -52,9 +63,7 @@ def fig3_growth(outdir=None, quick: bool = True, *, device: str = "auto", C0: fl
     ax.set_ylabel("chi_l0(t)")
     ax.set_title(f"Fig. 3: growth factor bounds (K=10, M=1000, C0={C0})", fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "fig3_growth.png")
-    return pd.DataFrame(rows)
+    return _finish(fig, outdir, "fig3_growth.png", rows)
 
 
 def fig4_heatmaps(outdir=None, quick: bool = True, *, device: str = "auto", steps: int = 100) -> dict:
@@ -117,11 +126,7 @@ def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds
         ax.set_title(f"#last/next tokens = {nl}/{2 * nl}", fontsize=9)
     axes[0][0].set_ylabel("DT entropy")
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "fig6_entropy.png")
-    table = pd.concat(tables, ignore_index=True)
-    save_table(table, outdir, "fig6_entropy.csv")
-    return table
+    return _finish(fig, outdir, "fig6_entropy.png", pd.concat(tables, ignore_index=True), "fig6_entropy.csv")
 
 
 def fig8_h(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
@@ -138,11 +143,7 @@ def fig8_h(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataF
         ax.set_title(f"Fig. 8: M = {M} (solid h*, dashed h)", fontsize=9)
         ax.set_xlabel("s")
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "fig8_h.png")
-    table = pd.DataFrame(rows)
-    save_table(table, outdir, "fig8_gap.csv")
-    return table
+    return _finish(fig, outdir, "fig8_h.png", rows, "fig8_gap.csv")
 
 
 def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2, C0: float = 1.0) -> pd.DataFrame:
@@ -175,11 +176,7 @@ def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2,
         ax.set_title(f"Fig. 9: nu = {nu}, M = {M}, K = {K}", fontsize=9)
         ax.set_xlabel("t")
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "fig9_B.png")
-    table = pd.DataFrame(rows)
-    save_table(table, outdir, "fig9_B.csv")
-    return table
+    return _finish(fig, outdir, "fig9_B.png", rows, "fig9_B.csv")
 
 
 def fig_overlay(outdir=None, quick: bool = True, *, device: str = "auto"):
@@ -214,11 +211,7 @@ def fig_invariant_spread(outdir=None, quick: bool = True, *, device: str = "auto
     ax.set_xlabel("t")
     ax.set_ylabel("max/min I_l over DTs")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "invariant_spread.png")
-    table = pd.DataFrame(rows)
-    save_table(table, outdir, "invariant_spread.csv")
-    return table
+    return _finish(fig, outdir, "invariant_spread.png", rows, "invariant_spread.csv")
 
 
 def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
@@ -238,10 +231,7 @@ def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto") -
     ax.set_ylabel("rel_l2 of z rows")
     ax.set_title("Scan & Snap: the momentum gap closes as lr -> 0", fontsize=9)
     ax.legend(fontsize=6)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "momentum_gap.png")
-    save_table(df, outdir, "momentum_gap.csv")
-    return df
+    return _finish(fig, outdir, "momentum_gap.png", df, "momentum_gap.csv")
 
 
 def table_reduced_grid(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
