@@ -253,7 +253,7 @@ def sgd_ensemble(config: ScanSnapConfig, lrs, paths_per_lr: int, *, seed: int = 
             Y0 = jax.random.uniform(k1, (task.M_in, task.M_out), minval=-b, maxval=b)
             Z0 = jax.random.uniform(k2, (task.M_in, task.M_in), minval=-b, maxval=b)
 
-        hyper = {"lr": {"Y": lr_p[0], "Z": lr_p[1]}, "method": "sgd", "momentum": mu}
+        hyper = {"lr": {"Y": lr_p[0], "Z": lr_p[1]}, "method": "sgd", "momentum": mu, "maximize": True}
 
         def step(carry, inp):
             params, state, bY, bZ = carry
@@ -262,7 +262,7 @@ def sgd_ensemble(config: ScanSnapConfig, lrs, paths_per_lr: int, *, seed: int = 
             n = jax.random.randint(k1, (B,), 0, task.K)
             counts = jax.random.multinomial(k2, L, P[n])
             gY, gZ = grad(params["Y"], params["Z"], counts, n, query, label)
-            params, state = update.update({"Y": -gY, "Z": -gZ}, state, params, xp=jnp, **hyper)  # ascent on J
+            params, state = update.update({"Y": gY, "Z": gZ}, state, params, xp=jnp, **hyper)  # ascent on J
             bY, bZ = bY.at[slot[i + 1]].set(params["Y"]), bZ.at[slot[i + 1]].set(params["Z"])
             return (params, state, bY, bZ), None
 

@@ -151,7 +151,7 @@ def _backward(E, F, ys, m, sup, qi, label, inv_b, gY, gZ):
 def _momentum(theta, v, g, rows, lr, mu):
     """PyTorch SGD momentum on the rows that move: ``v = mu v + g``, ``theta[r, rows[i]] += lr[r]
     v[r, i]`` (ascent on J); ``theta`` (R, M, N), ``v``, ``g`` (R, len(rows), N), ``lr`` (R,).
-    The compiled form of :func:`empirical.scan_snap.update.update` (``sgd``, on ``-g``; tested equal)."""
+    The compiled form of :func:`empirical.scan_snap.update.update` (``sgd``, ``maximize=True``; tested equal)."""
     R, n, N = v.shape
     for r in range(R):
         for i in range(n):

@@ -7,15 +7,15 @@ beta1, 0.9 by default as PyTorch's). Here that is one pair of pure functions on 
 (name -> array, any shape; learning rates broadcast against them, e.g. (R, 1, 1) per run):
 
 * :func:`init` ``(params, *, xp) -> state``;
-* :func:`update` ``(grads, state, params, *, lr, method, momentum, xp) -> (new_params, new_state)``:
-  one descent step on the loss whose gradients are ``grads`` (the cross-entropy; an engine that
-  differentiates ``J`` passes ``-dJ``).
+* :func:`update` ``(grads, state, params, *, lr, method, momentum, maximize, xp) -> (new_params,
+  new_state)``: one step down the loss whose gradients are ``grads`` (the cross-entropy), or, with
+  ``maximize=True`` (PyTorch's flag), up the objective whose gradients they are (``J``).
 
 ``xp`` is the array module (``numpy``, ``torch`` or ``jax.numpy``). Every engine of the paper
 steps through it: the torch experiment and grid (:func:`step_torch`), the jax SGD map
 (:func:`empirical.scan_snap.experiment.sgd_ensemble`) and the momentum map of the comparison
-(:func:`figures.scan_snap.compare.momentum_map`); the compiled count-vector engine
-(:mod:`.fast`) keeps its own kernel, tested equal to this rule.
+(:func:`figures.scan_snap.compare.momentum_map`), both ``maximize=True`` on ``dJ``; the compiled
+count-vector engine (:mod:`.fast`) keeps its own kernel, tested equal to this rule.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def init(params: Mapping[str, Any], *, xp=np) -> dict[str, Any]:
 
 
 def update(grads: Mapping[str, Any], state: Mapping[str, Any], params: Mapping[str, Any], *, lr: Mapping[str, Any],
-           method: str = "sgd", momentum: float = 0.9, xp=np) -> tuple[dict[str, Any], dict[str, Any]]:
+           method: str = "sgd", momentum: float = 0.9, maximize: bool = False,
+           xp=np) -> tuple[dict[str, Any], dict[str, Any]]:
     """One step of ``method`` on every parameter: ``lr[name]`` its learning rate (a scalar or an
     array that broadcasts against it). Pure: the inputs are not modified.
 
@@ -47,6 +48,8 @@ def update(grads: Mapping[str, Any], state: Mapping[str, Any], params: Mapping[s
       buffer at the first step: the same numbers, since ``m`` starts at 0);
     * ``adam`` (PyTorch's, bias-corrected): ``m = mu m + (1 - mu) g``, ``v = 0.999 v + 0.001 g^2``,
       ``p = p - lr m^ / (sqrt(v^) + 1e-8)`` with ``m^ = m / (1 - mu^t)``, ``v^ = v / (1 - 0.999^t)``.
+
+    ``maximize``: ``p + ...`` instead of ``p - ...`` (ascent; the moments are those of ``g``).
     """
     t = state["step"] + 1
     mu = momentum
@@ -55,13 +58,14 @@ def update(grads: Mapping[str, Any], state: Mapping[str, Any], params: Mapping[s
         g, m, v = grads[k], state["m"][k], state["v"][k]
         if method == "sgd":
             m = mu * m + g
-            p = p - lr[k] * m
+            p = p + lr[k] * m if maximize else p - lr[k] * m
         elif method == "adam":
             m = mu * m + (1 - mu) * g
             v = 0.999 * v + 0.001 * g * g
             mh = m / (1 - mu**t)
             vh = v / (1 - 0.999**t)
-            p = p - lr[k] * mh / (xp.sqrt(vh) + 1e-8)
+            delta = lr[k] * mh / (xp.sqrt(vh) + 1e-8)
+            p = p + delta if maximize else p - delta
         else:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         new_params[k], m_new[k], v_new[k] = p, m, v

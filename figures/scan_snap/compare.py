@@ -77,12 +77,13 @@ def momentum_map(config: ss.ScanSnapConfig, *, counts_per_class: int = 0, seed: 
         weights, n_idx = task.P, np.arange(task.K)
     args = (jnp.asarray(weights), jnp.asarray(n_idx), jnp.asarray(task.query), jnp.asarray(task.label))
     grad = jax.grad(lambda Y, Z: ss.objective(Y, Z, *args, xp=jnp), argnums=(0, 1))
-    hyper = {"lr": {"Y": config.eta_Y, "Z": config.eta_Z}, "method": "sgd", "momentum": config.momentum}
+    hyper = {"lr": {"Y": config.eta_Y, "Z": config.eta_Z}, "method": "sgd", "momentum": config.momentum,
+             "maximize": True}
 
     def step(carry, _):
         params, state = carry
         gY, gZ = grad(params["Y"], params["Z"])
-        params, state = update.update({"Y": -gY, "Z": -gZ}, state, params, xp=jnp, **hyper)  # ascent on J
+        params, state = update.update({"Y": gY, "Z": gZ}, state, params, xp=jnp, **hyper)  # ascent on J
         return (params, state), (params["Y"], params["Z"])
 
     Y0, Z0 = jnp.zeros((task.M_in, task.M_out)), jnp.zeros((task.M_in, task.M_in))

@@ -73,6 +73,22 @@ def test_update_rule_is_pure_and_the_same_in_numpy_and_torch(method):
         np.testing.assert_allclose(tp[k].numpy(), params[k], rtol=1e-14, atol=1e-15)
 
 
+@pytest.mark.parametrize("method", ["sgd", "adam"])
+def test_maximize_is_descent_on_the_negated_gradient(method):
+    """``maximize=True`` on ``g`` (ascent, as the jax engines step on dJ) = descent on ``-g``."""
+    rng = np.random.default_rng(7)
+    p0 = rng.normal(size=(2, 3))
+    up = down = {"p": p0}
+    s_up = s_down = es.update.init(up)
+    hyper = {"lr": {"p": 0.3}, "method": method, "momentum": 0.7}
+    for _ in range(5):
+        g = {"p": rng.normal(size=(2, 3))}
+        up, s_up = es.update.update(g, s_up, up, maximize=True, **hyper)
+        down, s_down = es.update.update({"p": -g["p"]}, s_down, down, **hyper)
+    np.testing.assert_allclose(up["p"], down["p"], rtol=1e-13, atol=1e-14)
+    assert np.abs(up["p"] - p0).max() > 0.1  # the parameters moved
+
+
 def test_count_engine_kernel_equals_the_update_rule():
     """The compiled count-vector engine's momentum kernel is the update rule (SGD on -grad J): three
     steps of the engine on its batches = three steps of ``update`` on the same batches' gradients."""
@@ -83,11 +99,12 @@ def test_count_engine_kernel_equals_the_update_rule():
     eng = CountSGD(task, lr_Y, lr_Z, batch=16, momentum=0.9, zero_init=False, rng=np.random.default_rng(2))
     params = {"Y": eng.Y.copy(), "Z": eng.Z.copy()}
     Z0, state = eng.Z.copy(), es.update.init(params)
-    hyper = {"lr": {"Y": lr_Y[:, None, None], "Z": lr_Z[:, None, None]}, "method": "sgd", "momentum": 0.9}
+    hyper = {"lr": {"Y": lr_Y[:, None, None], "Z": lr_Z[:, None, None]}, "method": "sgd", "momentum": 0.9,
+             "maximize": True}
     for _ in range(3):
         batch = eng.sample()
         gY, gZ = eng.gradient(batch)  # ascent gradient of J at the engine's current parameters
-        params, state = es.update.update({"Y": -gY, "Z": -gZ}, state, params, **hyper)
+        params, state = es.update.update({"Y": gY, "Z": gZ}, state, params, **hyper)
         eng.step(batch)
         np.testing.assert_allclose(eng.Y, params["Y"], rtol=1e-14, atol=1e-15)
         np.testing.assert_allclose(eng.Z, params["Z"], rtol=1e-14, atol=1e-15)
