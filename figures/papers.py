@@ -146,13 +146,13 @@ register(Paper(
     systems="theory.scan_snap:systems",
     problem="theory.scan_snap:problem",
     sde=None,
-    train="empirical.scan_snap:run",
-    compare="figures.scan_snap:compare",
-    figures="figures.scan_snap:make_figures",
+    train="empirical.scan_snap.experiment:run",
+    compare="figures.scan_snap.compare:compare",
+    figures="figures.scan_snap.figures:FIGURES",
     estimate="theory.scan_snap.config:estimate",
-    text="empirical.realtext:ScanSnapTextConfig",  # Figs. 7 and 10 on WikiText-2
+    text="empirical.scan_snap.text:ScanSnapTextConfig",  # Figs. 7 and 10 on WikiText-2
     variants=("counts", "sequences"),
-    missing={"sde": "minibatch noise of the count-vector SGD is simulated exactly (empirical.scan_snap), not as an SDE"},
+    missing={"sde": "minibatch noise of the count-vector SGD is simulated exactly (empirical.scan_snap.fast), not as an SDE"},
 ))
 
 register(Paper(

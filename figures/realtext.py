@@ -1,5 +1,5 @@
-"""Real-text figures, CSVs and claims of Scan & Snap and JoMA, and the machinery every paper's
-real-text figures share (issue 10; Topic's are in :mod:`figures.topic.text`).
+"""Real-text figures, CSVs and claims of JoMA, and the machinery every paper's real-text figures
+share (issue 10; Scan & Snap's are in :mod:`figures.scan_snap.text`, Topic's in :mod:`figures.topic.text`).
 
 :func:`make_realtext_figures` writes ``figures/out/<paper>/wikitext_*.png`` and ``wikitext_*.csv``;
 :func:`claims_for` decides the papers' real-text claims from the same runs (each protocol runs at
@@ -19,7 +19,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from scipy.stats import spearmanr  # noqa: E402
 
 from empirical import realtext as R  # noqa: E402
 from empirical import text  # noqa: E402
@@ -30,8 +29,8 @@ from .report import Claim  # noqa: E402
 from .sweep import sweep_settings, using_sweep  # noqa: E402,F401  (using_sweep: re-exported)
 
 __all__ = ["make_realtext_figures", "claims_for", "corpus_available", "paper_realtext_figures",
-           "paper_realtext_claims", "results", "config_for", "fig_scan_snap_maps",
-           "fig_scan_snap_entropy_vs_lr", "fig_joma_entropy", "fig_joma_lr_sweep", "runs_dir", "text_regime",
+           "paper_realtext_claims", "results", "config_for", "runs_dir", "text_regime", "fig_joma_entropy",
+           "fig_joma_lr_sweep",
            "using_sweep", "RUNS_DIR", "DROP_BOUNCE_NATS", "STABLE_RANK_REL"]
 
 #: a layer "drops then bounces" when its entropy falls at least this far below the start and
@@ -96,51 +95,6 @@ def _long(traj, **keys) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------------
-# Scan & Snap
-# ------------------------------------------------------------------------------------------------
-def fig_scan_snap_maps(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
-    """Fig. 7: lowest-layer attention maps (batch element 0 of training chunk 101) per model and
-    logged step; the table has each map's entropy and its Frobenius change since the previous one."""
-    res = results("scan-snap", quick, device, corpus, store=runs_dir(outdir))
-    maps = res["maps"]
-    layers = sorted(maps)
-    steps = sorted(next(iter(maps.values())))
-    fig, axes = plt.subplots(len(layers), len(steps), figsize=(2.4 * len(steps), 2.4 * len(layers)), squeeze=False)
-    rows = []
-    for r, L in enumerate(layers):
-        prev = None
-        for c, s in enumerate(steps):
-            A = maps[L][s]
-            ent = float(-(A * np.log(A + 1e-8)).sum(1).mean())
-            rows.append({"n_layer": L, "step": s, "snapshot_entropy": ent,
-                         "change": np.nan if prev is None else float(np.linalg.norm(A - prev))})
-            prev = A
-            axes[r, c].imshow(A, cmap="viridis", vmin=0, vmax=1)
-            axes[r, c].set_title(f"{L} layer{'s' * (L > 1)}, it {s}\nH={ent:.2f}", fontsize=8)
-            axes[r, c].set_xticks([]), axes[r, c].set_yticks([])
-    fig.suptitle(f"Scan & Snap Fig. 7 on WikiText-2: SGD lr {res['config'].lr:g} (FFN {res['config'].ffn_lr:g})", fontsize=9)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "wikitext_fig7_attention_maps.png")
-    return pd.DataFrame(rows)
-
-
-def fig_scan_snap_entropy_vs_lr(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
-    """Fig. 10: validation attention entropy of 1-layer models vs SGD learning rate, mean +- 1 std over seeds."""
-    res = results("scan-snap", quick, device, corpus, store=runs_dir(outdir))
-    df = res["sweep"]
-    g = df.groupby("lr")["entropy"].agg(["mean", "std"]).reset_index()
-    fig, ax = plt.subplots(figsize=(4.2, 3.2))
-    ax.errorbar(g["lr"], g["mean"], yerr=g["std"].fillna(0), marker="o", capsize=3)
-    ax.set_xlabel("learning rate $\\eta$ (SGD, all parameters)")
-    ax.set_ylabel("attention entropy (validation)")
-    ax.set_title(f"Scan & Snap Fig. 10, WikiText-2, {len(res['config'].seeds)} seeds", fontsize=9)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "wikitext_fig10_entropy_vs_lr.png")
-    return df
-
-
-# ------------------------------------------------------------------------------------------------
 # JoMA
 # ------------------------------------------------------------------------------------------------
 def _layer_panels(trajs: dict, title, outdir, name):
@@ -194,17 +148,12 @@ def _summaries(res) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------
 def make_realtext_figures(paper: str, outdir, *, quick: bool = True, device: str = "auto", corpus=None) -> list[Path]:
     """Write ``paper``'s real-text figures and CSVs into ``outdir``; returns the paths."""
-    paper = "scan-snap" if paper == "scan_snap" else paper
-    check_choice("paper", paper, ("scan-snap", "joma"))
+    check_choice("paper", paper, ("joma",))
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     kw = dict(device=device, corpus=corpus)
-    if paper == "scan-snap":
-        _write_csv(fig_scan_snap_maps(out, quick, **kw), out, "wikitext_fig7_attention_maps.csv", paths)
-        _write_csv(fig_scan_snap_entropy_vs_lr(out, quick, **kw), out, "wikitext_fig10_entropy_vs_lr.csv", paths)
-        names = ["wikitext_fig7_attention_maps.png", "wikitext_fig10_entropy_vs_lr.png"]
-    elif paper == "joma":
+    if paper == "joma":
         _write_csv(fig_joma_entropy(out, quick, **kw), out, "wikitext_fig6_entropy.csv", paths)
         _write_csv(fig_joma_lr_sweep(out, quick, **kw), out, "wikitext_fig8_lr_sweep.csv", paths)
         summary = _summaries(results("joma", quick, device, corpus, store=runs_dir(out)))
@@ -222,33 +171,9 @@ def text_regime(res, extra: str = "") -> str:
 
 def claims_for(paper: str, quick: bool = True, device: str = "auto", corpus=None) -> list[Claim]:
     """The real-text claims of ``paper`` decided on :func:`results` (numbers in ``evidence``)."""
-    paper = "scan-snap" if paper == "scan_snap" else paper
-    check_choice("paper", paper, ("scan-snap", "joma"))
+    check_choice("paper", paper, ("joma",))
     res = results(paper, quick, device, corpus)
-    return {"scan-snap": _scan_snap_claims, "joma": _joma_claims}[paper](res)
-
-
-def _scan_snap_claims(res) -> list[Claim]:
-    c, df = res["config"], res["sweep"]
-    g = df.groupby("lr")["entropy"].agg(["mean", "std"])
-    rho = float(spearmanr(df["lr"], df["entropy"]).statistic)
-    lr_claim = Claim("wikitext_higher_lr_lower_entropy", "Higher SGD learning rate => lower attention entropy (Fig. 10)",
-                     bool(rho < 0 and g["mean"].iloc[-1] < g["mean"].iloc[0]),
-                     {"lr": list(g.index), "entropy_mean": list(g["mean"]), "entropy_std": list(g["std"]),
-                      "spearman_lr_entropy": rho},
-                     text_regime(res, f"; 1 layer, SGD one lr for all, {c.sweep_steps} minibatches, seeds {list(c.seeds)}"))
-    ev, ok = {}, True
-    for L, snaps in res["maps"].items():
-        steps = sorted(snaps)
-        ents = [float(-(snaps[s] * np.log(snaps[s] + 1e-8)).sum(1).mean()) for s in steps]
-        changes = [float(np.linalg.norm(snaps[b] - snaps[a])) for a, b in zip(steps, steps[1:])]
-        ev[f"L{L}_steps"], ev[f"L{L}_entropy"], ev[f"L{L}_change"] = steps, ents, changes
-        ok &= ents[-1] < ents[0] and changes[-1] < changes[0]
-    freeze = Claim("wikitext_attention_sparsifies_and_freezes",
-                   "At constant lr the lowest layer's attention becomes sparse (entropy falls) and freezes "
-                   "(later changes smaller than early ones) (Fig. 7)", bool(ok), ev,
-                   text_regime(res, f"; layers {list(c.layers)}, SGD lr {c.lr:g}, FFN lr {c.ffn_lr:g}"))
-    return [lr_claim, freeze]
+    return _joma_claims(res)
 
 
 def _drop_bounce(summary: pd.DataFrame, delta) -> np.ndarray:

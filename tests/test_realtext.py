@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from empirical import realtext as R
 from empirical import text
+from empirical.scan_snap.text import ScanSnapTextConfig
 from empirical.textrun import TextRunConfig, train_text
 from empirical.transformer import TransformerLM, attention_entropy, stable_rank, uniform_causal_entropy
 from figures.cli import main
@@ -84,7 +85,7 @@ def test_bad_bptt_and_empty_files(tmp_path):
     with pytest.raises(ConfigError, match="vocab_size"):
         R.JomaTextConfig.quick(vocab_size=1)
     with pytest.raises(ConfigError, match="layers"):
-        R.ScanSnapTextConfig.quick(layers=())
+        ScanSnapTextConfig.quick(layers=())
     (tmp_path / text.TRAIN_FILE).write_text("\n \n")
     (tmp_path / text.VALID_FILE).write_text("a b\n")
     with pytest.raises(ConfigError, match="empty"):
@@ -213,7 +214,7 @@ def test_full_presets_are_the_papers_protocols():
     assert (j.optimizer, j.lr, j.emsize, j.n_head, j.bptt, j.dropout, j.tie, j.batch_size, j.clip) == \
         ("adam", 1e-4, 200, 1, 35, 0.2, False, 20, 0.5)
     assert R.JomaTextConfig.full().layers == (1, 2, 5, 10) and len(R.JomaTextConfig.full().sweep_lrs) == 7
-    s = R.ScanSnapTextConfig.full()
+    s = ScanSnapTextConfig.full()
     assert (s.lr, s.ffn_lr, s.lr_decay, s.clip, s.dropout, s.layers) == (5.0, 10.0, 0.95, 0.5, 0.3, (1, 3))
     assert list(s.log_steps()) == [0, 500, 1000, 1500] and s.sweep_lrs == (1.0, 2.0, 3.0, 4.0, 5.0)
 

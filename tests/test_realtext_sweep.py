@@ -1,41 +1,29 @@
-"""The real-text protocols (JoMA Figs. 6/8, Scan & Snap Figs. 7/10) run their runs as sweep cells
-(issue 11 item 5): the same numbers as the runs made directly with ``train_text``, a store that
-makes a rerun compute nothing and an interrupted protocol resume, a failing run recorded while the
-others finish, and local worker processes giving the in-process numbers. Tiny corpus on disk
-(cells read their corpus from a path, as spawned workers must)."""
+"""The real-text protocols (JoMA Figs. 6/8; Scan & Snap's in tests/empirical/scan_snap/test_text.py)
+run their runs as sweep cells (issue 11 item 5): the same numbers as the runs made directly with
+``train_text``, a store that makes a rerun compute nothing and an interrupted protocol resume, a
+failing run recorded while the others finish, and local worker processes giving the in-process
+numbers. Tiny corpus on disk (cells read their corpus from a path, as spawned workers must)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from empirical import realtext as R
-from empirical import text, textrun
+from empirical import textrun
 from empirical.sweeps import CellsFailed, open_sweep, read_index
 from figures import realtext as FR
 from figures.cli import main
+from helpers.text_corpus import write_toy_corpus
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(vocab_size=30, emsize=16, d_hid=16, steps=6, log_every=3, eval_chunks=2)
 
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory) -> str:
     """A toy language with bigram structure, written as a WikiText directory."""
-    rng = np.random.default_rng(0)
-    det, noun, verb = ["the", "a"], ["cat", "dog", "bird", "fish", "frog"], ["sees", "likes", "eats"]
-
-    def lines(n):
-        return "\n".join(" ".join([rng.choice(det), rng.choice(noun), rng.choice(verb), rng.choice(det),
-                                   rng.choice(noun), "."]) for _ in range(n))
-
-    d = tmp_path_factory.mktemp("corpus")
-    (d / text.TRAIN_FILE).write_text(lines(2500))
-    (d / text.VALID_FILE).write_text(lines(150))
-    return str(d)
+    return write_toy_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 def _joma(corpus_dir):
@@ -125,24 +113,6 @@ def test_failing_run_is_recorded_and_the_others_finish(corpus_dir, tmp_path, cou
     n = len(count_runs.calls)
     R.joma_protocol(cfg, device="cpu", store=store)
     assert len(count_runs.calls) == n + 1  # only the failed cell is retried
-
-
-def test_scan_snap_cells_on_two_workers_match_direct_runs(corpus_dir, tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the spawned workers import the cell function
-    cfg = R.ScanSnapTextConfig.quick(corpus=corpus_dir, layers=(1, 2), sweep_lrs=(1.0, 3.0), seeds=(1,),
-                                     sweep_steps=4, **TINY)
-    res = R.scan_snap_protocol(cfg, device="cpu", store=tmp_path / "store", workers=2)
-    for L in cfg.layers:  # Fig. 7: the attention maps of each logged step
-        traj, exp, _ = textrun.train_text(cfg.run(n_layer=L, optimizer="sgd", seed=1), device="cpu")
-        assert sorted(res["maps"][L]) == sorted(exp.snapshots) == [0, 3, 6]
-        for s, m in exp.snapshots.items():
-            np.testing.assert_array_equal(res["maps"][L][s], m)
-        np.testing.assert_array_equal(res["traj"][L]["entropy_layer0"].values, traj["entropy_layer0"].values)
-    for row in res["sweep"].itertuples():  # Fig. 10
-        run = cfg.run(n_layer=1, optimizer="sgd", lr=row.lr, ffn_lr=0.0, lr_decay=1.0, dropout=cfg.sweep_dropout,
-                      seed=row.seed, steps=cfg.sweep_steps, log_every=cfg.sweep_steps)
-        traj = textrun.train_text(run, device="cpu")[0]
-        assert (row.entropy, row.val_loss) == (traj["entropy_layer0"].values[-1], traj["val_loss"].values[-1])
 
 
 def test_figures_use_the_cli_store_per_paper(corpus_dir, tmp_path, monkeypatch, count_runs):

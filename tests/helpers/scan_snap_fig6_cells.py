@@ -5,7 +5,7 @@ file records the call) and computes normally afterwards."""
 import os
 from pathlib import Path
 
-from figures.scan_snap_fig6 import fig6_cell
+from figures.scan_snap.fig6 import fig6_cell
 
 
 def flaky_cell(paper, config, **options):

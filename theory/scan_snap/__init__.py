@@ -4,23 +4,25 @@ Spec: ``papers/scan_snap.md``. Reparameterised model (spec §2.2): decoder ``Y``
 output token) and attention logits ``Z`` (query row, key column); the attended mixture is
 l2-normalised in token space; the query does not attend to itself.
 
-Modules, by concern:
+Modules (the module set of every paper, plus one for a separate job):
 
-* :mod:`.config` — :class:`ScanSnapConfig` (every variant's settings; time unit ``ode_time``) and
-  the official generator's instance (:func:`make_task`);
+* :mod:`.config` — ``PAPER``, ``SPEC``, :class:`ScanSnapConfig` (every variant's settings; time
+  unit ``ode_time``), the official generator's instance (:func:`make_task`), ``estimate``;
 * :mod:`.derive` — ``J_inf`` and its gradient-ascent flows by differentiation (full symmetric
-  system with the paper's named quantities, general system, Appendix A instance);
-* :mod:`.reduced` — closed forms, the reduced (Lemma 4) and snap (Theorem 4) ODEs;
+  system with the paper's named quantities, general system, Appendix A instance), and the maps
+  between these systems' states and the full parameters ``Y``, ``Z``;
 * :mod:`.population` — objectives and observables of full parameters (``xp=`` numpy or jax);
-* :mod:`.layout` — maps between system states and full parameters;
-* :mod:`.problem` — ``systems(config)`` and ``problem(config)`` for the paper table.
+* :mod:`.problem` — ``systems(config)`` and ``problem(config)`` for the paper table;
+* :mod:`.reduced` — the separate job: the paper's *stated* results that the derived flow is
+  checked against — closed forms (h, gamma, Gamma, B, Theorem 4), the reduced attention ODE
+  (Lemma 4 / Eqn. 10) and the snap ODE (Theorem 4).
 """
 
-from .config import PAPER, SPEC, VARIANTS, Config, ScanSnapConfig, ScanSnapTask, make_task
-from .derive import (C_sym, K_sym, Nq_sym, R_sym, SymmetricLayout, chain_rule_flow, entropy_expr, eta_Y, eta_Z,
-                     full_parameters, full_system, general_system, gradient_ascent_flow, minimal_instance,
-                     population_objective, symmetric_layout)
-from .layout import embed_symmetric_state, general_state_vector, unpack_general_state, z_rows, z_state_names
+from .config import PAPER, SPEC, Config, ScanSnapConfig, ScanSnapTask, make_task
+from .derive import (C_sym, K_sym, Nq_sym, R_sym, SymmetricLayout, chain_rule_flow, embed_symmetric_state,
+                     entropy_expr, eta_Y, eta_Z, full_parameters, full_system, general_state_vector, general_system,
+                     gradient_ascent_flow, minimal_instance, population_objective, symmetric_layout,
+                     unpack_general_state, z_rows, z_state_names)
 from .population import (attention_scores, count_vector_objective, entropy, invariant_spread, mixture, objective,
                          observables_from_parameters, symmetric_y_coordinates)
 from .problem import SOLVE_OPTIONS, problem, systems
@@ -29,7 +31,7 @@ from .reduced import (B_of_t, B_theorem4, C0_sym, Gamma_of_t, M_sym, chi_bounds,
                       snap_system, t_sym, transition_times)
 
 __all__ = [
-    "PAPER", "SPEC", "VARIANTS", "ScanSnapConfig", "Config", "ScanSnapTask", "make_task",
+    "PAPER", "SPEC", "ScanSnapConfig", "Config", "ScanSnapTask", "make_task",
     "population_objective", "gradient_ascent_flow", "chain_rule_flow", "full_system", "full_parameters",
     "general_system", "minimal_instance", "SymmetricLayout", "symmetric_layout", "entropy_expr",
     "eta_Y", "eta_Z", "R_sym", "K_sym", "C_sym", "Nq_sym",

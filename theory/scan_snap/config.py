@@ -1,8 +1,10 @@
 """Scan & Snap configuration and data layout (spec ``papers/scan_snap.md`` §1.4, §2.3, §8).
 
 :class:`ScanSnapConfig` owns every setting of every variant (data generator, model, optimiser,
-data path, closed-form inputs) and the paper's **time convention** (:meth:`ScanSnapConfig.ode_time`);
-:func:`make_task` builds the concrete instance of the official generator.
+closed-form inputs), the variants (the data paths), the presets (the theory's regime, the official
+Fig. 4 and Fig. 6 settings, ...) and the paper's **time convention**
+(:meth:`ScanSnapConfig.ode_time`); :func:`make_task` builds the concrete instance of the official
+generator.
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..limits import F64, Term, field_value
-from ..params import ParamsBase
+from ..params import ParamsBase, Preset
 
-__all__ = ["estimate", "PAPER", "SPEC", "ScanSnapConfig", "Config", "ScanSnapTask", "make_task", "VARIANTS"]
+__all__ = ["estimate", "PAPER", "SPEC", "ScanSnapConfig", "Config", "ScanSnapTask", "make_task"]
 
 PAPER = "scan-snap"
 SPEC = "papers/scan_snap.md"
-#: training variants = data paths (spec §1.3): exact count vectors, or token sequences as the official code
-VARIANTS = ("counts", "sequences")
+
+#: the theory's regime (compare's observables): Syn-Small, zero init, plain SGD (t = step), large
+#: batch, long sequences (count vectors: cost independent of T), eta_Y = eta_Z = 1
+_THEORY = dict(eta_Y=1.0, eta_Z=1.0, momentum=0.0, T=4096, log_every=5, zero_init=True, variant="counts", seed=0)
+#: the official Fig. 4 run (spec §5.3): T = 128, batch 128, SGD momentum 0.9, zero init, lr 1
+_OFFICIAL = {**_THEORY, "batch": 128, "T": 128, "momentum": 0.9}
 
 
 @dataclass(frozen=True)
@@ -37,8 +43,13 @@ class ScanSnapConfig(ParamsBase):
     Training: ``optimizer`` ``sgd`` (PyTorch heavy ball, ``momentum`` mu) or ``adam`` (``beta1 =
     momentum``, ``beta2 = 0.999``: the official Adam has the PyTorch defaults 0.9/0.999, i.e. the
     default ``momentum``); ``batch``, ``steps``, logging every ``log_every`` steps; ``zero_init``
-    (spec §2.3) or PyTorch's default init; ``path`` is the data path/variant (``counts`` or
-    ``sequences``); ``seed``.
+    (spec §2.3) or PyTorch's default init; ``seed``.
+
+    **Variants** (:attr:`VARIANTS`) are the data paths of training (spec §1.3): ``counts`` (exact
+    count vectors) or ``sequences`` (token ids, as the official code); they read the same settings.
+    **Presets** (:attr:`PRESETS`, :meth:`preset`): ``theory`` (inside the theory's regime),
+    ``official`` (the official Fig. 4 run), ``fig6`` (a run of the Fig. 6 sweep), ``spread`` (the
+    T = inf flow of the invariant-spread figure).
 
     Theory: ``M`` (0 = ``M_out``) and ``C0`` are the closed forms' vocabulary size and constant;
     ``class_weights`` ``uniform`` (pi_n = 1/K on z, Decision 2) or ``literal`` (Eqn. 10 as printed).
@@ -67,11 +78,35 @@ class ScanSnapConfig(ParamsBase):
     steps: int = 100
     log_every: int = 2
     zero_init: bool = True
-    path: str = "counts"  # "counts" (count vectors) or "sequences" (as the official code)
+    variant: str = "counts"
     seed: int = 0
     M: int = 0
     C0: float = 1.0
     class_weights: str = "uniform"  # "uniform": pi_n = 1/K on z (Decision 2); "literal": Eqn. 10 as printed
+
+    VARIANTS = {
+        "counts": "exact count vectors q ~ Multinomial(T - 1, P(.|n)) (spec §1.3): cost independent of T",
+        "sequences": "T - 1 i.i.d. token ids per sample and attention over positions, as the official code",
+    }
+    PRESETS = {
+        "theory": Preset("inside the theory's regime (compare's observables): Syn-Small, zero init, plain SGD "
+                         "(t = step), batch 1024 (full 4096), T = 4096 count vectors, eta_Y = eta_Z = 1, "
+                         "100 (full 300) steps",
+                         quick={**_THEORY, "batch": 1024, "steps": 100},
+                         full={**_THEORY, "batch": 4096, "steps": 300}),
+        "official": Preset("the official Fig. 4 run (spec §5.3): Syn-Small, T = 128, batch 128, SGD momentum 0.9, "
+                           "zero init, eta_Y = eta_Z = 1, 50 (full 100) steps",
+                           quick={**_OFFICIAL, "steps": 50}, full={**_OFFICIAL, "steps": 100}),
+        "fig6": Preset("a run of the official Fig. 6 sweep (spec §5.4): Syn-Medium (two classes per query), "
+                       "SGD momentum 0.9, batch 128, T = 128, 100 steps, PyTorch's default init; num_last, "
+                       "eta_Z, eta_Y and seed are set per cell",
+                       quick=dict(num_next_per_last=2, momentum=0.9, batch=128, T=128, steps=100, log_every=100,
+                                  zero_init=False)),
+        "spread": Preset("the T = inf flow of the invariant-spread figure: Syn-Small, zero init, per-sample time "
+                         "t = step (momentum 0), horizon 150 (full 300)",
+                         quick=dict(momentum=0.0, steps=150, log_every=150),
+                         full=dict(momentum=0.0, steps=300, log_every=300)),
+    }
 
     @property
     def K(self) -> int:
@@ -123,8 +158,6 @@ class ScanSnapConfig(ParamsBase):
         for name in ("batch", "steps", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be >= 1, got {getattr(self, name)}")
-        if self.path not in VARIANTS:
-            raise ConfigError("path", f"must be 'counts' or 'sequences', got {self.path!r}")
         if self.class_weights not in ("uniform", "literal"):
             raise ConfigError("class_weights", f"must be 'uniform' or 'literal', got {self.class_weights!r}")
         if self.M < 0:
@@ -214,5 +247,5 @@ def estimate(c, command: str, paths: int) -> list[Term]:
         terms.append(Term("symbolic_states", 4 * U + 3, "num_unique_per_next"))  # SymmetricLayout
     if command == "train":
         terms += [Term("memory", 4 * F64 * B * M_in, "batch" if B > M_in else big),
-                  Term("memory", (2 * F64 * B * T) if getattr(c, "path", "counts") == "sequences" else 0.0, "T")]
+                  Term("memory", (2 * F64 * B * T) if getattr(c, "variant", "counts") == "sequences" else 0.0, "T")]
     return terms

@@ -11,7 +11,9 @@ Nothing here is typed from the paper's printed flow: the ``T = inf`` population 
 * :func:`full_system` — the ``T = inf`` coupled flow on the exact symmetric subspace of the official
   generator from zero init, with ``P(l|n)``, ``K``, ``C`` ... as symbolic parameters;
 * :func:`general_system` — the same flow with no symmetry assumed (numeric ``P``; tests only);
-* :func:`minimal_instance` — spec Appendix A's symbolic instance (checks 1-7 in the tests).
+* :func:`minimal_instance` — spec Appendix A's symbolic instance (checks 1-7 in the tests);
+* :func:`embed_symmetric_state`, :func:`general_state_vector`, :func:`unpack_general_state`,
+  :func:`z_rows` — maps between these systems' states and the full parameters ``Y``, ``Z``.
 
 Time: per-sample time, class weights ``pi_n = 1/K`` (see :class:`ScanSnapConfig`).
 """
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import sympy as sp
 
 from ..core import ReducedSystem
@@ -29,7 +32,8 @@ from .config import PAPER, SPEC, ScanSnapConfig, ScanSnapTask, make_task
 
 __all__ = ["population_objective", "gradient_ascent_flow", "chain_rule_flow", "full_system", "general_system",
            "full_parameters", "minimal_instance", "SymmetricLayout", "symmetric_layout", "entropy_expr",
-           "eta_Y", "eta_Z", "R_sym", "K_sym", "C_sym", "Nq_sym"]
+           "eta_Y", "eta_Z", "R_sym", "K_sym", "C_sym", "Nq_sym", "embed_symmetric_state", "general_state_vector",
+           "unpack_general_state", "z_rows", "z_state_names"]
 
 eta_Y, eta_Z = sp.symbols("eta_Y eta_Z", positive=True)
 R_sym = sp.Symbol("R", positive=True)  # number of non-label output tokens, M_out - K
@@ -323,3 +327,76 @@ def minimal_instance() -> dict[str, Any]:
         "f_symbols": fsym, "J_of_f": Jf,
         "dJ_df": [{l: sp.diff(Jf, s) for l, s in fsym[n].items()} for n in range(2)],
     }
+
+
+# ------------------------------------------------------------------------------------------------
+# States <-> full parameters: Y (M_in, M_out), Z (M_in, M_in) of the official generator's instance
+# (numpy, float64)
+# ------------------------------------------------------------------------------------------------
+def general_state_vector(task: ScanSnapTask, Y: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """Full parameters ``Y`` (M_in, M_out), ``Z`` (M_in, M_in) -> the full system's state. The
+    shared non-label column is read as the mean of the non-label columns (exact when equal)."""
+    rows = task.union_support
+    others = np.setdiff1d(np.arange(task.M_out), task.label)
+    parts = [Y[rows][:, task.label].T.ravel(), Y[rows][:, others].mean(1)]
+    parts += [Z[task.query[np.argmax(task.query_index == m)], task.query_support(m)] for m in range(task.num_last)]
+    return np.concatenate(parts)
+
+
+def unpack_general_state(task: ScanSnapTask, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse of :func:`general_state_vector` on (..., dim) arrays -> ``Y`` (..., M_in, M_out),
+    ``Z`` (..., M_in, M_in) (entries outside the state are 0)."""
+    y = np.asarray(y, dtype=np.float64)
+    lead = y.shape[:-1]
+    rows = task.union_support
+    nr, K = rows.size, task.K
+    Y = np.zeros(lead + (task.M_in, task.M_out))
+    Z = np.zeros(lead + (task.M_in, task.M_in))
+    lab = y[..., : K * nr].reshape(lead + (K, nr))
+    oth = y[..., K * nr: (K + 1) * nr]
+    others = np.setdiff1d(np.arange(task.M_out), task.label)
+    for k in range(K):
+        Y[..., rows, task.label[k]] = lab[..., k, :]
+    Y[..., rows[:, None], others[None, :]] = oth[..., :, None]
+    i = (K + 1) * nr
+    for m in range(task.num_last):
+        sup = task.query_support(m)
+        q = task.query[np.argmax(task.query_index == m)]
+        Z[..., q, sup] = y[..., i: i + sup.size]
+        i += sup.size
+    return Y, Z
+
+
+def z_state_names(task: ScanSnapTask) -> list[str]:
+    return [str(_z_symbol(m, int(l))) for m in range(task.num_last) for l in task.query_support(m)]
+
+
+def embed_symmetric_state(task: ScanSnapTask, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric state (..., dim) -> full ``Y`` (..., M_in, M_out), ``Z`` (..., M_in, M_in)."""
+    cfg = task.config
+    lay = symmetric_layout(cfg.num_unique_per_next, cfg.num_common > 0, cfg.K > 1)
+    y = np.asarray(y, np.float64)
+    v = {n: y[..., i] for i, n in enumerate(lay.names)}
+    lead = y.shape[:-1]
+    Y = np.zeros(lead + (task.M_in, task.M_out))
+    Z = np.zeros(lead + (task.M_in, task.M_in))
+    others = np.setdiff1d(np.arange(task.M_out), task.label)
+    for n in range(task.K):
+        for j in range(cfg.num_unique_per_next):
+            l = task.dt[n, j]
+            for n2 in range(task.K):
+                Y[..., l, task.label[n2]] = v[f"Y_own_{j}"] if n2 == n else v[f"Y_xlab_{j}"]
+            Y[..., l, others] = v[f"Y_o_{j}"][..., None]
+            Z[..., task.query[n], l] = v[f"z_dt_{j}"]
+    for c in task.common:
+        Y[..., c, task.label] = v["Y_c_lab"][..., None]
+        Y[..., c, others] = v["Y_c_o"][..., None]
+        for q in np.unique(task.query):
+            Z[..., q, c] = v["z_c"]
+    return Y, Z
+
+
+def z_rows(task: ScanSnapTask, Z: np.ndarray) -> np.ndarray:
+    """The moving attention logits: ``z[psi(n), supp(n)]`` for every class, (..., K, |supp|)."""
+    idx = np.stack([task.support(n) for n in range(task.K)])
+    return np.stack([Z[..., task.query[n], idx[n]] for n in range(task.K)], axis=-2)

@@ -16,10 +16,10 @@ rows of ``Y`` plus ``(P, U) @ (U, M_out)`` on class ``k``'s DT rows: about ``S /
 products' work, the rest of ``Y`` and ``Z`` never touched. The gradient and the momentum update
 are compiled (numba: :func:`_logits`, :func:`_backward`, :func:`_momentum`, the products by BLAS;
 at these sizes numpy's per-call overhead was most of a step). Float64 unless ``dtype=np.float32``
-is asked for. The torch model (:mod:`empirical.scan_snap`) is the reference: the
+is asked for. The torch model (:mod:`empirical.scan_snap.model`) is the reference: the
 gradients agree to round-off on the same counts (tests).
 
-It is the same stochastic algorithm as the torch grid (:func:`empirical.scan_snap.train_grid`):
+It is the same stochastic algorithm as the torch grid (:func:`empirical.scan_snap.experiment.train_grid`):
 classes uniform, counts multinomial, batch-mean cross-entropy, PyTorch SGD momentum (``v = mu v +
 g``, first step ``v = g``; ``theta += lr v`` is descent on the CE), init zero or PyTorch's default
 ``U(+-1/sqrt(M_in))``; only the random streams differ.
@@ -27,7 +27,6 @@ g``, first step ``v = g``; ``theta += lr v`` is descent on the CE), init zero or
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +35,7 @@ from numba import njit
 from theory.errors import DivergenceError
 from theory.scan_snap import ScanSnapTask
 
-from .multinomial import MultinomialSampler
+from ..multinomial import MultinomialSampler
 
 __all__ = ["CountSGD", "Batch", "BLOCK_ROWS"]
 
@@ -151,7 +150,8 @@ def _backward(E, F, ys, m, sup, qi, label, inv_b, gY, gZ):
 @njit(cache=True)
 def _momentum(theta, v, g, rows, lr, mu):
     """PyTorch SGD momentum on the rows that move: ``v = mu v + g``, ``theta[r, rows[i]] += lr[r]
-    v[r, i]`` (ascent on J); ``theta`` (R, M, N), ``v``, ``g`` (R, len(rows), N), ``lr`` (R,)."""
+    v[r, i]`` (ascent on J); ``theta`` (R, M, N), ``v``, ``g`` (R, len(rows), N), ``lr`` (R,).
+    The compiled form of :func:`empirical.scan_snap.update.update` (``sgd``, ``maximize=True``; tested equal)."""
     R, n, N = v.shape
     for r in range(R):
         for i in range(n):
@@ -243,9 +243,10 @@ class CountSGD:
         gZ[:, self._qrows] = gZr
         return gY, gZ
 
-    def step(self):
+    def step(self, batch: Batch | None = None):
+        """One SGD step on ``batch`` (default: the next one drawn)."""
         try:
-            gY, gZ = self._parts(self.sample())
+            gY, gZ = self._parts(self.sample() if batch is None else batch)
         except DivergenceError as exc:
             raise DivergenceError(self.steps_done, exc.message) from None
         self.steps_done += 1

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from figures import scan_snap as fs
-from figures.scan_snap_compare import entropy_trend
+from figures.scan_snap import figures as fs
+from figures.scan_snap.claims import entropy_trend
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@
 The protocol is 4 panels (#last) x 4 eta_Z x 4 ratios eta_Y/eta_Z x 10 seeds, 100 SGD steps
 (momentum 0.9, batch 128, T = 128, default init). One sweep **cell** is one (panel, eta_Z) row:
 its 4 ratios x ``seeds`` runs train as one vectorised call of the count-vector engine
-(:class:`empirical.scan_snap_counts.CountSGD`, the same stochastic algorithm as the torch grid),
+(:class:`empirical.scan_snap.fast.CountSGD`, the same stochastic algorithm as the torch grid),
 and the cell returns an ``xarray.Dataset`` (dims ``ratio``, ``seed``) of the final observables.
 Cells live in a store (a folder): finished cells are skipped on rerun, an interrupted grid
 resumes, cells run in local processes or on Ray (``workers``, ``ray``); without a store the grid
@@ -11,13 +11,14 @@ runs in a temporary one.
 
 Every cell has its own seed (``1000 * num_last + index of eta_Z``): cells are independent, as the
 runs of the torch grid are. Float64; ``float32=True`` (quick mode) runs the engine in float32.
-``engine="torch"`` runs a cell on the torch grid (:func:`empirical.scan_snap.train_grid`), e.g.
-on a GPU.
+``engine="torch"`` runs a cell on the torch grid (:func:`empirical.scan_snap.experiment.train_grid`),
+e.g. on a GPU. :func:`fig6_panel` is one panel, cached: the figure and the claim share it.
 """
 
 from __future__ import annotations
 
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -26,20 +27,20 @@ import pandas as pd
 from empirical.sweeps import CellsFailed
 from theory import scan_snap as ss
 
-__all__ = ["FIG6_GRID", "fig6_config", "fig6_cells", "fig6_cell", "fig6_table", "CELL_FN", "CellsFailed"]
+__all__ = ["FIG6_GRID", "fig6_config", "fig6_cells", "fig6_cell", "fig6_table", "fig6_panel", "CELL_FN", "CellsFailed"]
 
 #: Fig. 6 protocol (spec §5.4): eta_Z values, eta_Y/eta_Z ratios, #last panels.
 FIG6_GRID = {"eta_Z": (0.5, 1.0, 2.0, 3.0), "ratio": (1.0, 2.0, 5.0, 10.0), "num_last": (1, 3, 5, 10)}
 #: The cell function, as the sweep runner imports it in every worker.
-CELL_FN = "figures.scan_snap_fig6:fig6_cell"
+CELL_FN = "figures.scan_snap.fig6:fig6_cell"
 
 
 def fig6_config(num_last: int, eta_Z: float, *, zero_init: bool = False, steps: int = 100) -> ss.ScanSnapConfig:
     """The official sweep's setting (spec §5.4) for one (panel, eta_Z) cell; eta_Y is set per run
     (ratio x eta_Z) inside the cell."""
     i = FIG6_GRID["eta_Z"].index(eta_Z) if eta_Z in FIG6_GRID["eta_Z"] else int(round(eta_Z * 100))
-    return ss.Config(num_last=num_last, num_next_per_last=2, momentum=0.9, batch=128, T=128, steps=steps,
-                     log_every=steps, zero_init=zero_init, eta_Z=eta_Z, eta_Y=eta_Z, seed=1000 * num_last + i)
+    return ss.Config.preset("fig6", num_last=num_last, eta_Z=eta_Z, eta_Y=eta_Z, seed=1000 * num_last + i,
+                            zero_init=zero_init, steps=steps, log_every=steps)
 
 
 def fig6_cell(paper: str, config: dict, *, ratios, seeds: int, float32: bool = False, engine: str = "numpy",
@@ -49,7 +50,7 @@ def fig6_cell(paper: str, config: dict, *, ratios, seeds: int, float32: bool = F
     import torch
     import xarray as xr
 
-    from empirical.scan_snap import train_grid
+    from empirical.scan_snap.experiment import train_grid
 
     cfg = ss.Config.from_dict(config)
     ratios = [float(r) for r in ratios]
@@ -96,6 +97,20 @@ def fig6_table(panels=FIG6_GRID["num_last"], seeds: int = 10, *, float32: bool =
         if (index["status"] != "ok").any():
             raise CellsFailed(root, index)
         return _table(root, index)
+
+
+@lru_cache(maxsize=16)
+def fig6_panel(num_last: int, seeds: int, device: str, float32: bool, zero_init: bool = False):
+    """One Fig. 6 panel (spec §5.4): DT entropy at iteration 100 for every (eta_Z, ratio) of
+    :data:`FIG6_GRID`, ``seeds`` runs each, SGD momentum 0.9, batch 128, T = 128, default init
+    (official sweep), through the sweep runner (:func:`fig6_table`: the count-vector engine on CPU,
+    the torch grid on a GPU). Returns a DataFrame (num_last, eta_Z, ratio, mean, std, count).
+    Cached: the figure and the claim share it."""
+    from empirical.trainer import resolve_device
+
+    dev = resolve_device(device)
+    return fig6_table((num_last,), seeds, float32=float32, zero_init=zero_init,
+                      engine="numpy" if dev.type == "cpu" else "torch", device=str(dev))
 
 
 def _table(root: Path, index: pd.DataFrame) -> pd.DataFrame:

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from empirical.sweeps import read_index
-from figures.scan_snap_fig6 import CellsFailed, fig6_cells, fig6_table
+from figures.scan_snap.fig6 import CellsFailed, fig6_cells, fig6_table
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2]  # tests/: helpers.scan_snap_fig6_cells
 ROOT = HERE.parent
 TINY = dict(panels=(1,), seeds=2, steps=5, eta_Z=(0.5, 3.0), ratios=(1.0, 10.0))
 

@@ -1,9 +1,11 @@
-"""Scan & Snap figures (papers/scan_snap.md §5) and the theory-vs-practice report.
+"""Scan & Snap figures (papers/scan_snap.md §5): :data:`FIGURES`, the paper row's ``figures`` slot.
 
 Every figure function has the signature ``fig_x(outdir | None, quick, *, device) -> data``: it
-returns the data it plots and ends in :func:`figures.core.finish_figure` (saved as
-``outdir/<name>.png`` when ``outdir`` is given). :func:`compare` (``tdyn compare scan-snap``) lives
-in :mod:`figures.scan_snap_compare` and is re-exported here.
+returns the data it plots, ends in :func:`figures.core.finish_figure` (saved as
+``outdir/<name>.png`` when ``outdir`` is given) and writes its table with
+:func:`figures.core.save_table`; :func:`figures.core.make_figures` collects the files and writes
+``report.json``. The figures built on the comparison share its one cached run
+(:func:`figures.scan_snap.compare.compare_data`).
 """
 
 from __future__ import annotations
@@ -13,21 +15,33 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from figures.core import finish_figure, save_table
-from figures.sweep import sweep_settings
-from figures.scan_snap_compare import (COMPARE_TOL, FIG6_GRID, compare, compare_data, fig6_panel, theory_trajectory,
-                                       z_rows_agreement)
 from theory import scan_snap as ss
 
-__all__ = ["compare", "make_figures", "fig3_growth", "fig4_heatmaps", "fig6_entropy", "fig8_h", "fig9_B",
-           "fig_overlay", "fig_invariant_spread", "fig_momentum_gap", "COMPARE_TOL", "theory_trajectory",
-           "z_rows_agreement"]
+from ..core import finish_figure, overlay, save_table
+from ..sweep import sweep_settings
+from .compare import compare_data, theory_trajectory
+from .fig6 import FIG6_GRID, fig6_panel, fig6_table
+from .text import fig_scan_snap_entropy_vs_lr, fig_scan_snap_maps
+
+__all__ = ["FIGURES", "fig3_growth", "fig4_heatmaps", "fig6_entropy", "fig8_h", "fig9_B", "fig_overlay",
+           "fig_invariant_spread", "fig_momentum_gap", "table_reduced_grid"]
 
 
 def _plt():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _finish(fig, outdir, name: str, table, csv: str | None = None) -> pd.DataFrame:
+    """Lay out and save ``fig`` as ``outdir/name``; ``table`` (a DataFrame or row dicts) as
+    ``outdir/csv`` when given. Returns the table."""
+    fig.tight_layout()
+    finish_figure(fig, outdir, name)
+    table = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
+    if csv is not None:
+        save_table(table, outdir, csv)
+    return table
 
 
 def fig3_growth(outdir=None, quick: bool = True, *, device: str = "auto", C0: float = 1.0) -> pd.DataFrame:
@@ -49,9 +63,7 @@ def fig3_growth(outdir=None, quick: bool = True, *, device: str = "auto", C0: fl
     ax.set_ylabel("chi_l0(t)")
     ax.set_title(f"Fig. 3: growth factor bounds (K=10, M=1000, C0={C0})", fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "fig3_growth.png")
-    return pd.DataFrame(rows)
+    return _finish(fig, outdir, "fig3_growth.png", rows)
 
 
 def fig4_heatmaps(outdir=None, quick: bool = True, *, device: str = "auto", steps: int = 100) -> dict:
@@ -60,7 +72,7 @@ def fig4_heatmaps(outdir=None, quick: bool = True, *, device: str = "auto", step
     ``{"maps": {(ratio, class): (7, 30) array}, "dt_entropy": {name: final DT entropy}}``."""
     from empirical.scan_snap import train_grid
 
-    cfg = ss.Config(eta_Z=1.0, momentum=0.9, batch=128, T=128, steps=steps, zero_init=True, seed=2)
+    cfg = ss.Config.preset("official", quick, steps=steps, seed=2)  # the official Fig. 4 run
     iters = (0, 2, 4, 6, 8, 10)
     res = train_grid(cfg, [1.0], [1.0, 10.0], 1, device=device, snapshots=iters)
     task = res["task"]
@@ -78,21 +90,23 @@ def fig4_heatmaps(outdir=None, quick: bool = True, *, device: str = "auto", step
     fig.tight_layout()
     finish_figure(fig, outdir, "fig4_heatmaps.png")
     ent = {f"ratio_{k[0]:g}_class_{k[1]}": float(ss.entropy(v[-1][task.dt[k[1]]])) for k, v in data.items()}
+    save_table(pd.DataFrame([ent]), outdir, "fig4_dt_entropy.csv")
     return {"maps": data, "dt_entropy": ent}
 
 
 def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds: int | None = None,
-                 zero_init: bool = False, store=None, workers: int = 1, ray: str | None = None) -> pd.DataFrame:
+                 zero_init: bool = False) -> pd.DataFrame:
     """Fig. 6: DT entropy at iteration 100 vs eta_Y/eta_Z in {1, 2, 5, 10}, one line per eta_Z in
     {0.5, 1, 2, 3}, panels #last = 1, 3, 5, 10 (Syn-Medium), SGD momentum 0.9, batch 128, T = 128,
     default init (official sweep). Quick: 2 seeds in float32; full: 10 seeds in float64. The grid
-    runs through the sweep runner (:mod:`figures.scan_snap_fig6`): ``store`` (a folder: resumable),
-    ``workers`` (local processes), ``ray`` (a cluster address). Returns the table (num_last, eta_Z,
-    ratio, mean, std, count)."""
-    from .scan_snap_fig6 import fig6_table
-
+    runs through the sweep runner (:mod:`figures.scan_snap.fig6`) in a resumable store,
+    ``outdir/fig6_store`` unless :func:`figures.sweep.using_sweep` sets the store, workers or Ray
+    (without either, in process). Returns the table (num_last, eta_Z, ratio, mean, std, count),
+    also written as ``fig6_entropy.csv``."""
     seeds = seeds or (2 if quick else 10)
     panels = FIG6_GRID["num_last"]
+    opts = sweep_settings("scan-snap-fig6", None if outdir is None else Path(outdir) / "fig6_store")
+    store, workers, ray = opts["store"], opts["workers"], opts["ray"]
     if store is None and workers == 1 and ray is None:
         tables = [fig6_panel(nl, seeds, device, quick, zero_init) for nl in panels]
     else:
@@ -112,9 +126,7 @@ def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds
         ax.set_title(f"#last/next tokens = {nl}/{2 * nl}", fontsize=9)
     axes[0][0].set_ylabel("DT entropy")
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "fig6_entropy.png")
-    return pd.concat(tables, ignore_index=True)
+    return _finish(fig, outdir, "fig6_entropy.png", pd.concat(tables, ignore_index=True), "fig6_entropy.csv")
 
 
 def fig8_h(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
@@ -131,9 +143,7 @@ def fig8_h(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataF
         ax.set_title(f"Fig. 8: M = {M} (solid h*, dashed h)", fontsize=9)
         ax.set_xlabel("s")
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "fig8_h.png")
-    return pd.DataFrame(rows)
+    return _finish(fig, outdir, "fig8_h.png", rows, "fig8_gap.csv")
 
 
 def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2, C0: float = 1.0) -> pd.DataFrame:
@@ -166,20 +176,13 @@ def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2,
         ax.set_title(f"Fig. 9: nu = {nu}, M = {M}, K = {K}", fontsize=9)
         ax.set_xlabel("t")
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "fig9_B.png")
-    return pd.DataFrame(rows)
+    return _finish(fig, outdir, "fig9_B.png", rows, "fig9_B.csv")
 
 
-def fig_overlay(outdir=None, quick: bool = True, *, device: str = "auto", data=None):
-    """T = inf ODE (dashed) vs the trained model in the theory regime: DT logits, common logit,
-    a Y coordinate, DT entropy, loss. ``data`` = ``(theory, practice)`` (else computed). Returns it."""
-    from figures.core import overlay
-    from figures.scan_snap_compare import _agreement, theory_regime
-
-    if data is None:
-        _, theory, practice = _agreement(theory_regime(quick), device)
-        data = (theory, practice)
+def fig_overlay(outdir=None, quick: bool = True, *, device: str = "auto"):
+    """T = inf ODE (dashed) vs the trained model in the theory regime (the comparison's run): DT
+    logits, common logit, a Y coordinate, DT entropy, loss. Returns ``(theory, practice)``."""
+    data = compare_data(quick, device)[1:]
     names = ["z_dt_0", "z_dt_9", "z_c", "Y_own_9", "dt_entropy", "population_loss"]
     fig = overlay(*data, names, title="Scan & Snap: T = inf ODE vs trained (Y, Z) model", xlabel="t (per-sample time)")
     finish_figure(fig, outdir, "overlay_ode_vs_trained.png")
@@ -190,13 +193,13 @@ def fig_invariant_spread(outdir=None, quick: bool = True, *, device: str = "auto
                          eta_Z: float = 0.2) -> pd.DataFrame:
     """Reduced-vs-full: spread max/min of the scanning invariant I_l over class 1's DTs in the full
     T = inf flow (zero init) as eta_Y/eta_Z grows; the reduced ODE keeps it at exactly 1."""
-    t_end = 150.0 if quick else 300.0
+    t_end = float(ss.Config.preset("spread", quick).steps)
     rows = []
     task = ss.make_task(ss.Config())
     t = np.linspace(0, t_end, 61)
     fig, ax = _plt().subplots(figsize=(5, 3.4))
     for r in ratios:
-        cfg = ss.Config(eta_Z=eta_Z, eta_Y=eta_Z * r, momentum=0.0, steps=int(t_end), log_every=int(t_end))
+        cfg = ss.Config.preset("spread", quick, eta_Z=eta_Z, eta_Y=eta_Z * r)
         th = theory_trajectory(cfg, t)
         y = np.stack([th[n].values for n in ss.full_system(cfg).state_names], -1)
         _, Z = ss.embed_symmetric_state(task, y)
@@ -208,18 +211,15 @@ def fig_invariant_spread(outdir=None, quick: bool = True, *, device: str = "auto
     ax.set_xlabel("t")
     ax.set_ylabel("max/min I_l over DTs")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "invariant_spread.png")
-    return pd.DataFrame(rows)
+    return _finish(fig, outdir, "invariant_spread.png", rows, "invariant_spread.csv")
 
 
-def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto", report=None) -> pd.DataFrame:
+def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
     """Where the T = inf ODE and training part in the official Fig. 4 regime (momentum 0.9): z-row
     rel_l2 vs the learning rate (steps = 50/lr, same ODE-time horizon) of the discrete momentum map
-    on grad J_inf against the ODE, and of training against the ODE and the E_counts[J] map. Uses
-    ``report.details`` when given (else runs :func:`compare`)."""
-    report = report or compare(quick=quick, device=device)
-    df = pd.DataFrame(report.details["momentum_gap_lr_sweep"])
+    on grad J_inf against the ODE, and of training against the ODE and the E_counts[J] map (the
+    comparison's numbers, ``momentum_gap.csv``)."""
+    df = pd.DataFrame(compare_data(quick, device)[0].details["momentum_gap_lr_sweep"])
     fig, ax = _plt().subplots(figsize=(5.2, 3.6))
     for col, label in (("map_Jinf_vs_ode", "momentum map on grad J_inf vs ODE"),
                        ("training_vs_ode", "training vs ODE"),
@@ -231,38 +231,17 @@ def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto", r
     ax.set_ylabel("rel_l2 of z rows")
     ax.set_title("Scan & Snap: the momentum gap closes as lr -> 0", fontsize=9)
     ax.legend(fontsize=6)
-    fig.tight_layout()
-    finish_figure(fig, outdir, "momentum_gap.png")
+    return _finish(fig, outdir, "momentum_gap.png", df, "momentum_gap.csv")
+
+
+def table_reduced_grid(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
+    """The reduced Lemma-4 system vs the full flow vs training over eta_Y/eta_Z (the comparison's
+    ``reduced_grid``, :func:`figures.scan_snap.claims.reduced_grid`): ``reduced_vs_full_vs_training.csv``."""
+    df = pd.DataFrame(compare_data(quick, device)[0].details["reduced_grid"])
+    save_table(df, outdir, "reduced_vs_full_vs_training.csv")
     return df
 
 
-def make_figures(outdir, *, quick: bool = True, device: str = "auto") -> list[Path]:
-    """Write every figure (PNG) and the tables (CSV) into ``outdir``; return the paths."""
-    out = Path(outdir)
-    paths: list[Path] = []
-
-    def table(df, name):
-        paths.append(save_table(df, out, name))
-
-    fig3_growth(out, quick, device=device)
-    paths.append(out / "fig3_growth.png")
-    table(fig8_h(out, quick, device=device), "fig8_gap.csv")
-    paths.append(out / "fig8_h.png")
-    table(fig9_B(out, quick, device=device), "fig9_B.csv")
-    paths.append(out / "fig9_B.png")
-    table(pd.DataFrame([fig4_heatmaps(out, quick, device=device)["dt_entropy"]]), "fig4_dt_entropy.csv")
-    paths.append(out / "fig4_heatmaps.png")
-    fig6_sweep = sweep_settings("scan-snap-fig6", out / "fig6_store")  # a grid of runs: resumable store
-    table(fig6_entropy(out, quick, device=device, **fig6_sweep), "fig6_entropy.csv")
-    paths.append(out / "fig6_entropy.png")
-    report, theory, practice = compare_data(quick, device)
-    fig_overlay(out, quick, device=device, data=(theory, practice))
-    paths.append(out / "overlay_ode_vs_trained.png")
-    table(fig_momentum_gap(out, quick, device=device, report=report), "momentum_gap.csv")
-    paths.append(out / "momentum_gap.png")
-    table(pd.DataFrame(report.details["reduced_grid"]), "reduced_vs_full_vs_training.csv")
-    table(fig_invariant_spread(out, quick, device=device), "invariant_spread.csv")
-    paths.append(out / "invariant_spread.png")
-    from .realtext import paper_realtext_figures
-
-    return paths + paper_realtext_figures("scan-snap", out, quick=quick, device=device)
+#: The paper row's ``figures`` slot, in the order they are made (:func:`figures.core.make_figures`).
+FIGURES = (fig3_growth, fig8_h, fig9_B, fig4_heatmaps, fig6_entropy, fig_overlay, fig_momentum_gap, table_reduced_grid,
+           fig_invariant_spread, fig_scan_snap_maps, fig_scan_snap_entropy_vs_lr)

@@ -1,0 +1,25 @@
+"""Scan & Snap in PyTorch: the official sequence-class data (papers/scan_snap.md §1.4), the direct
+(Y, Z) model of §2.2 (``Model2``), its two optimisers, and two data paths that must agree.
+
+Modules, read in this order:
+
+* :mod:`.data` — the sampler: token sequences (as the official code) or exact count vectors
+  (spec §1.3, cost independent of ``T``);
+* :mod:`.model` — :class:`DirectYZ` (``R`` independent copies), the cross-entropy, one batch's loss;
+* :mod:`.update` — the update rule (SGD with momentum, Adam; optax-style ``init``/``update``);
+* :mod:`.experiment` — :class:`ScanSnapExperiment` for the Trainer, :func:`train`, :func:`run`
+  (the paper row's ``train`` slot), batched grids (:func:`train_grid`) and the jax SGD map
+  (:func:`sgd_ensemble`);
+* :mod:`.fast` — the compiled (numba) count-vector SGD engine of the Fig. 6 grid;
+* :mod:`.text` — the real-text protocol (Figs. 7 and 10; the row's ``text`` slot).
+
+``fast`` and ``text`` are imported on demand (numba; the real-text stack).
+"""
+
+from . import update
+from .data import Sampler, counts_of
+from .experiment import ScanSnapExperiment, run, sgd_ensemble, train, train_grid
+from .model import DirectYZ, cross_entropy, loss_step
+
+__all__ = ["Sampler", "counts_of", "DirectYZ", "cross_entropy", "loss_step", "update", "ScanSnapExperiment",
+           "train", "run", "train_grid", "sgd_ensemble"]

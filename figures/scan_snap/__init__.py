@@ -1,0 +1,17 @@
+"""Scan & Snap figures and the theory-vs-practice comparison (papers/scan_snap.md §3-§6).
+
+* :mod:`.compare` — :func:`compare` (the paper row's ``compare`` slot): the trained network vs the
+  T = inf ODE, where agreement breaks (:class:`~figures.report.Break` rows);
+* :mod:`.claims` — the paper's headline claims and the code deciding them;
+* :mod:`.figures` — :data:`FIGURES` (the row's ``figures`` slot);
+* :mod:`.fig6` — the Fig. 6 grid through the sweep runner (a multi-run study);
+* :mod:`.text` — the real-text figures and claims (Figs. 7 and 10 on WikiText-2).
+
+Direction: ``figures`` may import ``compare`` and ``claims``; ``compare`` never imports ``figures``.
+The names below are re-exported; ``compare`` here is the module (the slot is ``compare.compare``).
+"""
+
+from .compare import COMPARE_TOL, compare_data, theory_trajectory
+from .figures import FIGURES
+
+__all__ = ["compare_data", "theory_trajectory", "COMPARE_TOL", "FIGURES"]

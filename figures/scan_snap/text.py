@@ -1,0 +1,118 @@
+"""Scan & Snap on real text (papers/scan_snap.md §5.6): the WikiText-2 figures (Figs. 7 and 10)
+and the claims decided on the same runs.
+
+The protocol is :class:`empirical.scan_snap.text.ScanSnapTextConfig` (the paper row's ``text``
+slot); its runs happen once per process and setting (:func:`figures.realtext.results`, shared
+with the other papers). Without a corpus the figures are skipped with a note and there are no
+real-text claims.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import matplotlib.pyplot as plt  # the Agg backend: figures/__init__ imports figures.core first
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+
+from empirical import text as corpus_text
+from theory.scan_snap import PAPER
+
+from ..core import finish_figure, save_table
+from ..realtext import corpus_available, results, runs_dir, text_regime
+from ..report import Claim
+
+__all__ = ["fig_scan_snap_maps", "fig_scan_snap_entropy_vs_lr", "claims", "decide"]
+
+
+def _corpus_or_note(corpus) -> bool:
+    """Whether the corpus is there; if not, a note on stderr (the real-text figures are skipped)."""
+    if corpus_available(corpus):
+        return True
+    print(f"note: {PAPER}: no WikiText corpus at {corpus_text.resolve_corpus(corpus)}; real-text figure skipped",
+          file=sys.stderr)
+    return False
+
+
+def fig_scan_snap_maps(outdir, quick: bool = True, *, device: str = "auto",
+                       corpus=None) -> pd.DataFrame | None:
+    """Fig. 7: lowest-layer attention maps (batch element 0 of training chunk 101) per model and
+    logged step; the table (``wikitext_fig7_attention_maps.csv``) has each map's entropy and its
+    Frobenius change since the previous one. None (and a note) without a corpus."""
+    if not _corpus_or_note(corpus):
+        return None
+    res = results(PAPER, quick, device, corpus, store=runs_dir(outdir))
+    maps = res["maps"]
+    layers = sorted(maps)
+    steps = sorted(next(iter(maps.values())))
+    fig, axes = plt.subplots(len(layers), len(steps), figsize=(2.4 * len(steps), 2.4 * len(layers)), squeeze=False)
+    rows = []
+    for r, L in enumerate(layers):
+        prev = None
+        for c, s in enumerate(steps):
+            A = maps[L][s]
+            ent = float(-(A * np.log(A + 1e-8)).sum(1).mean())
+            rows.append({"n_layer": L, "step": s, "snapshot_entropy": ent,
+                         "change": np.nan if prev is None else float(np.linalg.norm(A - prev))})
+            prev = A
+            axes[r, c].imshow(A, cmap="viridis", vmin=0, vmax=1)
+            axes[r, c].set_title(f"{L} layer{'s' * (L > 1)}, it {s}\nH={ent:.2f}", fontsize=8)
+            axes[r, c].set_xticks([]), axes[r, c].set_yticks([])
+    fig.suptitle(f"Scan & Snap Fig. 7 on WikiText-2: SGD lr {res['config'].lr:g} (FFN {res['config'].ffn_lr:g})", fontsize=9)
+    fig.tight_layout()
+    finish_figure(fig, outdir, "wikitext_fig7_attention_maps.png")
+    table = pd.DataFrame(rows)
+    save_table(table, outdir, "wikitext_fig7_attention_maps.csv")
+    return table
+
+
+def fig_scan_snap_entropy_vs_lr(outdir, quick: bool = True, *, device: str = "auto",
+                                corpus=None) -> pd.DataFrame | None:
+    """Fig. 10: validation attention entropy of 1-layer models vs SGD learning rate, mean +- 1 std
+    over seeds (table: ``wikitext_fig10_entropy_vs_lr.csv``). None (and a note) without a corpus."""
+    if not _corpus_or_note(corpus):
+        return None
+    res = results(PAPER, quick, device, corpus, store=runs_dir(outdir))
+    df = res["sweep"]
+    g = df.groupby("lr")["entropy"].agg(["mean", "std"]).reset_index()
+    fig, ax = plt.subplots(figsize=(4.2, 3.2))
+    ax.errorbar(g["lr"], g["mean"], yerr=g["std"].fillna(0), marker="o", capsize=3)
+    ax.set_xlabel("learning rate $\\eta$ (SGD, all parameters)")
+    ax.set_ylabel("attention entropy (validation)")
+    ax.set_title(f"Scan & Snap Fig. 10, WikiText-2, {len(res['config'].seeds)} seeds", fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    finish_figure(fig, outdir, "wikitext_fig10_entropy_vs_lr.png")
+    save_table(df, outdir, "wikitext_fig10_entropy_vs_lr.csv")
+    return df
+
+
+def decide(res) -> list[Claim]:
+    """The real-text claims decided on the protocol's results ``res`` (numbers in ``evidence``)."""
+    c, df = res["config"], res["sweep"]
+    g = df.groupby("lr")["entropy"].agg(["mean", "std"])
+    rho = float(spearmanr(df["lr"], df["entropy"]).statistic)
+    lr_claim = Claim("wikitext_higher_lr_lower_entropy", "Higher SGD learning rate => lower attention entropy (Fig. 10)",
+                     bool(rho < 0 and g["mean"].iloc[-1] < g["mean"].iloc[0]),
+                     {"lr": list(g.index), "entropy_mean": list(g["mean"]), "entropy_std": list(g["std"]),
+                      "spearman_lr_entropy": rho},
+                     text_regime(res, f"; 1 layer, SGD one lr for all, {c.sweep_steps} minibatches, seeds {list(c.seeds)}"))
+    ev, ok = {}, True
+    for L, snaps in res["maps"].items():
+        steps = sorted(snaps)
+        ents = [float(-(snaps[s] * np.log(snaps[s] + 1e-8)).sum(1).mean()) for s in steps]
+        changes = [float(np.linalg.norm(snaps[b] - snaps[a])) for a, b in zip(steps, steps[1:])]
+        ev[f"L{L}_steps"], ev[f"L{L}_entropy"], ev[f"L{L}_change"] = steps, ents, changes
+        ok &= ents[-1] < ents[0] and changes[-1] < changes[0]
+    freeze = Claim("wikitext_attention_sparsifies_and_freezes",
+                   "At constant lr the lowest layer's attention becomes sparse (entropy falls) and freezes "
+                   "(later changes smaller than early ones) (Fig. 7)", bool(ok), ev,
+                   text_regime(res, f"; layers {list(c.layers)}, SGD lr {c.lr:g}, FFN lr {c.ffn_lr:g}"))
+    return [lr_claim, freeze]
+
+
+def claims(quick: bool = True, device: str = "auto", corpus=None) -> list[Claim]:
+    """The real-text claims (:func:`decide` on :func:`figures.realtext.results`); ``[]`` when no
+    corpus is present."""
+    return decide(results(PAPER, quick, device, corpus)) if corpus_available(corpus) else []

@@ -1,0 +1,82 @@
+"""Speed of the count-vector paths vs the sequence path (pytest-benchmark; `make bench`).
+
+Reported as ratios against a baseline measured in the same run (DEVELOPERS.md): the torch counts
+path at T = 128 and 1024 (issue 3, criterion 3); the count engine (numba) at T = 128 and 4096
+(issue 11, item 2). The asserted parts are agreements (same loss on the same counts; multinomial
+totals); the speeds go to ``extra_info`` and the speed table (``bench_row``). The Fig. 6 protocol's
+benchmark is in tests/figures/scan_snap/test_fig6_benchmark.py."""
+
+import timeit
+
+import pytest
+import torch
+
+from empirical import scan_snap as es
+from helpers.threads import one_blas_thread, one_torch_thread  # noqa: F401  (fixtures)
+from theory import scan_snap as ss
+
+
+@pytest.mark.benchmark
+@pytest.mark.parametrize("T", [128, 1024])
+def test_counts_vs_sequences_speed(benchmark, T):
+    task = ss.make_task(ss.Config(T=T))
+    g = torch.Generator().manual_seed(0)
+    model = es.DirectYZ(task, 1, False, g)
+    smp = es.Sampler(task, "cpu", g)
+
+    def step(path):
+        model.zero_grad(set_to_none=True)
+        loss = es.loss_step(model, smp, 1, 128, path).sum()
+        loss.backward()
+        return loss
+
+    step("sequences")  # warm-up
+    seq = min(timeit.repeat(lambda: step("sequences"), number=5, repeat=3)) / 5
+    benchmark(step, "counts")
+    cnt = benchmark.stats.stats.min
+    benchmark.extra_info["sequences_s"] = seq
+    benchmark.extra_info["speed_ratio_sequences_over_counts"] = seq / cnt
+    print(f"T={T}: sequences {seq*1e3:.2f} ms, counts {cnt*1e3:.2f} ms, ratio {seq/cnt:.2f}")
+    n, q, x = smp.sequences(1, 16)
+    c = es.counts_of(x, task.M_in)
+    a = es.cross_entropy(model(model.mixture_from_sequences(x, q)), smp.label[n])
+    b = es.cross_entropy(model(model.mixture_from_counts(c, q)), smp.label[n])
+    assert torch.allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.benchmark
+@pytest.mark.parametrize("T", [128, 4096])
+def test_count_engine_vs_sequences_speed(bench_row, benchmark, one_blas_thread, T):
+    """Issue 11 item 2: count-vector SGD step (numba kernels: multinomial counts, analytic gradient,
+    momentum update; batch 128, one run) against the torch sequence path's loss + backward at the same T,
+    measured in the same run. The engine draws its data ahead in blocks, so its time is the mean
+    step of a 256-step run (refills included), best of 3. Asserted: the engine's counts are
+    multinomial totals T - 1 (the sequence is never built)."""
+    import numpy as np
+
+    from empirical.scan_snap.fast import CountSGD
+
+    task = ss.make_task(ss.Config(T=T))
+    g = torch.Generator().manual_seed(0)
+    model = es.DirectYZ(task, 1, False, g)
+    smp = es.Sampler(task, "cpu", g)
+
+    def seq_step():
+        model.zero_grad(set_to_none=True)
+        es.loss_step(model, smp, 1, 128, "sequences").sum().backward()
+
+    seq_step()
+    seq = min(timeit.repeat(seq_step, number=5, repeat=3)) / 5
+    eng = CountSGD(task, [1.0], [1.0], batch=128, momentum=0.9, zero_init=False, rng=np.random.default_rng(0))
+    steps = 256
+    eng.run(steps)  # warm-up (tables built, first block drawn)
+    benchmark.pedantic(eng.run, args=(steps,), rounds=3, iterations=1)
+    cnt = benchmark.stats.stats.min / steps
+    benchmark.extra_info.update({"sequences_s": seq, "speed_ratio_sequences_over_count_engine": seq / cnt,
+                                 "goal_at_T128": 10.0})
+    print(f"T={T}: sequences {seq*1e3:.2f} ms, count engine {cnt*1e3:.3f} ms, ratio {seq/cnt:.1f}")
+    bench_row(f"scan-snap count engine vs sequences, T={T}", seq / cnt, "x", goal=">= 10x" if T == 128 else None,
+              met=(seq / cnt >= 10) if T == 128 else None, seconds=cnt, baseline_seconds=seq)
+    m = eng.sample()
+    n, counts = m.per_sample()
+    assert counts.shape == (1, 128, task.support(0).size) and np.all(counts.sum(-1) == T - 1)

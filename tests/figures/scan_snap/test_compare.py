@@ -1,0 +1,43 @@
+"""figures/scan_snap/compare.py (and the claims it reports): the trained network follows the T = inf
+ODE (acceptance 2), where agreement breaks, the claims' shape."""
+
+import json
+
+import numpy as np
+
+from figures.report import BREAK_KEYS, REPORT_KEYS
+from figures.scan_snap import compare as fc
+
+
+def test_compare_trained_model_follows_the_T_inf_ode():
+    """Zero init, plain SGD, batch 1024, T = 4096 (count vectors), eta_Y = eta_Z = 1, 100 steps:
+    z rows, Y coordinates and DT entropy within rel_l2 <= 0.05 of the full ODE; so is the entropy
+    *drop* (the stringent version, since H barely moves relative to its size). The official-like
+    regime (T = 128, batch 128, momentum 0.9) is where agreement with the ODE breaks; the discrete
+    momentum map on the population gradient is much closer to training there, and the map's own gap
+    to the ODE shrinks as lr -> 0 at momentum 0.9."""
+    rep = fc.compare(quick=True, device="cpu")
+    doc = rep.to_json()
+    assert set(doc) == set(REPORT_KEYS)
+    obs = doc["observables"]
+    assert rep.passed
+    for name in ("z_rows", "y_coordinates", "dt_entropy", "dt_entropy_drop", "population_loss"):
+        assert obs[name]["rel_l2"] <= 0.05, name
+        assert obs[name]["tolerance"] == 0.05
+    assert obs["z_rows_worst_single_logit"]["tolerance"] is None  # diagnostic
+    official, *sweep = doc["where_agreement_breaks"]
+    assert all(set(row) == set(BREAK_KEYS) for row in [official, *sweep])
+    official = official["rel_l2"]
+    assert official["vs_ode_T_inf"] > 0.2  # the gap the issue reports (0.49)
+    # the gap is mostly the discrete momentum map: training is >= 2x closer to it than to the ODE
+    assert official["vs_momentum_map_J_inf"] < 0.5 * official["vs_ode_T_inf"]
+    # and the map converges to the ODE as lr -> 0 (momentum 0.9)
+    lrs, gap = [r["setting"]["lr"] for r in sweep], [r["rel_l2"]["momentum_map_vs_ode"] for r in sweep]
+    assert lrs == sorted(lrs, reverse=True) and np.all(np.diff(gap) < 0) and gap[-1] < 0.1
+    names = {c["name"]: c for c in doc["claims"]}
+    assert {"reduced_ode_matches_training", "scan_then_snap", "entropy_falls_with_eta_Z"} <= set(names)
+    for c in names.values():
+        assert isinstance(c["holds"], bool) and c["evidence"]
+    # the full flow itself follows training at every ratio of the reduced-system grid
+    assert max(names["reduced_ode_matches_training"]["evidence"]["full_vs_training"]) <= 0.05
+    json.dumps(doc)  # the CLI's --json shape
