@@ -24,11 +24,12 @@ from scipy.stats import spearmanr
 import simulate as sim
 from empirical import joma as E
 from theory import joma as J
+from theory.errors import SolverError
 
 from .core import agreement, rel_l2
 from .report import Claim, Observable, Report
 
-__all__ = ["compare", "headline", "derivation_check", "learning_order", "bounce_numbers", "break_time",
+__all__ = ["compare", "headline", "block_flow_ode", "derivation_check", "learning_order", "bounce_numbers", "break_time",
            "A1_WINDOW", "HEADLINE_TOLERANCE", "NC_FLOOR", "BOUNCE_FRACTION"]
 
 #: Assumption-1 window: relative drift of the network's G = onehot - softmax(h) from G(0)
@@ -76,7 +77,7 @@ def headline(quick: bool = True, device: str = "cpu", data_seed: int = 0, top: s
     cfg = J.JomaConfig(variant="mixture", data_seed=data_seed, top=top)
     traj, exp = E.train(cfg, device=device)
     t = traj["time"].values
-    ode = J.solve_block_flow(cfg, exp.X, exp.G0, t)
+    ode = block_flow_ode(cfg, exp.X, exp.G0, t)
     n = len(ode["time"])
     Mc, K = cfg.Mc, cfg.K
     zn = [f"z_{l + 1}" for l in range(Mc)]
@@ -99,6 +100,21 @@ def headline(quick: bool = True, device: str = "cpu", data_seed: int = 0, top: s
             "rel_full": {k: rel_l2(net[k], th[k]) for k in net},
             "t_break": {k: break_time(t[:n], net[k], th[k], HEADLINE_TOLERANCE[k]) for k in net},
             "H_net": H_net, "H_ode": H_ode, "nc_ode": nc_ode, "res_ode": res_ode}
+
+
+def block_flow_ode(config, X, G, t) -> dict:
+    """The block ODE (spec §2.1) of the rows ``X`` with gradients ``G`` frozen at ``G(0)``
+    (Assumption 1) at times ``t``, through :func:`simulate.solve` (scipy DOP853):
+    ``{"time", "z" (n, Mc), "V" (n, K, Mc), "s" (n, K), "status", "trajectory"}``; a blow-up keeps
+    the part solved (``status`` != 0)."""
+    try:
+        ds = sim.solve(J.block_flow_problem(config, X, G, t), backend="scipy")
+    except SolverError as err:
+        ds = err.partial
+    Mc, K = config.Mc, config.K
+    Y = np.stack([ds[n].values for n in J.state_names(Mc, K)], axis=1)  # (n, dim), C order as solve_ivp gave
+    return {"time": ds["time"].values, "z": Y[:, :Mc], "V": Y[:, Mc:Mc + K * Mc].reshape(-1, K, Mc),
+            "s": Y[:, Mc + K * Mc:], "status": int(ds.attrs["status"]), "trajectory": ds}
 
 
 def derivation_check(backend: str = "scipy", device: str = "cpu") -> dict:

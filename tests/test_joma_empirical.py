@@ -190,8 +190,9 @@ def test_nonlinear_mlp_toy_nc_gaussian():
 
 def test_mixture_fixed_top_converges_to_the_ode_at_first_order():
     """With loss -G(0).h the mixture network is Euler's method on the block ODE (spec §2.1) with
-    step lr: the error vs theory.joma.solve_block_flow must halve when lr halves (first order) —
+    step lr: the error vs theory.joma.block_flow_problem must halve when lr halves (first order) —
     which fails for a wrong time unit, a wrong G or a wrong population formula."""
+    import simulate as sim
     from figures.core import rel_l2
 
     errs = []
@@ -199,8 +200,8 @@ def test_mixture_fixed_top_converges_to_the_ode_at_first_order():
         cfg = J.JomaConfig(variant="mixture", top="fixed", Mc=5, K=3, d=7, n_per_class=10, seq_len=6, lr=lr,
                            steps=steps, log_every=steps // 10)
         traj, exp = E.train(cfg)
-        ode = J.solve_block_flow(cfg, exp.X, exp.G0, traj["time"].values)
+        ode = sim.solve(J.block_flow_problem(cfg, exp.X, exp.G0, traj["time"].values), backend="scipy")
         vn = [f"v_{k + 1}_{l + 1}" for k in range(3) for l in range(5)]
-        errs.append(rel_l2(np.stack([traj[n].values for n in vn], 1), ode["V"].reshape(len(ode["time"]), -1)))
+        errs.append(rel_l2(np.stack([traj[n].values for n in vn], 1), np.stack([ode[n].values for n in vn], 1)))
     assert errs[0] < 0.05
     assert 1.8 < errs[0] / errs[1] < 2.2, errs  # Euler: global error O(lr)

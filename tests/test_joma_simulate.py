@@ -118,16 +118,40 @@ def test_softmax_invariant_error_is_the_integral_of_the_derived_residual():
 
 
 @pytest.mark.parametrize("kind,activation", [("softmax", "tanh"), ("exp", "relu")])
-def test_solve_block_flow_matches_the_sympy_problem(kind, activation):
-    """The population-formula solver (used for hundreds of sequences) vs simulate.solve on the
-    derived ReducedSystem for the same data: two independent routes to the same ODE."""
+def test_block_flow_problem_matches_the_sympy_problem(kind, activation):
+    """The population-formula system (used for hundreds of sequences) vs the derived ReducedSystem
+    for the same data, both through simulate.solve: two independent routes to the same ODE."""
     cfg = J.JomaConfig(kind=kind, activation=activation, Mc=3, K=2, N=3, d=5, gradient="random", init_scale=0.3,
                        lr=0.05, steps=400, log_every=20)
     prob = J.problem(cfg)
     ref = sim.solve(prob, backend="scipy", rtol=1e-11, atol=1e-13)
     X, G = J.make_data(cfg)
     W0, z0 = J.initial_parameters(cfg)
-    out = J.solve_block_flow(cfg, X, G, prob.t, z0=z0, V0=W0[:3].T, s0=W0[3])
-    np.testing.assert_allclose(out["z"], np.stack([ref[f"z_{l + 1}"].values for l in range(3)], 1), rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(out["V"][:, 1, 2], ref["v_2_3"].values, rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(out["s"][:, 0], ref["s_1"].values, rtol=1e-7, atol=1e-9)
+    out = sim.solve(J.block_flow_problem(cfg, X, G, prob.t, z0=z0, V0=W0[:3].T, s0=W0[3]), backend="scipy")
+    assert out.attrs["system"] == f"block_{kind}_{activation}_data"
+    for n in ("z_1", "z_2", "z_3", "v_2_3", "s_1"):
+        np.testing.assert_allclose(out[n].values, ref[n].values, rtol=1e-7, atol=1e-9)
+
+
+def test_block_flow_problem_on_both_backends_and_bad_data():
+    """The diffrax backend integrates the same system (block_flow with jax.numpy) as scipy; data of
+    the wrong shape and an implicit method are one-field ConfigErrors."""
+    from theory.errors import ConfigError
+
+    cfg = J.JomaConfig(kind="softmax", activation="tanh", Mc=3, K=2, N=5, d=5, gradient="random", init_scale=0.3,
+                       lr=0.05, steps=200, log_every=20)
+    X, G = J.make_data(cfg)
+    prob = J.block_flow_problem(cfg, X, G)
+    a, b = sim.solve(prob, backend="scipy"), sim.solve(prob, backend="diffrax")
+    assert np.ptp(a["v_1_1"].values) > 0.01  # it moved
+    for n in J.state_names(3, 2):
+        np.testing.assert_allclose(b[n].values, a[n].values, rtol=1e-7, atol=1e-9)
+    with pytest.raises(ConfigError) as e:
+        J.block_flow_problem(cfg, X[:, :2], G)
+    assert e.value.field == "X"
+    with pytest.raises(ConfigError) as e:
+        J.block_flow_problem(cfg, X, G[:3])
+    assert e.value.field == "G"
+    with pytest.raises(ConfigError) as e:
+        sim.solve(prob, backend="scipy", method="Radau")
+    assert e.value.field == "method"

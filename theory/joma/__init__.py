@@ -8,7 +8,8 @@ Spec: ``papers/joma.md``. Split by concern:
 * :mod:`.population` — data, the block flow as one ``xp=`` array formula, entropies, closed-form
   times, correlations;
 * :mod:`.sde` — minibatch noise as an SDE (this project's extension);
-* :mod:`.problem` — ``systems(config)`` and ``problem(config)`` for the paper table.
+* :mod:`.problem` — ``systems(config)`` and ``problem(config)`` for the paper table, and
+  ``block_flow_problem`` (the block ODE of a data set of any size, for :func:`simulate.solve`).
 """
 
 from .config import (ACTIVATIONS, FIG4_MU, KINDS, PAPER, SPEC, VARIANT_DEFAULTS, VARIANT_FIELDS, VARIANTS, Config,
@@ -20,7 +21,7 @@ from .population import (block_flow, block_initial_state, block_parameters, blow
                          class_distributions, convergence_time, cooccurrence_probability, drops_then_bounces, entropy,
                          fixed_point_entropy, hblt_leaf_lca_heights, initial_parameters, make_data, mixture_data,
                          normalised_correlation, position_attention_entropy, slope_sign_changes, stable_rank)
-from .problem import SOLVE_OPTIONS, problem, solve_block_flow, systems
+from .problem import SOLVE_OPTIONS, BlockFlowSystem, block_flow_problem, block_flow_system, problem, systems
 from .sde import BlockMinibatchSDE, minibatch_sde
 
 __all__ = [
@@ -34,5 +35,6 @@ __all__ = [
     "block_parameters", "block_initial_state", "block_flow", "position_attention_entropy", "blow_up_times",
     "convergence_time", "entropy", "fixed_point_entropy", "stable_rank", "slope_sign_changes",
     "drops_then_bounces", "normalised_correlation", "cooccurrence_probability", "hblt_leaf_lca_heights",
-    "BlockMinibatchSDE", "minibatch_sde", "systems", "problem", "solve_block_flow", "SOLVE_OPTIONS",
+    "BlockMinibatchSDE", "minibatch_sde", "systems", "problem", "block_flow_problem",
+    "block_flow_system", "BlockFlowSystem", "SOLVE_OPTIONS",
 ]
