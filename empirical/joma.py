@@ -3,30 +3,35 @@ experiments of papers/joma.md §5 and §3 (see :mod:`theory.joma.config` for the
 
 Modules: :mod:`.joma_block` (the block, its ``fixed``/``ce`` tops and the headline ``mixture``
 network), :mod:`.joma_toys` (the ``probe`` and ``hblt`` toys), :mod:`.joma_hier` (Table 1's
-multi-layer Transformer). Every variant reads its settings from the config (bound with
-:meth:`JomaConfig.for_variant`, which rejects a setting the variant would ignore) and logs at
+multi-layer Transformer). Every variant reads its settings from the config (``config.variant``;
+a setting the variant would ignore is a ``ConfigError`` at construction) and logs at
 ``config.log_steps()`` with time ``config.ode_time(step)``.
 """
 
 from __future__ import annotations
 
-from theory.joma import VARIANTS, JomaConfig
+from theory.errors import ConfigError
+from theory.joma import JomaConfig
 
-from .joma_block import BlockExperiment, JomaBlock, MixtureExperiment, softmax_zhat, toy_config
+from .joma_block import BlockExperiment, JomaBlock, MixtureExperiment, softmax_zhat
 from .joma_hier import HierExperiment, HierTransformer, RandomCombinationHierarchy, hier_experiment
 from .joma_toys import HBLTBlockExperiment, ProbeExperiment, half_times, hblt_block_data, hblt_sample
 from .trainer import Trainer
 
-__all__ = ["run", "train", "experiment", "VARIANTS", "JomaBlock", "BlockExperiment", "MixtureExperiment",
+__all__ = ["run", "train", "experiment", "JomaBlock", "BlockExperiment", "MixtureExperiment",
            "ProbeExperiment", "HBLTBlockExperiment", "HierTransformer", "HierExperiment",
-           "RandomCombinationHierarchy", "hblt_sample", "hblt_block_data", "toy_config", "half_times",
+           "RandomCombinationHierarchy", "hblt_sample", "hblt_block_data", "half_times",
            "softmax_zhat"]
 
 
 def experiment(config: JomaConfig, variant: str | None = None):
-    """The experiment object of ``variant`` (default: ``config.variant``) built from the config."""
-    c = config.for_variant(variant or config.variant)  # always: a setting the variant ignores is an error
+    """The experiment object of ``variant`` (default: ``config.variant``; another variant rebinds the
+    config's explicit settings to it, and a setting it ignores is a ``ConfigError``)."""
+    c = config if variant in (None, config.variant) else config.replace(variant=variant)
     variant = c.variant
+    if variant == "fixed" and c.batch != c.variant_default("batch"):
+        raise ConfigError("batch", "the fixed block trains full-batch; batch is the minibatch of its SDE "
+                                   "(tdyn simulate joma --sde)")
     if variant in ("fixed", "ce"):
         return BlockExperiment(c)
     return {"mixture": MixtureExperiment, "probe": ProbeExperiment, "hblt": HBLTBlockExperiment,

@@ -28,13 +28,13 @@ from theory.joma import PAPER, JomaConfig, initial_parameters, make_data, mixtur
 
 from .trainer import ModuleState
 
-__all__ = ["JomaBlock", "BlockExperiment", "MixtureExperiment", "toy_config", "sgd_", "softmax_zhat"]
+__all__ = ["JomaBlock", "BlockExperiment", "MixtureExperiment", "sgd_", "softmax_zhat"]
 
 
 class JomaBlock(nn.Module):
     """One block (spec §1.1). Input ``X`` (N, Mc) token frequencies; output ``h`` (N, K)."""
 
-    def __init__(self, W0: np.ndarray, z0: np.ndarray, kind: str, activation: str, temperature: float,
+    def __init__(self, W0: np.ndarray, z0: np.ndarray, attention: str, activation: str, temperature: float,
                  dtype=torch.float64):
         super().__init__()
         d, _ = W0.shape
@@ -42,25 +42,25 @@ class JomaBlock(nn.Module):
         self.register_buffer("U", torch.eye(d, Mc + 1, dtype=dtype))  # orthonormal: U_C | u_q
         self.z = nn.Parameter(torch.as_tensor(z0, dtype=dtype).clone())
         self.W = nn.Parameter(torch.as_tensor(W0, dtype=dtype).clone())
-        self.kind, self.activation, self.temperature = kind, activation, temperature
+        self.attention, self.activation, self.temperature = attention, activation, temperature
 
-    def attention(self, X: torch.Tensor) -> torch.Tensor:
+    def attend(self, X: torch.Tensor) -> torch.Tensor:
         """``b`` (N, Mc): ``x o z`` (linear), ``x o exp(z/T)`` (exp) or its normalisation (softmax)."""
-        if self.kind == "linear":
+        if self.attention == "linear":
             return X * self.z
         e = X * torch.exp(self.z / self.temperature)
-        return e if self.kind == "exp" else e / e.sum(1, keepdim=True)
+        return e if self.attention == "exp" else e / e.sum(1, keepdim=True)
 
     def attention_over_positions(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Softmax attention of the query over the positions of ``tokens`` (n, L) with logits
         ``z[token]/T``: ``(a (n, L), b (n, Mc))``, ``b`` = the attention mass per token type, which
-        equals :meth:`attention` of the bag of words for softmax (spec §1.2)."""
+        equals :meth:`attend` of the bag of words for softmax (spec §1.2)."""
         a = torch.softmax(self.z[tokens] / self.temperature, dim=-1)
         b = torch.zeros(tokens.shape[0], self.z.shape[0], dtype=a.dtype, device=a.device).scatter_add_(1, tokens, a)
         return a, b
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
-        return self.mlp(self.attention(X))
+        return self.mlp(self.attend(X))
 
     def mlp(self, b: torch.Tensor) -> torch.Tensor:
         """``h = phi(W^T f)`` (N, K) of the attention output ``b`` (N, Mc)."""
@@ -97,13 +97,6 @@ def softmax_zhat(V: np.ndarray, bbar: np.ndarray, temperature: float) -> tuple[n
     return t1 + t2, t1, t2
 
 
-def toy_config(data: str = "gaussian", activation: str = "linear", steps: int = 2000) -> JomaConfig:
-    """The official Figs. 2-3 toy (spec §5): Mc = 20 (10 distinct + 10 common), K = 20 classes,
-    d = 30, softmax attention with T = 0.5, W, z ~ N(0, 1)/100, CE, full batch, SGD lr 0.1."""
-    return JomaConfig(variant="ce", kind="softmax", activation=activation, Mc=20, K=20, N=20, d=30,
-                      temperature=0.5, data=data, lr=0.1, steps=steps, log_every=20, init_scale=0.01)
-
-
 @dataclass
 class BlockExperiment(ModuleState):
     """Full-batch SGD on the block; the top is ``config.variant``: ``fixed`` (stationary g,
@@ -124,7 +117,7 @@ class BlockExperiment(ModuleState):
     def setup(self, device, generator):
         c = self.config
         W0, z0 = initial_parameters(c)
-        self.model = JomaBlock(W0, z0, c.kind, c.activation, c.temperature, self.dtype).to(device)
+        self.model = JomaBlock(W0, z0, c.attention, c.activation, c.temperature, self.dtype).to(device)
         self.Xt = torch.as_tensor(self.X, dtype=self.dtype, device=device)
         self.Gt = torch.as_tensor(self.G, dtype=self.dtype, device=device)
         self.labels = torch.arange(c.N, device=device)
@@ -134,7 +127,7 @@ class BlockExperiment(ModuleState):
         self._c_linear = z**2 - (V**2).sum(0)
         self._z0 = z
         self._bbar_integral = np.zeros(c.Mc)
-        if c.kind == "softmax":
+        if c.attention == "softmax":
             self._C_alt = {k: z - v for k, v in self._zhat_alternatives(V).items()}
 
     def loss(self) -> torch.Tensor:
@@ -144,7 +137,7 @@ class BlockExperiment(ModuleState):
         return nn.functional.cross_entropy(h, self.labels)
 
     def step(self, step: int) -> dict[str, float]:
-        track = self.config.kind == "softmax"
+        track = self.config.attention == "softmax"
         if track:
             eb0, n0 = self._mean_b_and_norm()
         loss = self.loss()
@@ -157,7 +150,7 @@ class BlockExperiment(ModuleState):
 
     def _mean_b_and_norm(self):
         with torch.no_grad():
-            b = self.model.attention(self.Xt).mean(0).cpu().double().numpy()
+            b = self.model.attend(self.Xt).mean(0).cpu().double().numpy()
             Mc = self.config.Mc
             V = self.model.W[:Mc].detach().cpu().double().numpy()  # U_C = identity block
             return b, float((V**2).sum())
@@ -165,9 +158,9 @@ class BlockExperiment(ModuleState):
     def _zhat_terms(self, V):
         T = self.config.temperature
         sq = (V**2).sum(0)
-        if self.config.kind == "linear":
+        if self.config.attention == "linear":
             return (sq, sq, 0 * sq)
-        if self.config.kind == "exp":
+        if self.config.attention == "exp":
             return (sq / (2 * T), sq / (2 * T), 0 * sq)
         return softmax_zhat(V, self.xbar, T)
 
@@ -191,7 +184,7 @@ class BlockExperiment(ModuleState):
         out.update({f"v_{k + 1}_{l + 1}": V[k, l] for k in ks for l in range(c.Mc)})
         out.update({f"s_{k + 1}": s[k] for k in range(c.K)})
         zhat, t1, t2 = self._zhat_terms(V)
-        if c.kind == "linear":  # z^2 - sum_k v_k^2 = c; zhat = sign(z(0)) sqrt(...), wrong once z_l crosses 0
+        if c.attention == "linear":  # z^2 - sum_k v_k^2 = c; zhat = sign(z(0)) sqrt(...), wrong once z_l crosses 0
             inv = z**2 - (V**2).sum(0)
             zh = np.sign(self._z0) * np.sqrt(np.maximum(zhat + self._c_linear, 0.0))
         else:
@@ -204,11 +197,11 @@ class BlockExperiment(ModuleState):
         out["nc_term2_z"] = float(normalised_correlation(t2, z)) if np.ptp(t2) > 0 else float("nan")
         if np.ptp(z - self._z0) > 0:  # stricter (spec §5 Fig. 2): changes since init
             out["nc_change"] = float(normalised_correlation(zh - self._z0, z - self._z0))
-        if c.kind == "softmax":
+        if c.attention == "softmax":
             for k, zh_alt in self._zhat_alternatives(V).items():
                 out[f"nc_zhat_{k}_z"] = float(normalised_correlation(zh_alt + self._C_alt[k], z))
         with torch.no_grad():
-            b = self.model.attention(self.Xt).cpu().double().numpy()
+            b = self.model.attend(self.Xt).cpu().double().numpy()
         bn = b / b.sum(1, keepdims=True)
         out["attention_entropy"] = float((-(bn * np.log(np.where(bn > 0, bn, 1))).sum(1)).mean())
         return {k: float(v) for k, v in out.items() if not (isinstance(v, float) and math.isnan(v))}

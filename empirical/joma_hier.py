@@ -195,7 +195,7 @@ class HierExperiment(ModuleState):
 def hier_experiment(config: JomaConfig) -> HierExperiment:
     """The ``hier`` variant from the config (every setting read from it; scaled-down Table 1:
     M = vocab, L = seq_len, levels num_tokens, combinations num_combinations, Adam lr/wd)."""
-    c = config if config.variant == "hier" else config.for_variant("hier")
+    c = config if config.variant == "hier" else config.replace(variant="hier")
     data = RandomCombinationHierarchy(M=c.vocab, L=c.seq_len, num_tokens=c.num_tokens,
                                       num_combinations=c.num_combinations, seed=c.seed)
     return HierExperiment(data, c, d=c.width, hidden=c.hidden, nlayer=c.nlayer, lr=c.lr, wd=c.wd, batch=c.batch,

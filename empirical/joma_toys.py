@@ -106,7 +106,7 @@ class HBLTBlockExperiment(ModuleState):
 
     def setup(self, device, generator):
         Mc = self.X.shape[1]
-        self.model = JomaBlock(np.zeros((Mc + 1, 1)), np.zeros(Mc), self.config.kind, "linear", 1.0, self.dtype).to(device)
+        self.model = JomaBlock(np.zeros((Mc + 1, 1)), np.zeros(Mc), self.config.attention, "linear", 1.0, self.dtype).to(device)
         self.Xt = torch.as_tensor(self.X, dtype=self.dtype, device=device)
         self.yt = torch.as_tensor(self.label, dtype=self.dtype, device=device)
 

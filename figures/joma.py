@@ -40,18 +40,17 @@ def _dev(device):
 def fig2_invariant(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
     """Fig. 2: NC(zhat, z) and its two terms over training, Gaussian and random X (softmax toy,
     linear MLP), plus the nonlinear-MLP (ReLU) variant on Gaussian X as a third row."""
-    steps = 1000 if quick else 2000
-    data = {}
+    out = {}
     rows = (("gaussian", "linear"), ("random", "linear"), ("gaussian", "relu"))
     fig, axes = plt.subplots(len(rows), 2, figsize=(9, 3.2 * len(rows)))
-    for row, (kind, act) in enumerate(rows):
-        cfg = E.toy_config(kind, activation=act, steps=steps)
+    for row, (data, act) in enumerate(rows):
+        cfg = J.JomaConfig.preset("toy", quick, data=data, activation=act)
         traj, _ = E.train(cfg, device=_dev(device))
         X, _ = J.make_data(cfg)
         axes[row, 0].imshow(X.T, aspect="auto", cmap="viridis")
         axes[row, 0].set_xlabel("Class label y")
         axes[row, 0].set_ylabel("Contextual token index l")
-        axes[row, 0].set_title(f"X ({kind}), {act} MLP", fontsize=9)
+        axes[row, 0].set_title(f"X ({data}), {act} MLP", fontsize=9)
         it = traj["step"].values
         for name, style, lab in (("nc_zhat_z", "r-", "NC(zhat, z)"), ("nc_term1_z", "g--", "first term"),
                                  ("nc_term2_z", "b--", "bbar term"), ("nc_change", "k:", "NC of changes")):
@@ -61,15 +60,15 @@ def fig2_invariant(outdir: Path | None = None, quick: bool = True, *, device: st
         axes[row, 1].set_ylim(-1.05, 1.05)
         axes[row, 1].legend(fontsize=7)
         axes[row, 1].grid(alpha=0.3)
-        data[kind if act == "linear" else f"{kind}_{act}"] = traj
+        out[data if act == "linear" else f"{data}_{act}"] = traj
     fig.tight_layout()
     finish_figure(fig, outdir, "fig2_invariant_nc.png")
-    return data
+    return out
 
 
 def fig3_component_growth(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
     """Fig. 3: U^T W at init and after training, and v_0's first components over time."""
-    cfg = E.toy_config("gaussian", steps=1000 if quick else 2000)
+    cfg = J.JomaConfig.preset("toy", quick)
     traj, exp = E.train(cfg, device=_dev(device))
     W0, _ = J.initial_parameters(cfg)
     V0 = W0[: cfg.Mc].T
@@ -103,7 +102,7 @@ def fig4_nonlinear(outdir: Path | None = None, quick: bool = True, *, device: st
     t_exp = np.linspace(0, 6, 301)
     expo = sim.solve(J.nonlinear_exp_system(n), {f"mu_{j + 1}": m for j, m in enumerate(mu)}, np.zeros(n),
                      t_exp, backend="scipy", method="DOP853", rtol=1e-9, atol=1e-11)
-    probe, _ = E.train(J.JomaConfig(variant="probe", steps=4000 if quick else 8000), device=_dev(device))
+    probe, _ = E.train(J.JomaConfig.preset("probe", quick), device=_dev(device))
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     cmap = plt.get_cmap("rainbow")
     V = _stack(soft, [f"v_{j + 1}" for j in range(n)])
@@ -198,8 +197,8 @@ def fig_learning_order(outdir: Path | None = None, quick: bool = True, *, device
 def fig_layers_and_table1(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
     """Multi-layer Transformer on the random-combination hierarchy: per-layer attention entropy and
     MLP stable rank over training; Table 1 analogue (score0/score1, mean +- std over seeds) as CSV."""
-    seeds, steps = ((0, 1), 150) if quick else ((0, 1, 2, 3, 4), 600)
-    trajs = [E.train(J.JomaConfig(variant="hier", steps=steps, seed=s), device=_dev(device))[0] for s in seeds]
+    seeds = (0, 1) if quick else (0, 1, 2, 3, 4)
+    trajs = [E.train(J.JomaConfig.preset("hier", quick, seed=s), device=_dev(device))[0] for s in seeds]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     nl = sum(1 for n in trajs[0].data_vars if n.startswith("attention_entropy_"))
     for l in range(nl):

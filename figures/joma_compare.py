@@ -74,7 +74,7 @@ def _bounces(nums) -> bool:
 def headline(quick: bool = True, device: str = "cpu", data_seed: int = 0, top: str = "ce") -> dict:
     """Train the ``mixture`` network (data set ``data_seed``; ``top="fixed"``: the derivation check
     on the same network) and solve the block ODE with ``G`` frozen at ``G(0)``."""
-    cfg = J.JomaConfig(variant="mixture", data_seed=data_seed, top=top)
+    cfg = J.JomaConfig.preset("headline", quick, data_seed=data_seed, top=top)
     traj, exp = E.train(cfg, device=device)
     t = traj["time"].values
     ode = block_flow_ode(cfg, exp.X, exp.G0, t)

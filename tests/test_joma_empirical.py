@@ -12,11 +12,11 @@ from empirical import joma as E
 from theory import joma as J
 
 
-@pytest.mark.parametrize("kind", J.KINDS)
+@pytest.mark.parametrize("attention", J.ATTENTIONS)
 @pytest.mark.parametrize("activation", ["linear", "tanh"])
-def test_network_gradient_is_the_derived_block_flow(kind, activation):
+def test_network_gradient_is_the_derived_block_flow(attention, activation):
     """-grad of the fixed-g loss of the torch block, in reduced coordinates, equals the sympy rhs."""
-    cfg = J.JomaConfig(kind=kind, activation=activation, Mc=3, K=2, N=2, d=5, init_scale=0.4,
+    cfg = J.JomaConfig(attention=attention, activation=activation, Mc=3, K=2, N=2, d=5, init_scale=0.4,
                        gradient="random", temperature=0.8)
     exp = E.BlockExperiment(cfg)
     exp.setup(torch.device("cpu"), torch.Generator())
@@ -25,7 +25,7 @@ def test_network_gradient_is_the_derived_block_flow(kind, activation):
     Mc = cfg.Mc
     gW = -m.W.grad.numpy()
     got = np.concatenate([-m.z.grad.numpy(), gW[:Mc].T.ravel(), gW[Mc]])
-    sysm = J.block_system(kind, activation, 3, 2, 2)
+    sysm = J.block_system(attention, activation, 3, 2, 2)
     y = sysm.state_vector(J.block_initial_state(cfg))
     want = sysm.to_numpy()(0.0, y, sysm.parameter_vector(J.block_parameters(cfg)))
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
@@ -44,7 +44,7 @@ def test_trained_exp_toy_keeps_invariant_within_1e3():
 
 def test_softmax_toy_nc_stays_above_09_gaussian():
     """Official Figs. 2-3 toy (softmax, T = 0.5, CE, SGD lr 0.1, 2000 iterations, Gaussian X)."""
-    traj, _ = E.train(E.toy_config("gaussian"))
+    traj, _ = E.train(J.JomaConfig.preset("toy", quick=False, data="gaussian"))
     assert traj["minibatch_loss"].values[-1] < 0.9 * traj["minibatch_loss"].values[1]  # it learns
     nc = traj["nc_zhat_z"].values
     assert nc.min() > 0.9, nc.min()
@@ -62,7 +62,7 @@ def test_trained_converging_toy_entropy_drops_then_bounces():
 
 
 def test_hblt_sampler_matches_theorem5_cooccurrence():
-    cfg = J.JomaConfig(depth=3, branching=2, rho=0.6, p_top=0.7)
+    cfg = J.JomaConfig(variant="hblt", depth=3, branching=2, rho=0.6, p_top=0.7)
     Y = E.hblt_sample(cfg, 200_000, np.random.default_rng(0))
     H = J.hblt_leaf_lca_heights(3, 2, 0)
     on = Y[:, 0] == 1
@@ -138,7 +138,7 @@ def test_hierarchy_transformer_observables_match_independent_computation():
 
 def test_hier_variant_uses_every_setting():
     """`--variant hier --set lr=0.5` reaches Adam; width/hidden reach the model (issue 8)."""
-    exp = E.experiment(J.JomaConfig(lr=0.5, width=8, hidden=6), "hier")
+    exp = E.experiment(J.JomaConfig(lr=0.5).replace(variant="hier", width=8, hidden=6), "hier")
     exp.setup(torch.device("cpu"), torch.Generator())
     assert exp.opt.param_groups[0]["lr"] == 0.5
     assert exp.model.emb.embedding_dim == 8 and exp.model.blocks[0].fc1.out_features == 6
@@ -184,7 +184,7 @@ def test_hblt_learning_order_other_seeds(seed):
 def test_nonlinear_mlp_toy_nc_gaussian():
     """Fig. 2 toy with a ReLU / tanh MLP: NC(zhat, z) stays high (measured min 0.88 for ReLU, 0.99 tanh)."""
     for act, floor in (("tanh", 0.9), ("relu", 0.8)):
-        traj, _ = E.train(E.toy_config("gaussian", activation=act))
+        traj, _ = E.train(J.JomaConfig.preset("toy", quick=False, data="gaussian", activation=act))
         assert traj["nc_zhat_z"].values.min() > floor
 
 

@@ -11,22 +11,22 @@ from theory import joma as J
 BACKENDS = [("scipy", "DOP853"), ("diffrax", "Dopri8")]
 
 
-def _invariant_relative_error(tr, kind, Mc, K):
+def _invariant_relative_error(tr, attention, Mc, K):
     z = np.stack([tr[f"z_{l + 1}"].values for l in range(Mc)])
     sq = np.stack([sum(tr[f"v_{k + 1}_{l + 1}"].values ** 2 for k in range(K)) for l in range(Mc)])
     inv = np.stack([tr[f"invariant_{l + 1}"].values for l in range(Mc)])
-    scale = (z**2 + sq) if kind == "linear" else (np.abs(z) + sq / 2)
+    scale = (z**2 + sq) if attention == "linear" else (np.abs(z) + sq / 2)
     return float(np.abs(inv - inv[:, :1]).max() / scale.max())
 
 
 @pytest.mark.parametrize("backend,method", BACKENDS)
-@pytest.mark.parametrize("kind,activation,init", [("exp", "tanh", 0.0), ("linear", "linear", 0.3)])
-def test_exact_invariants_along_the_ode(backend, method, kind, activation, init):
-    cfg = J.JomaConfig(kind=kind, activation=activation, Mc=3, K=2, N=2, d=6, init_scale=init,
+@pytest.mark.parametrize("attention,activation,init", [("exp", "tanh", 0.0), ("linear", "linear", 0.3)])
+def test_exact_invariants_along_the_ode(backend, method, attention, activation, init):
+    cfg = J.JomaConfig(attention=attention, activation=activation, Mc=3, K=2, N=2, d=6, init_scale=init,
                        gradient="random", lr=0.05, steps=600, log_every=10)
     tr = sim.solve(J.problem(cfg), backend=backend, method=method, rtol=1e-12, atol=1e-14)
     assert np.ptp(tr["v_1_1"].values) > 0.1  # the state actually moved
-    err = _invariant_relative_error(tr, kind, 3, 2)
+    err = _invariant_relative_error(tr, attention, 3, 2)
     assert err < 1e-8, err
 
 
@@ -98,7 +98,7 @@ def test_softmax_invariant_error_is_the_integral_of_the_derived_residual():
     (ODE solution vs symbolic residual + quadrature); and the residual is far from 0 here (random G)."""
     from scipy.integrate import cumulative_trapezoid
 
-    cfg = J.JomaConfig(kind="softmax", Mc=3, K=3, N=3, d=5, gradient="random", lr=0.05, steps=600, log_every=1)
+    cfg = J.JomaConfig(attention="softmax", Mc=3, K=3, N=3, d=5, gradient="random", lr=0.05, steps=600, log_every=1)
     run = J.problem(cfg)
     blk = sim.solve(run, backend="scipy", rtol=1e-12, atol=1e-14)
     sysm = run.system
@@ -117,18 +117,18 @@ def test_softmax_invariant_error_is_the_integral_of_the_derived_residual():
     np.testing.assert_allclose(inv - inv[0], -integral, atol=1e-4 * scale)  # residual = d/dt(zhat - z)
 
 
-@pytest.mark.parametrize("kind,activation", [("softmax", "tanh"), ("exp", "relu")])
-def test_block_flow_problem_matches_the_sympy_problem(kind, activation):
+@pytest.mark.parametrize("attention,activation", [("softmax", "tanh"), ("exp", "relu")])
+def test_block_flow_problem_matches_the_sympy_problem(attention, activation):
     """The population-formula system (used for hundreds of sequences) vs the derived ReducedSystem
     for the same data, both through simulate.solve: two independent routes to the same ODE."""
-    cfg = J.JomaConfig(kind=kind, activation=activation, Mc=3, K=2, N=3, d=5, gradient="random", init_scale=0.3,
+    cfg = J.JomaConfig(attention=attention, activation=activation, Mc=3, K=2, N=3, d=5, gradient="random", init_scale=0.3,
                        lr=0.05, steps=400, log_every=20)
     prob = J.problem(cfg)
     ref = sim.solve(prob, backend="scipy", rtol=1e-11, atol=1e-13)
     X, G = J.make_data(cfg)
     W0, z0 = J.initial_parameters(cfg)
     out = sim.solve(J.block_flow_problem(cfg, X, G, prob.t, z0=z0, V0=W0[:3].T, s0=W0[3]), backend="scipy")
-    assert out.attrs["system"] == f"block_{kind}_{activation}_data"
+    assert out.attrs["system"] == f"block_{attention}_{activation}_data"
     for n in ("z_1", "z_2", "z_3", "v_2_3", "s_1"):
         np.testing.assert_allclose(out[n].values, ref[n].values, rtol=1e-7, atol=1e-9)
 
@@ -138,7 +138,7 @@ def test_block_flow_problem_on_both_backends_and_bad_data():
     the wrong shape and an implicit method are one-field ConfigErrors."""
     from theory.errors import ConfigError
 
-    cfg = J.JomaConfig(kind="softmax", activation="tanh", Mc=3, K=2, N=5, d=5, gradient="random", init_scale=0.3,
+    cfg = J.JomaConfig(attention="softmax", activation="tanh", Mc=3, K=2, N=5, d=5, gradient="random", init_scale=0.3,
                        lr=0.05, steps=200, log_every=20)
     X, G = J.make_data(cfg)
     prob = J.block_flow_problem(cfg, X, G)

@@ -13,10 +13,10 @@ from theory.errors import ConfigError
 
 
 # ---- the spec's §2.1 listing, typed here (independent of the sympy derivation) -------------------
-def spec_block_rhs(kind, activation, X, G, V, s, z, temperature=1.0):
+def spec_block_rhs(attention, activation, X, G, V, s, z, temperature=1.0):
     N = X.shape[0]
     E = X * np.exp(z / temperature)
-    B = {"linear": X * z, "exp": E, "softmax": E / E.sum(1, keepdims=True)}[kind]
+    B = {"linear": X * z, "exp": E, "softmax": E / E.sum(1, keepdims=True)}[attention]
     pre = B @ V.T + s
     dphi = {"linear": np.ones_like(pre), "tanh": 1 - np.tanh(pre) ** 2, "relu": (pre > 0).astype(float)}[activation]
     C = G * dphi / N
@@ -24,7 +24,7 @@ def spec_block_rhs(kind, activation, X, G, V, s, z, temperature=1.0):
     sdot = C.sum(0)
     Uv = C @ V
     zdot = {"linear": (X * Uv).sum(0), "exp": (B * Uv).sum(0) / temperature,
-            "softmax": ((B * Uv).sum(0) - (B * (B * Uv).sum(1, keepdims=True)).sum(0)) / temperature}[kind]
+            "softmax": ((B * Uv).sum(0) - (B * (B * Uv).sum(1, keepdims=True)).sum(0)) / temperature}[attention]
     return Vdot, sdot, zdot
 
 
@@ -46,18 +46,18 @@ def _pack(X, G, V, s, z, tau, Mc, K, N):
     return y, params
 
 
-@pytest.mark.parametrize("kind", J.KINDS)
+@pytest.mark.parametrize("attention", J.ATTENTIONS)
 @pytest.mark.parametrize("activation", J.ACTIVATIONS)
-def test_block_flow_matches_spec_listing(kind, activation):
+def test_block_flow_matches_spec_listing(attention, activation):
     Mc, K, N = 3, 2, 3
     rng = np.random.default_rng(1)
     X, G, V, s, z = _random_point(rng, Mc, K, N)
-    tau = 0.7 if kind != "linear" else 1.0
-    sysm = J.block_system(kind, activation, Mc, K, N)
+    tau = 0.7 if attention != "linear" else 1.0
+    sysm = J.block_system(attention, activation, Mc, K, N)
     assert sysm.state_names == J.state_names(Mc, K)
     y, params = _pack(X, G, V, s, z, tau, Mc, K, N)
     got = sysm.to_numpy()(0.0, y, sysm.parameter_vector(params))
-    Vdot, sdot, zdot = spec_block_rhs(kind, activation, X, G, V, s, z, tau)
+    Vdot, sdot, zdot = spec_block_rhs(attention, activation, X, G, V, s, z, tau)
     np.testing.assert_allclose(got, np.concatenate([zdot, Vdot.ravel(), sdot]), rtol=1e-12, atol=1e-13)
 
 
@@ -80,11 +80,11 @@ def test_block_flow_is_gradient_of_mean_objective_finite_differences():
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("kind", ["linear", "exp"])
+@pytest.mark.parametrize("attention", ["linear", "exp"])
 @pytest.mark.parametrize("activation", ["linear", "tanh"])
-def test_exact_invariants_symbolically(kind, activation):
+def test_exact_invariants_symbolically(attention, activation):
     """Theorem 1: the Lie derivative of each invariant simplifies to 0 for the N-sample block."""
-    sysm = J.block_system(kind, activation, 3, 2, 2)
+    sysm = J.block_system(attention, activation, 3, 2, 2)
     assert len(sysm.invariants) == 3
     for expr in sysm.invariants.values():
         assert sp.simplify(sysm.time_derivative(expr)) == 0
@@ -176,17 +176,17 @@ def test_nonlinear_exp_entropy_anchor_values():
     assert np.all(np.diff(times) < 0)  # salient components converge first
 
 
-@pytest.mark.parametrize("kind", J.KINDS)
+@pytest.mark.parametrize("attention", J.ATTENTIONS)
 @pytest.mark.parametrize("activation", J.ACTIVATIONS)
-def test_population_block_flow_is_the_derived_flow(kind, activation):
+def test_population_block_flow_is_the_derived_flow(attention, activation):
     """theory.joma.block_flow (the xp formula the SDE and the mixture ODE use) == sympy rhs."""
     Mc, K, N = 3, 2, 4
     X, G, V, s, z = _random_point(np.random.default_rng(5), Mc, K, N)
-    tau = 0.7 if kind != "linear" else 1.0
-    sysm = J.block_system(kind, activation, Mc, K, N)
+    tau = 0.7 if attention != "linear" else 1.0
+    sysm = J.block_system(attention, activation, Mc, K, N)
     y, params = _pack(X, G, V, s, z, tau, Mc, K, N)
     want = sysm.to_numpy()(0.0, y, sysm.parameter_vector(params))
-    Vd, sd, zd = J.block_flow(kind, activation, X, G, V, s, z, tau)
+    Vd, sd, zd = J.block_flow(attention, activation, X, G, V, s, z, tau)
     np.testing.assert_allclose(np.concatenate([zd, Vd.ravel(), sd]), want, rtol=1e-12, atol=1e-13)
 
 
@@ -241,7 +241,7 @@ def test_stable_rank_and_nc():
 
 
 @pytest.mark.parametrize("field,value", [("temperature", 0.0), ("temperature", -1.0), ("K", 0), ("rho", 1.5),
-                                         ("p_top", -0.1), ("depth", 0), ("kind", "cubic"), ("d", 3)])
+                                         ("p_top", -0.1), ("depth", 0), ("attention", "cubic"), ("d", 3)])
 def test_bad_config_names_the_field(field, value):
     with pytest.raises(ConfigError) as e:
         J.JomaConfig().replace(**{field: value})
@@ -250,17 +250,53 @@ def test_bad_config_names_the_field(field, value):
 
 def test_every_setting_reaches_its_variant_and_ignored_ones_are_errors():
     cfg = J.JomaConfig(lr=0.5, steps=7)
-    for v in J.VARIANTS:
-        bound = cfg.for_variant(v)
+    for v in J.JomaConfig.VARIANTS:
+        bound = cfg.replace(variant=v)
         assert bound.lr == 0.5 and bound.steps == 7 and bound.variant == v
     # unset fields follow the variant's defaults
-    assert J.JomaConfig().for_variant("probe").temperature == J.VARIANT_DEFAULTS["probe"]["temperature"]
+    assert J.JomaConfig().replace(variant="probe").temperature == J.JomaConfig.VARIANT_DEFAULTS["probe"]["temperature"]
     with pytest.raises(ConfigError) as e:
-        J.JomaConfig(Mc=4, d=8).for_variant("hier")
+        J.JomaConfig(Mc=4, d=8).replace(variant="hier")
     assert e.value.field in ("Mc", "d")
     with pytest.raises(ConfigError) as e:
-        J.JomaConfig(hidden=7).for_variant("fixed")
+        J.JomaConfig(hidden=7).replace(variant="fixed")
     assert e.value.field == "hidden"
+
+
+def test_variant_only_is_derived_from_what_each_variant_reads():
+    """VARIANT_ONLY (the base mechanism's table) names exactly the variants that read a field: every
+    listed variant accepts a moved value of it, every other one refuses it; N follows K unless set."""
+    C = J.JomaConfig
+    moved = {"attention": "softmax", "activation": "tanh", "Mc": 5, "K": 2, "N": 2, "d": 13, "temperature": 0.7,
+             "data": "random", "gradient": "random", "init_scale": 0.1, "batch": 2, "data_seed": 3, "depth": 3,
+             "branching": 3, "rho": 0.5, "p_top": 0.4, "hblt_samples": 64, "seq_len": 9, "n_per_class": 5, "width": 8,
+             "hidden": 6, "nlayer": 1, "wd": 0.0, "vocab": 12, "num_tokens": (6, 3), "num_combinations": (2, 1),
+             "n_test": 32, "top": "fixed"}
+    assert set(C.VARIANT_ONLY) == set(moved)
+    for field, value in moved.items():
+        for v in C.VARIANTS:
+            extra = {"K": 2} if field == "N" else {}  # the centred G and the CE toy need N == K
+            if v in C.VARIANT_ONLY[field]:
+                assert getattr(C(variant=v, **{field: value}, **extra), field) == value, (field, v)
+            else:
+                with pytest.raises(ConfigError) as e:
+                    C(variant=v, **{field: value})
+                assert e.value.field == field, (field, v)
+    assert C(K=5).N == 5 and C(K=5).replace(lr=0.1).N == 5 and C(K=2, N=2).replace(K=2).N == 2
+    assert C(K=4, N=6, gradient="random").replace(K=3).N == 6  # an explicit N stays
+
+
+def test_presets_are_the_figures_settings():
+    """Config.preset: the official Figs. 2-3 toy (spec §5), the probe, the headline and Table 1."""
+    toy = J.JomaConfig.preset("toy", quick=False)
+    assert (toy.variant, toy.attention, toy.Mc, toy.K, toy.N, toy.d, toy.temperature, toy.lr, toy.init_scale,
+            toy.steps) == ("ce", "softmax", 20, 20, 20, 30, 0.5, 0.1, 0.01, 2000)
+    assert J.JomaConfig.preset("toy", data="random", activation="relu").steps == 1000
+    assert J.JomaConfig.preset("headline") == J.JomaConfig(variant="mixture")
+    assert (J.JomaConfig.preset("hier").steps, J.JomaConfig.preset("hier", quick=False).steps) == (150, 600)
+    with pytest.raises(ConfigError) as e:
+        J.JomaConfig.preset("nope")
+    assert e.value.field == "preset"
 
 
 def test_time_unit_is_lr_times_step_and_problem_uses_the_log_grid():

@@ -4,7 +4,8 @@ Spec: ``papers/joma.md``. Split by concern:
 
 * :mod:`.derive` — the sympy derivation (per-sample objective -> block flow, Theorem 1
   invariants, integrated-out dynamics, Theorem 2, the nonlinear ODEs, HBLT co-occurrence);
-* :mod:`.config` — :class:`JomaConfig`: every variant's settings and the time unit ``t = lr*step``;
+* :mod:`.config` — :class:`JomaConfig`: every variant's settings (``VARIANTS``, ``VARIANT_DEFAULTS``,
+  ``VARIANT_ONLY``), the presets (``PRESETS``) and the time unit ``t = lr*step``;
 * :mod:`.population` — data, the block flow as one ``xp=`` array formula, entropies, closed-form
   times, correlations;
 * :mod:`.sde` — minibatch noise as an SDE (this project's extension);
@@ -12,8 +13,7 @@ Spec: ``papers/joma.md``. Split by concern:
   ``block_flow_problem`` (the block ODE of a data set of any size, for :func:`simulate.solve`).
 """
 
-from .config import (ACTIVATIONS, FIG4_MU, KINDS, PAPER, SPEC, VARIANT_DEFAULTS, VARIANT_FIELDS, VARIANTS, Config,
-                     JomaConfig)
+from .config import ACTIVATIONS, ATTENTIONS, FIG4_MU, PAPER, SPEC, Config, JomaConfig
 from .derive import (attention_output, block_system, cooccurrence_formula, integrated_system, invariant_expressions,
                      nonlinear_exp_system, nonlinear_softmax_system, per_sample_flow, per_sample_objective,
                      softmax_invariant_residual, state_names, t_sym, tau, theorem2_closed_form, theorem2_system)
@@ -25,7 +25,7 @@ from .problem import SOLVE_OPTIONS, BlockFlowSystem, block_flow_problem, block_f
 from .sde import BlockMinibatchSDE, minibatch_sde
 
 __all__ = [
-    "PAPER", "SPEC", "KINDS", "ACTIVATIONS", "VARIANTS", "VARIANT_DEFAULTS", "VARIANT_FIELDS", "FIG4_MU",
+    "PAPER", "SPEC", "ATTENTIONS", "ACTIVATIONS", "FIG4_MU",
     "JomaConfig", "Config",
     "t_sym", "tau", "state_names", "attention_output", "per_sample_objective", "per_sample_flow",
     "invariant_expressions", "block_system", "softmax_invariant_residual", "integrated_system",

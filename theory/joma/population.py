@@ -115,19 +115,19 @@ def _dphi(activation, pre, xp):
     raise ConfigError("activation", f"must be linear, tanh or relu, got {activation!r}")
 
 
-def block_flow(kind: str, activation: str, X, G, V, s, z, temperature: float = 1.0, xp=np):
+def block_flow(attention: str, activation: str, X, G, V, s, z, temperature: float = 1.0, xp=np):
     """``(Vdot (K, Mc), sdot (K,), zdot (Mc,))`` of the block flow (spec §2.1 listing, with logit
     temperature ``T``: ``b ∝ x o exp(z/T)``): the mean over the ``N`` rows of ``X`` (N, Mc) with
     stationary gradients ``G`` (N, K). Equals :func:`.derive.block_system`'s rhs (tested)."""
     N = X.shape[0]
     E = X * xp.exp(z / temperature)
-    B = {"linear": X * z, "exp": E, "softmax": E / E.sum(1, keepdims=True)}[kind]
+    B = {"linear": X * z, "exp": E, "softmax": E / E.sum(1, keepdims=True)}[attention]
     pre = B @ V.T + s
     C = G * _dphi(activation, pre, xp) / N
     Uv = C @ V
-    if kind == "linear":
+    if attention == "linear":
         zdot = (X * Uv).sum(0)
-    elif kind == "exp":
+    elif attention == "exp":
         zdot = (B * Uv).sum(0) / temperature
     else:
         zdot = ((B * Uv).sum(0) - (B * (B * Uv).sum(1, keepdims=True)).sum(0)) / temperature

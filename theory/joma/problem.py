@@ -33,15 +33,15 @@ SOLVE_OPTIONS = {"diffrax": {"method": "Dopri8", "rtol": 1e-10, "atol": 1e-12},
 def systems(config: JomaConfig | None = None) -> list[ReducedSystem]:
     """The block flow for the config, Theorem 2, the two nonlinear ODEs (spec §2.1-2.5)."""
     c = config or JomaConfig()
-    return [block_system(c.kind, c.activation, c.Mc, c.K, c.N), theorem2_system(c.Mc, 1),
+    return [block_system(c.attention, c.activation, c.Mc, c.K, c.N), theorem2_system(c.Mc, 1),
             nonlinear_exp_system(len(FIG4_MU)), nonlinear_softmax_system(len(FIG4_MU))]
 
 
 def problem(config: JomaConfig) -> Problem:
     """The block ODE (spec §2.1) for the config's ``fixed`` variant, solved at
     ``config.ode_times()`` (``t = lr * step`` at the Trainer's log steps)."""
-    c = config if config.variant == "fixed" else config.for_variant("fixed")
-    sysm = block_system(c.kind, c.activation, c.Mc, c.K, c.N)
+    c = config if config.variant == "fixed" else config.replace(variant="fixed")
+    sysm = block_system(c.attention, c.activation, c.Mc, c.K, c.N)
     return Problem(sysm, block_parameters(c), block_initial_state(c), c.ode_times(), SOLVE_OPTIONS, config)
 
 
@@ -121,7 +121,7 @@ def block_flow_problem(config: JomaConfig, X: np.ndarray, G: np.ndarray, t: np.n
         raise ConfigError("X", f"expected rows of Mc={c.Mc} token frequencies, got shape {X.shape}")
     if G.shape != (X.shape[0], c.K):
         raise ConfigError("G", f"expected shape ({X.shape[0]}, {c.K}) (one gradient row per data row), got {G.shape}")
-    sysm = block_flow_system(c.kind, c.activation, c.Mc, c.K, X.shape[0])
+    sysm = block_flow_system(c.attention, c.activation, c.Mc, c.K, X.shape[0])
     z0 = np.zeros(c.Mc) if z0 is None else np.asarray(z0, dtype=np.float64)
     V0 = np.zeros((c.K, c.Mc)) if V0 is None else np.asarray(V0, dtype=np.float64)
     s0 = np.zeros(c.K) if s0 is None else np.asarray(s0, dtype=np.float64)
