@@ -1,4 +1,4 @@
-"""The three papers' real-text protocols (issue 10), each a function of a frozen, validated Config
+"""The papers' real-text protocols (issue 10), each a function of a frozen, validated Config
 with ``quick()`` (CPU, small vocabulary, short runs; what ``make figures`` runs) and ``full()``
 (the papers' protocols, for a GPU) presets. Every run is a :func:`empirical.textrun.train_text`.
 
@@ -6,9 +6,7 @@ with ``quick()`` (CPU, small vocabulary, short runs; what ``make figures`` runs)
   1- and 3-layer models at iterations 0, 500, 1000, 1500; SGD lr 5, FFN lr 10, StepLR 0.95 per
   epoch, clip 0.5, dropout 0.3, as the official notebook) and Fig. 10 (validation attention
   entropy of a 1-layer model vs one SGD learning rate eta for all parameters, several seeds).
-* :func:`joma_protocol` — papers/joma.md Figs. 6 and 8: per-layer validation attention entropy and
-  fc1 stable rank over training for several depths (Adam 1e-4, emsize 200, one head, bptt 35,
-  dropout 0.2, untied decoder) and the Adam learning-rate sweep of the 5-layer model.
+* JoMA's Figs. 6 and 8 (per-layer attention entropy and fc1 stable rank): :mod:`empirical.joma.text`.
 * :func:`topic_protocol` — papers/topic.md §5 items 1 and 7: LDA topics of the training text, top
   fraction of words per topic (non-overlapping), and same-topic / different-topic ratios of
   embedding cosine, embedding dot product and attention weight, for a masked-LM-trained model and
@@ -50,8 +48,8 @@ from .textrun import (CELL_THREADS, TextExperiment, TextRunConfig, TextSettings,
                       train_text)
 from .trainer import resolve_device
 
-__all__ = ["ScanSnapTextConfig", "JomaTextConfig", "TopicTextConfig", "scan_snap_protocol", "joma_protocol",
-           "topic_protocol", "run_text_cells", "per_layer_summary", "lda_topic_words", "topic_ratios", "TEXT_CELL"]
+__all__ = ["TextProtocol", "ScanSnapTextConfig", "TopicTextConfig", "scan_snap_protocol", "topic_protocol",
+           "run_text_cells", "lda_topic_words", "topic_ratios", "TEXT_CELL", "FULL_VOCAB"]
 
 #: the sweep cell function of every real-text run (:func:`empirical.textrun.text_cell`)
 TEXT_CELL = "empirical.textrun:text_cell"
@@ -60,7 +58,7 @@ FULL_VOCAB = 40000
 
 
 @dataclass(frozen=True)
-class _TextProtocol(TextSettings):
+class TextProtocol(TextSettings):
     """A protocol's shared settings; ``steps``/``log_every`` are those of its main runs."""
 
     vocab_size: int = 1000
@@ -89,11 +87,11 @@ class _TextProtocol(TextSettings):
         raise NotImplementedError
 
     @classmethod
-    def quick(cls, **changes) -> "_TextProtocol":
+    def quick(cls, **changes) -> "TextProtocol":
         return cls(**{**cls.QUICK, **changes})
 
     @classmethod
-    def full(cls, **changes) -> "_TextProtocol":
+    def full(cls, **changes) -> "TextProtocol":
         return cls(**{**cls.FULL, **changes})
 
 
@@ -101,7 +99,7 @@ class _TextProtocol(TextSettings):
 # Scan & Snap, Figs. 7 and 10
 # ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class ScanSnapTextConfig(_TextProtocol):
+class ScanSnapTextConfig(TextProtocol):
     """Fig. 7: ``layers`` models, SGD ``lr`` (FFN ``ffn_lr``), StepLR ``lr_decay`` per epoch, clip
     ``clip``, ``dropout``; attention maps logged at ``log_steps()``. Fig. 10: 1-layer models, one
     SGD learning rate per run (``sweep_lrs``) for every parameter, ``seeds``, ``sweep_steps``
@@ -184,75 +182,10 @@ def run_text_cells(paper: str, jobs: Sequence[tuple[Mapping[str, Any], TextRunCo
 
 
 # ------------------------------------------------------------------------------------------------
-# JoMA, Figs. 6 and 8
-# ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class JomaTextConfig(_TextProtocol):
-    """Fig. 6: ``layers`` depths at Adam ``lr``; Fig. 8: depth ``sweep_layers`` at each of
-    ``sweep_lrs``; every run ``steps`` minibatches logged every ``log_every``; ``seeds`` averaged."""
-
-    lr: float = 1e-4
-    layers: tuple[int, ...] = (1, 2, 5)
-    sweep_layers: int = 5
-    sweep_lrs: tuple[float, ...] = (1e-4, 1e-3)
-    seeds: tuple[int, ...] = (1,)
-    steps: int = 200
-    log_every: int = 20
-
-    QUICK = {}
-    FULL = dict(vocab_size=FULL_VOCAB, layers=(1, 2, 5, 10), sweep_lrs=(1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2),
-                seeds=(1, 2, 3), steps=6900, log_every=100, eval_chunks=0)  # 20 epochs of the split
-
-    def sweep_run(self, **changes) -> TextRunConfig:
-        """A Fig. 8 run: ``sweep_layers`` layers at Adam ``lr``, the first seed."""
-        return self.run(**{"n_layer": self.sweep_layers, "seed": self.seeds[0], **changes})
-
-    def protocol(self, *, device: str = "auto", progress: bool = False, **sweep) -> dict[str, Any]:
-        return joma_protocol(self, device=device, progress=progress, **sweep)
-
-
-def per_layer_summary(traj, prefix: str = "entropy_layer") -> pd.DataFrame:
-    """Per layer: initial value, minimum, its step, final value, ``drop = initial - min`` and
-    ``bounce = final - min`` (papers/joma.md Fig. 8 quantities)."""
-    steps = traj["step"].values
-    rows = []
-    for name in sorted((n for n in traj.data_vars if n.startswith(prefix)), key=lambda n: int(n[len(prefix):])):
-        y = traj[name].values
-        i = int(np.argmin(y))
-        rows.append({"layer": int(name[len(prefix):]), "initial": y[0], "min": y[i], "min_step": int(steps[i]),
-                     "final": y[-1], "drop": y[0] - y[i], "bounce": y[-1] - y[i]})
-    return pd.DataFrame(rows)
-
-
-def _mean_runs(trajs):
-    """Seed average of runs logged on the same steps (an xarray Dataset)."""
-    import xarray as xr
-
-    return xr.concat(trajs, dim="run", combine_attrs="drop_conflicts").mean("run") if len(trajs) > 1 else trajs[0]
-
-
-def joma_protocol(cfg: JomaTextConfig, *, device: str = "auto", progress: bool = False,
-                  store: str | Path | None = None, workers: int = 1, ray: str | None = None) -> dict[str, Any]:
-    """Returns ``depth[L]`` and ``sweep[lr]`` (seed-averaged trajectories with ``val_loss``,
-    ``entropy_layer{l}``, ``stable_rank_layer{l}`` per logged step) and ``seconds``. Every
-    (layers, lr, seed) run is a cell of :func:`run_text_cells` (``store``, ``workers``, ``ray``);
-    the depth run at ``lr`` doubles as the sweep's run at that lr."""
-    pairs = list(dict.fromkeys([(L, cfg.lr) for L in cfg.layers] + [(cfg.sweep_layers, lr) for lr in cfg.sweep_lrs]))
-    jobs = [({"n_layer": L, "lr": lr, "seed": seed}, cfg.run(n_layer=L, lr=lr, seed=seed))
-            for L, lr in pairs for seed in cfg.seeds]
-    trajs = run_text_cells("joma", jobs, device=device, progress=progress, store=store, workers=workers, ray=ray)
-    n = len(cfg.seeds)
-    mean = {p: _mean_runs([t.drop_vars("snapshot") for t in trajs[i * n:(i + 1) * n]]) for i, p in enumerate(pairs)}
-    return {"depth": {L: mean[(L, cfg.lr)] for L in cfg.layers},
-            "sweep": {lr: mean[(cfg.sweep_layers, lr)] for lr in cfg.sweep_lrs},
-            "seconds": sum(t.attrs["train_seconds"] for t in trajs)}
-
-
-# ------------------------------------------------------------------------------------------------
 # Topic, items 1 and 7
 # ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class TopicTextConfig(_TextProtocol):
+class TopicTextConfig(TextProtocol):
     """Masked LM (15 % selected; 80/10/10; tied decoder, BERT style) of ``n_layer`` x ``n_head``
     trained with Adam ``lr``; LDA with ``num_topics`` topics, ``passes`` online passes over the
     training paragraphs of at least ``min_doc_tokens`` tokens; ``thresholds`` = fractions of the

@@ -89,7 +89,7 @@ def headline(quick: bool = True, device: str = "cpu", data_seed: int = 0, top: s
     H_net = traj["attention_entropy"].values[:n]
     H_ode = J.position_attention_entropy(ode["z"], exp.tokens, cfg.temperature)
     # Theorem-1 estimate on the ODE's own trajectory (is the approximation the theory's or the net's?)
-    zh_ode = np.stack([E.softmax_zhat(V, exp.xbar, cfg.temperature)[0] for V in ode["V"]])
+    zh_ode = np.stack([J.softmax_zhat(V, exp.xbar, cfg.temperature)[0] for V in ode["V"]])
     dz_ode = ode["z"] - ode["z"][0]
     zh_ode = zh_ode - zh_ode[0]
     nc_ode = np.array([J.normalised_correlation(a, b) for a, b in zip(zh_ode[1:], dz_ode[1:])])

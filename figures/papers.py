@@ -184,6 +184,6 @@ register(Paper(
     compare="figures.joma:compare",
     figures="figures.joma:make_figures",
     estimate="theory.joma.config:estimate",
-    text="empirical.realtext:JomaTextConfig",  # Figs. 6 and 8 on WikiText-2
+    text="empirical.joma.text:JomaTextConfig",  # Figs. 6 and 8 on WikiText-2
     variants=("fixed", "ce", "mixture", "probe", "hblt", "hier"),
 ))

@@ -20,8 +20,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
-from empirical import realtext as R  # noqa: E402
 from empirical import text  # noqa: E402
+from empirical.joma.text import per_layer_summary  # noqa: E402
 from theory.errors import ConfigError, check_choice  # noqa: E402
 
 from .core import finish_figure, save_table  # noqa: E402
@@ -178,7 +178,7 @@ def _summaries(res) -> pd.DataFrame:
     for kind, runs in (("depth", res["depth"]), ("lr_sweep", res["sweep"])):
         for key, traj in runs.items():
             for prefix, q in (("entropy_layer", "entropy"), ("stable_rank_layer", "stable_rank")):
-                s = R.per_layer_summary(traj, prefix)
+                s = per_layer_summary(traj, prefix)
                 s.insert(0, "quantity", q)
                 s.insert(0, "lr" if kind == "lr_sweep" else "n_layer", key)
                 s.insert(0, "run", kind)
@@ -285,7 +285,7 @@ def _joma_claims(res) -> list[Claim]:
     c = res["config"]
     ev_e, ev_s, hits_e, hits_s = {}, {}, [], []
     for L, traj in res["depth"].items():
-        se, ss = R.per_layer_summary(traj), R.per_layer_summary(traj, "stable_rank_layer")
+        se, ss = per_layer_summary(traj), per_layer_summary(traj, "stable_rank_layer")
         he, hs = _drop_bounce(se, DROP_BOUNCE_NATS), _drop_bounce(ss, STABLE_RANK_REL * ss["initial"])
         hits_e += list(he)
         hits_s += list(hs)
@@ -297,7 +297,7 @@ def _joma_claims(res) -> list[Claim]:
     ev_s["layers_drop_and_bounce"] = f"{int(sum(hits_s))}/{len(hits_s)}"
     regime = _regime(res, f"; Adam lr {c.lr:g}, depths {list(c.layers)}, seeds {list(c.seeds)}, "
                           f"drop/bounce threshold {DROP_BOUNCE_NATS} nats (stable rank {STABLE_RANK_REL:.0%})")
-    sweep = {lr: R.per_layer_summary(t) for lr, t in res["sweep"].items()}
+    sweep = {lr: per_layer_summary(t) for lr, t in res["sweep"].items()}
     val = {lr: float(t["val_loss"].values[-1]) for lr, t in res["sweep"].items()}
     best = min(val, key=val.get)
     bounce = {lr: float(np.mean(_drop_bounce(s, DROP_BOUNCE_NATS))) for lr, s in sweep.items()}

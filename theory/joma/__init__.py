@@ -20,7 +20,8 @@ from .derive import (attention_output, block_system, cooccurrence_formula, integ
 from .population import (block_flow, block_initial_state, block_parameters, blow_up_times, centred_gradient,
                          class_distributions, convergence_time, cooccurrence_probability, drops_then_bounces, entropy,
                          fixed_point_entropy, hblt_leaf_lca_heights, initial_parameters, make_data, mixture_data,
-                         normalised_correlation, position_attention_entropy, slope_sign_changes, stable_rank)
+                         normalised_correlation, position_attention_entropy, slope_sign_changes, softmax_zhat,
+                         stable_rank)
 from .problem import SOLVE_OPTIONS, BlockFlowSystem, block_flow_problem, block_flow_system, problem, systems
 from .sde import BlockMinibatchSDE, minibatch_sde
 
@@ -32,7 +33,8 @@ __all__ = [
     "theorem2_system", "theorem2_closed_form", "nonlinear_exp_system", "nonlinear_softmax_system",
     "cooccurrence_formula",
     "class_distributions", "make_data", "mixture_data", "centred_gradient", "initial_parameters",
-    "block_parameters", "block_initial_state", "block_flow", "position_attention_entropy", "blow_up_times",
+    "block_parameters", "block_initial_state", "block_flow", "softmax_zhat", "position_attention_entropy",
+    "blow_up_times",
     "convergence_time", "entropy", "fixed_point_entropy", "stable_rank", "slope_sign_changes",
     "drops_then_bounces", "normalised_correlation", "cooccurrence_probability", "hblt_leaf_lca_heights",
     "BlockMinibatchSDE", "minibatch_sde", "systems", "problem", "block_flow_problem",

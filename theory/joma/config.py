@@ -223,7 +223,8 @@ class JomaConfig(ParamsBase):
         if v == "mixture" and self.attention != "softmax":
             raise ConfigError("attention", "the mixture network attends over positions with softmax")
         if v == "hblt" and self.attention == "linear":
-            raise ConfigError("attention", "HBLT block uses exp or softmax attention (linear + zero init does not move)")
+            raise ConfigError("attention", "HBLT block uses exp or softmax attention "
+                                           "(linear + zero init does not move)")
         if v == "hier" and int(np.prod(self.num_combinations)) > self.seq_len:
             raise ConfigError("seq_len", f"sequence length {self.seq_len} < max number of leaf tokens "
                                          f"{int(np.prod(self.num_combinations))}")

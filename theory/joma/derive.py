@@ -135,7 +135,8 @@ def invariant_expressions(attention: str, Mc: int, K: int, bbar=None) -> dict[st
 
 
 @lru_cache(maxsize=None)
-def block_system(attention: str = "exp", activation: str = "linear", Mc: int = 3, K: int = 2, N: int = 2) -> ReducedSystem:
+def block_system(attention: str = "exp", activation: str = "linear", Mc: int = 3, K: int = 2,
+                 N: int = 2) -> ReducedSystem:
     """The block flow (spec §2.1) for a data set of ``N`` token-frequency rows ``x_n`` with
     stationary gradients ``g_n``: ``d(state)/dt = (1/N) sum_n dJ_n/d(state)``.
 
@@ -224,14 +225,16 @@ def softmax_invariant_residual(Mc: int = 3, K: int = 2, N: int = 2, activation: 
 # Integrated-out MLP dynamics and Theorem 2 (spec §2.3-2.4)
 # ------------------------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def integrated_system(attention: str = "exp", activation: str = "linear", Mc: int = 3, K: int = 2, N: int = 2) -> ReducedSystem:
+def integrated_system(attention: str = "exp", activation: str = "linear", Mc: int = 3, K: int = 2,
+                      N: int = 2) -> ReducedSystem:
     """MLP-only dynamics with attention integrated out (spec §2.3): the ``v``/``s`` rows of
     :func:`block_system` with ``z`` replaced by the Theorem-1 invariant solved for ``z`` (constant
     ``c_l`` as parameters; ``c = 0`` for zero init). Exact for exp attention; for softmax it uses
     the approximate invariant with constant ``bbar`` (conditions (i)-(ii)). Observables: the
     attention logits ``z_l`` implied by the invariant."""
     if attention not in ("exp", "softmax"):
-        raise ConfigError("attention", "attention can be integrated out for exp or softmax (linear keeps a sign choice)")
+        raise ConfigError("attention", "attention can be integrated out for exp or softmax "
+                                       "(linear keeps a sign choice)")
     blk = block_system(attention, activation, Mc, K, N)
     z = _z(Mc)
     c = tuple(sp.Symbol(f"c_{l}", real=True) for l in range(1, Mc + 1))

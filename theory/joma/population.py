@@ -17,8 +17,9 @@ from .config import JomaConfig
 from .derive import cooccurrence_formula
 
 __all__ = [
-    "class_distributions", "make_data", "mixture_data", "initial_parameters", "block_parameters", "block_initial_state", "block_flow",
-    "centred_gradient", "position_attention_entropy", "blow_up_times", "convergence_time", "entropy",
+    "class_distributions", "make_data", "mixture_data", "initial_parameters", "block_parameters",
+    "block_initial_state", "block_flow",
+    "centred_gradient", "softmax_zhat", "position_attention_entropy", "blow_up_times", "convergence_time", "entropy",
     "fixed_point_entropy", "stable_rank", "slope_sign_changes", "drops_then_bounces", "normalised_correlation",
     "cooccurrence_probability", "hblt_leaf_lca_heights",
 ]
@@ -132,6 +133,15 @@ def block_flow(attention: str, activation: str, X, G, V, s, z, temperature: floa
     else:
         zdot = ((B * Uv).sum(0) - (B * (B * Uv).sum(1, keepdims=True)).sum(0)) / temperature
     return C.T @ B, C.sum(0), zdot
+
+
+def softmax_zhat(V: np.ndarray, bbar: np.ndarray, temperature: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Theorem 1's softmax estimate (spec §2.2) without its constant: ``(zhat, term1, term2)`` with
+    ``term1 = sum_k v_k^2/(2T)``, ``term2 = -bbar sum_k |v_k|^2/(2T)`` (Decision 4: ``bbar = E[x]``);
+    ``V`` (K, Mc), ``bbar`` (Mc,)."""
+    t1 = (V**2).sum(0) / (2 * temperature)
+    t2 = -bbar * (V**2).sum() / (2 * temperature)
+    return t1 + t2, t1, t2
 
 
 def position_attention_entropy(z, tokens, temperature: float = 1.0, xp=np):
