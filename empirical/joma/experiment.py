@@ -15,6 +15,9 @@
 * :class:`HierExperiment` — Table 1's multi-layer Transformer on the random-combination hierarchy
   (``hier``; Adam, float32: no ODE to match).
 
+Every experiment trains with the paper's one update rule (:mod:`.update`: SGD with one learning
+rate, Adam for ``hier``).
+
 :func:`run` is the paper row's ``train`` slot (``tdyn train joma [--variant V]``); :func:`train`
 returns the experiment too. Precision: float64 for the block experiments (compared with float64
 ODEs).
@@ -34,6 +37,7 @@ from theory.joma import (FIG4_MU, PAPER, JomaConfig, entropy, initial_parameters
                          normalised_correlation, softmax_zhat, stable_rank)
 
 from ..trainer import ModuleState, Trainer
+from . import update
 from .data import RandomCombinationHierarchy, hblt_block_data
 from .model import HierTransformer, JomaBlock
 
@@ -41,16 +45,27 @@ __all__ = ["run", "train", "experiment", "EXPERIMENTS", "BlockExperiment", "Mixt
            "HBLTBlockExperiment", "HierExperiment", "half_times"]
 
 
-def sgd_(params, lr):
-    """One plain SGD step, the same learning rate on every parameter (Decision 3)."""
-    with torch.no_grad():
-        for p in params:
-            p -= lr * p.grad
-            p.grad = None
+class _Trained(ModuleState):
+    """Checkpoint state of a JoMA experiment: its module (``self.model``) and the state of the
+    update rule (:mod:`.update`) it trains with."""
+
+    def init_update(self) -> None:
+        self.update_state = update.init([p.detach() for p in self.model.parameters()], config=self.config, xp=torch)
+
+    def apply_update(self) -> None:
+        """One step of the paper's update rule from the gradients of the last ``backward()``."""
+        self.update_state = update.step_(self.model, self.update_state, self.config)
+
+    def state_dict(self):
+        return {**super().state_dict(), "update": self.update_state}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.update_state = state["update"]
 
 
 @dataclass
-class BlockExperiment(ModuleState):
+class BlockExperiment(_Trained):
     """Full-batch SGD on the block; the top is ``config.variant``: ``fixed`` (stationary g,
     Assumption 1 exactly) or ``ce`` (cross-entropy on the class logits)."""
 
@@ -70,6 +85,7 @@ class BlockExperiment(ModuleState):
         c = self.config
         W0, z0 = initial_parameters(c)
         self.model = JomaBlock(W0, z0, c.attention, c.activation, c.temperature, self.dtype).to(device)
+        self.init_update()
         self.Xt = torch.as_tensor(self.X, dtype=self.dtype, device=device)
         self.Gt = torch.as_tensor(self.G, dtype=self.dtype, device=device)
         self.labels = torch.arange(c.N, device=device)
@@ -94,7 +110,7 @@ class BlockExperiment(ModuleState):
             eb0, n0 = self._mean_b_and_norm()
         loss = self.loss()
         loss.backward()
-        sgd_(self.model.parameters(), self.config.lr)  # equal learning rates on W and z
+        self.apply_update()  # SGD, equal learning rates on W and z
         if track:  # int E[b](t) d(sum_k |v_k|^2)/(2T), trapezoid per step (Decision 4, time-varying E[b])
             eb1, n1 = self._mean_b_and_norm()
             self._bbar_integral += 0.5 * (eb0 + eb1) * (n1 - n0) / (2 * self.config.temperature)
@@ -167,7 +183,7 @@ class BlockExperiment(ModuleState):
 
 
 @dataclass
-class MixtureExperiment(ModuleState):
+class MixtureExperiment(_Trained):
     """The headline network (``mixture`` variant): :func:`theory.joma.mixture_data` sequences,
     softmax attention over the positions (:meth:`JomaBlock.attention_over_positions`), ``phi`` MLP
     with ``K`` = number of classes, cross-entropy on ``h``, full-batch SGD (same ``lr`` on ``W``
@@ -189,6 +205,7 @@ class MixtureExperiment(ModuleState):
         c = self.config
         W0, z0 = initial_parameters(c)
         self.model = JomaBlock(W0, z0, "softmax", c.activation, c.temperature, self.dtype).to(device)
+        self.init_update()
         self.tok = torch.as_tensor(self.tokens, device=device)
         self.lab = torch.as_tensor(self.labels, device=device)
         self.xbar = self.X.mean(0)  # Decision 4: bbar ~ E[x]
@@ -215,7 +232,7 @@ class MixtureExperiment(ModuleState):
         else:
             loss = nn.functional.cross_entropy(h, self.lab)
         loss.backward()
-        sgd_(self.model.parameters(), self.config.lr)
+        self.apply_update()
         return {"loss": float(loss.detach())}
 
     def observables(self):
@@ -239,7 +256,7 @@ class MixtureExperiment(ModuleState):
 
 
 @dataclass
-class ProbeExperiment(ModuleState):
+class ProbeExperiment(_Trained):
     """Class ``n`` = a sequence of contextual token ``n`` (``x = e_n``) + the query; exp attention
     with temperature; ``K = 1`` hidden unit regressed on ``mu_n`` (loss ``mean_n (mu_n - h_n)^2/2``).
     Attention entropy is that of the query over a uniform bag: ``H(softmax(z/T))``."""
@@ -255,13 +272,14 @@ class ProbeExperiment(ModuleState):
         n = len(self.mu)
         W0 = np.zeros((n + 1, 1))
         self.model = JomaBlock(W0, np.zeros(n), "exp", c.activation, c.temperature, self.dtype).to(device)
+        self.init_update()
         self.X = torch.eye(n, dtype=self.dtype, device=device)
         self.target = torch.as_tensor(self.mu, dtype=self.dtype, device=device)
 
     def step(self, step):
         loss = 0.5 * ((self.target - self.model(self.X)[:, 0]) ** 2).mean()
         loss.backward()
-        sgd_(self.model.parameters(), self.config.lr)
+        self.apply_update()
         return {"loss": float(loss.detach())}
 
     def observables(self):
@@ -272,7 +290,7 @@ class ProbeExperiment(ModuleState):
 
 
 @dataclass
-class HBLTBlockExperiment(ModuleState):
+class HBLTBlockExperiment(_Trained):
     """Softmax-attention block (one hidden unit, linear phi) on HBLT bags of the contextual leaves,
     trained by full-batch SGD to predict whether the query leaf is on (logistic loss): the upper
     layer's gradient ``g = y_query - sigmoid(h)``, so ``Delta_l = E[g x_l]`` is the query's
@@ -291,13 +309,14 @@ class HBLTBlockExperiment(ModuleState):
         Mc = self.X.shape[1]
         self.model = JomaBlock(np.zeros((Mc + 1, 1)), np.zeros(Mc), self.config.attention, "linear", 1.0,
                                self.dtype).to(device)
+        self.init_update()
         self.Xt = torch.as_tensor(self.X, dtype=self.dtype, device=device)
         self.yt = torch.as_tensor(self.label, dtype=self.dtype, device=device)
 
     def step(self, step):
         loss = nn.functional.binary_cross_entropy_with_logits(self.model(self.Xt)[:, 0], self.yt)
         loss.backward()
-        sgd_(self.model.parameters(), self.config.lr)
+        self.apply_update()
         return {"loss": float(loss.detach())}
 
     def observables(self):
@@ -308,7 +327,7 @@ class HBLTBlockExperiment(ModuleState):
 
 
 @dataclass
-class HierExperiment(ModuleState):
+class HierExperiment(_Trained):
     """Adam on the Table-1 model (spec §5 Table 1, scaled down); observables per layer: attention
     entropy (mean over query rows, eps = 1e-8, on a fixed test batch), stable rank of fc1, mean
     |cos| between fc2 columns (Decision after §5), and the alignment scores."""
@@ -327,7 +346,7 @@ class HierExperiment(ModuleState):
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
         self.device = device
         self.model = HierTransformer(self.data.M, c.width, c.hidden, c.nlayer, self.data.num_class).to(device)
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=c.lr, weight_decay=c.wd)
+        self.init_update()  # Adam with weight decay (update.py)
         self.rng = np.random.default_rng(self.data.seed + 1)
         tok, lab, act = self.data.sample(c.n_test, np.random.default_rng(self.data.seed + 2))
         self.test = (torch.as_tensor(tok, device=device), torch.as_tensor(lab, device=device), act)
@@ -336,10 +355,16 @@ class HierExperiment(ModuleState):
         tok, lab, _ = self.data.sample(self.config.batch, self.rng)
         logits, _, _ = self.model(torch.as_tensor(tok, device=self.device))
         loss = nn.functional.cross_entropy(logits, torch.as_tensor(lab, device=self.device))
-        self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        self.opt.step()
+        self.apply_update()
         return {"loss": float(loss.detach())}
+
+    def state_dict(self):  # the minibatch stream too: a resumed run draws the batches it would have
+        return {**super().state_dict(), "data_rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.rng.bit_generator.state = state["data_rng"]
 
     def alignment(self) -> dict[str, float]:
         """``score{l}``: layer-l ReLU hidden activations max-pooled over positions vs the binary
