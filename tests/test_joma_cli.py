@@ -37,7 +37,10 @@ def test_compare_quick_json_report_and_claims(runner):
         wikitext if corpus_available() else set())
     for c in claims.values():
         assert isinstance(c["holds"], bool) and c["evidence"]
-    assert {row["observable"] for row in rep["where_agreement_breaks"]} == {"v", "z"}
+    assert {row["setting"]["observable"] for row in rep["where_agreement_breaks"]} == {"v", "z"}
+    from figures.report import BREAK_KEYS
+
+    assert all(tuple(row) == BREAK_KEYS for row in rep["where_agreement_breaks"])
 
 
 def test_train_hier_uses_the_learning_rate_and_ignored_settings_exit_2(runner, tmp_path):

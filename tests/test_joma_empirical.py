@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from empirical import joma as E
+from figures.joma.compare import half_times
 from theory import joma as J
 
 
@@ -84,7 +85,7 @@ def test_hblt_learning_order_lowest_lca_first():
     attention change earlier on average than tokens at every higher LCA."""
     cfg = J.JomaConfig(variant="hblt", data_seed=0)
     traj, exp = E.train(cfg)
-    ht = E.half_times(traj, "z", len(exp.heights))
+    ht = half_times(traj, "z", len(exp.heights))
     H = exp.heights
     for h in range(2, cfg.depth + 1):
         assert ht[H == 1].mean() < ht[H == h].mean(), h
@@ -99,7 +100,7 @@ def test_half_times_on_a_known_curve():
     taus = np.array([0.5, 2.0])
     ds = xr.Dataset({f"z_{i + 1}": ("time", 1 - np.exp(-t / tau)) for i, tau in enumerate(taus)}, coords={"time": t})
     want = -taus * np.log(1 - (1 - np.exp(-10 / taus)) / 2)
-    np.testing.assert_allclose(E.half_times(ds, "z", 2), want, atol=2e-4)
+    np.testing.assert_allclose(half_times(ds, "z", 2), want, atol=2e-4)
 
 
 def test_hierarchy_generator_structure():
@@ -269,7 +270,7 @@ def test_same_seed_same_numbers():
 def test_hblt_learning_order_other_seeds(seed):
     cfg = J.JomaConfig(variant="hblt", data_seed=seed, hblt_samples=2048, steps=2000)
     traj, exp = E.train(cfg)
-    ht = E.half_times(traj, "z", len(exp.heights))
+    ht = half_times(traj, "z", len(exp.heights))
     assert ht[exp.heights == 1].mean() < ht[exp.heights == cfg.depth].mean()
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import pandas as pd
 
-from figures import joma as F
+from figures.joma import figures as F
 
 
 def test_theorem2_figure_data(tmp_path):
@@ -27,7 +27,8 @@ def test_table1_csv_aggregates_the_runs(tmp_path):
 
 
 def test_break_time_and_bounce_numbers_on_known_curves():
-    from figures.joma_compare import bounce_numbers, break_time
+    from figures.joma.claims import bounce_numbers
+    from figures.joma.compare import break_time
 
     t = np.linspace(0, 10, 101)
     theory = np.stack([np.ones_like(t), np.zeros_like(t)], 1)

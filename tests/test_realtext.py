@@ -217,7 +217,7 @@ def test_gap_z_is_welchs_t():
 def test_per_layer_summary_and_drop_bounce_decision():
     import xarray as xr
 
-    from figures.realtext import DROP_BOUNCE_NATS, _drop_bounce
+    from figures.joma.text import DROP_BOUNCE_NATS, drop_bounce
 
     steps = np.arange(0, 60, 10.0)
     bounce = np.array([2.6, 2.0, 1.5, 1.6, 1.7, 1.8])  # drops 1.1, bounces 0.3
@@ -227,7 +227,7 @@ def test_per_layer_summary_and_drop_bounce_decision():
     s = JT.per_layer_summary(traj)
     assert s["min_step"].tolist() == [20, 50]
     assert s["drop"].tolist() == pytest.approx([1.1, 0.6]) and s["bounce"].tolist() == pytest.approx([0.3, 0.0])
-    assert _drop_bounce(s, DROP_BOUNCE_NATS).tolist() == [True, False]
+    assert drop_bounce(s, DROP_BOUNCE_NATS).tolist() == [True, False]
 
 
 def test_full_presets_are_the_papers_protocols():

@@ -17,6 +17,7 @@ from empirical.joma import text as JT
 from empirical import text, textrun
 from empirical.sweeps import CellsFailed, open_sweep, read_index
 from figures import realtext as FR
+from figures.joma import text as FJ
 from figures.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,7 +84,7 @@ def _assert_same(res, ref):
 
 
 def _claims(cfg, res):
-    return [(c.name, c.holds, c.evidence) for c in FR._joma_claims({"config": cfg, **res})]
+    return [(c.name, c.holds, c.evidence) for c in FJ.claims({"config": cfg, **res})]
 
 
 def test_joma_cells_match_direct_runs_rerun_computes_nothing_and_resume(corpus_dir, tmp_path, count_runs):
@@ -99,13 +100,13 @@ def test_joma_cells_match_direct_runs_rerun_computes_nothing_and_resume(corpus_d
     res = JT.joma_protocol(cfg, device="cpu", store=store)
     assert len(count_runs.calls) == 2 + 4  # 3 (layers, lr) pairs x 2 seeds; the resume ran the other 4
     _assert_same(res, ref)
-    ref_summary = FR._summaries(res)
+    ref_summary = FJ.summaries(res)
     # a rerun computes nothing and gives identical results, summaries and claims
     again = JT.joma_protocol(cfg, device="cpu", store=store)
     assert len(count_runs.calls) == 6
     _assert_same(again, ref)
     assert again["seconds"] == res["seconds"]  # the runs' own training times, kept in the store
-    assert FR._summaries(again).equals(ref_summary)
+    assert FJ.summaries(again).equals(ref_summary)
     assert _claims(cfg, again) == _claims(cfg, res)
     idx = read_index(store)
     assert len(idx) == 6 and set(idx["status"]) == {"ok"}
@@ -150,11 +151,11 @@ def test_figures_use_the_cli_store_per_paper(corpus_dir, tmp_path, monkeypatch, 
     monkeypatch.setattr(FR, "_CACHE", {})
     monkeypatch.setattr(FR, "config_for", lambda paper, quick, corpus=None: _joma(corpus_dir))
     with FR.using_sweep(store=tmp_path / "runs"):
-        df = FR.fig_joma_lr_sweep(None, True, device="cpu", corpus=corpus_dir)
+        df = FJ.fig_joma_lr_sweep(None, True, device="cpu", corpus=corpus_dir)
     assert len(list((tmp_path / "runs" / "joma" / "cells").glob("*.nc"))) == 6 == len(count_runs.calls)
     assert sorted(df["lr"].unique()) == [1e-3, 3e-3]
     FR._CACHE.clear()  # a fresh process: the default store is <outdir>/wikitext_runs
-    FR.fig_joma_entropy(tmp_path / "out", True, device="cpu", corpus=corpus_dir)
+    FJ.fig_joma_entropy(tmp_path / "out", True, device="cpu", corpus=corpus_dir)
     assert len(list((tmp_path / "out" / FR.RUNS_DIR / "cells").glob("*.nc"))) == 6
 
 

@@ -13,9 +13,9 @@ Every experiment reads its settings from the config (a setting its variant would
 
 from .data import RandomCombinationHierarchy, hblt_block_data, hblt_sample
 from .experiment import (EXPERIMENTS, BlockExperiment, HBLTBlockExperiment, HierExperiment, MixtureExperiment,
-                         ProbeExperiment, experiment, half_times, run, train)
+                         ProbeExperiment, experiment, run, train)
 from .model import HierBlock, HierTransformer, JomaBlock
 
 __all__ = ["run", "train", "experiment", "EXPERIMENTS", "JomaBlock", "BlockExperiment", "MixtureExperiment",
            "ProbeExperiment", "HBLTBlockExperiment", "HierBlock", "HierTransformer", "HierExperiment",
-           "RandomCombinationHierarchy", "hblt_sample", "hblt_block_data", "half_times"]
+           "RandomCombinationHierarchy", "hblt_sample", "hblt_block_data"]

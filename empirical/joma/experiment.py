@@ -42,7 +42,7 @@ from .data import RandomCombinationHierarchy, hblt_block_data
 from .model import HierTransformer, JomaBlock
 
 __all__ = ["run", "train", "experiment", "EXPERIMENTS", "BlockExperiment", "MixtureExperiment", "ProbeExperiment",
-           "HBLTBlockExperiment", "HierExperiment", "half_times"]
+           "HBLTBlockExperiment", "HierExperiment"]
 
 
 class _Trained(ModuleState):
@@ -401,17 +401,6 @@ class HierExperiment(_Trained):
                 out[f"mean_abs_cos_{l}"] = float((cos.sum() - np.trace(cos)) / (cos.size - cos.shape[0]))
         out.update(self.alignment())
         return out
-
-
-def half_times(traj, prefix: str, n: int) -> np.ndarray:
-    """Per component: first logged time at which ``|x(t) - x(0)|`` reaches half of its final value."""
-    t = traj["time"].values
-    out = np.empty(n)
-    for i in range(n):
-        x = traj[f"{prefix}_{i + 1}"].values
-        dx = np.abs(x - x[0])
-        out[i] = t[int(np.argmax(dx >= 0.5 * dx[-1]))] if dx[-1] > 0 else np.nan
-    return out
 
 
 #: variant -> experiment class
