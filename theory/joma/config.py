@@ -175,8 +175,8 @@ class JomaConfig(ParamsBase):
     def validate(self) -> None:
         for name in ("num_tokens", "num_combinations"):  # integers (JSON and --set may give 8.0)
             values = getattr(self, name)
-            if any(v != int(v) for v in values):
-                raise ConfigError(name, f"expected integers, got {values!r}")
+            if not isinstance(values, (list, tuple)) or any(v != int(v) for v in values):
+                raise ConfigError(name, f"expected a list of integers, got {values!r}")
             object.__setattr__(self, name, tuple(int(v) for v in values))
         check_choice("attention", self.attention, ATTENTIONS)
         check_choice("activation", self.activation, ACTIVATIONS)

@@ -73,3 +73,15 @@ def test_time_unit_is_lr_times_step_and_problem_uses_the_log_grid():
     np.testing.assert_allclose(cfg.ode_times(), 0.02 * np.array([0, 15, 30, 45, 50]), rtol=0, atol=1e-15)
     np.testing.assert_array_equal(J.problem(cfg).t, cfg.ode_times())
     assert J.JomaConfig(variant="hier").ode_time(40) == 40.0  # Adam: no gradient-flow time
+
+
+def test_hierarchy_levels_are_integers():
+    """num_tokens / num_combinations: integral values become ints (JSON and --set may give 8.0); a
+    fraction or a bare number is a ConfigError naming the field."""
+    cfg = J.JomaConfig(variant="hier", num_tokens=(8.0, 4), num_combinations=[2, 2.0])
+    assert cfg.num_tokens == (8, 4) and cfg.num_combinations == (2, 2)
+    assert all(type(v) is int for v in cfg.num_tokens + cfg.num_combinations)
+    for bad in ((8.5, 4), 8):
+        with pytest.raises(ConfigError) as e:
+            J.JomaConfig(variant="hier", num_tokens=bad)
+        assert e.value.field == "num_tokens"
