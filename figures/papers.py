@@ -181,9 +181,9 @@ register(Paper(
     problem="theory.joma:problem",
     sde="theory.joma:minibatch_sde",
     train="empirical.joma:run",
-    compare="figures.joma:compare",
-    figures="figures.joma:make_figures",
+    compare="figures.joma.compare:compare",
+    figures="figures.joma.figures:FIGURES",
     estimate="theory.joma.config:estimate",
-    text="empirical.realtext:JomaTextConfig",  # Figs. 6 and 8 on WikiText-2
+    text="empirical.joma.text:JomaTextConfig",  # Figs. 6 and 8 on WikiText-2
     variants=("fixed", "ce", "mixture", "probe", "hblt", "hier"),
 ))

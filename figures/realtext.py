@@ -1,43 +1,22 @@
-"""Real-text figures, CSVs and claims of JoMA, and the machinery every paper's real-text figures
-share (issue 10; Scan & Snap's are in :mod:`figures.scan_snap.text`, Topic's in :mod:`figures.topic.text`).
-
-:func:`make_realtext_figures` writes ``figures/out/<paper>/wikitext_*.png`` and ``wikitext_*.csv``;
-:func:`claims_for` decides the papers' real-text claims from the same runs (each protocol runs at
-most once per process and setting: :func:`results`). Each ``fig_*`` returns the data it plotted.
-The protocols and their quick / full presets are in :mod:`empirical.realtext`.
+"""The machinery every paper's real-text figures and claims share (issue 10): the protocol config
+of a paper (its row's ``text`` slot, quick or full, on a corpus), :func:`results` (each protocol
+runs at most once per process and setting, its runs kept as sweep cells in a store), the regime
+line of a real-text claim and whether a corpus is present. The figures and claims themselves are
+the papers': :mod:`figures.scan_snap.text`, :mod:`figures.joma.text`, :mod:`figures.topic.text`.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from empirical import text
+from theory.errors import ConfigError, check_choice
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from .sweep import sweep_settings, using_sweep  # noqa: F401  (using_sweep: re-exported)
 
-from empirical import realtext as R  # noqa: E402
-from empirical import text  # noqa: E402
-from theory.errors import ConfigError, check_choice  # noqa: E402
-
-from .core import finish_figure, save_table  # noqa: E402
-from .report import Claim  # noqa: E402
-from .sweep import sweep_settings, using_sweep  # noqa: E402,F401  (using_sweep: re-exported)
-
-__all__ = ["make_realtext_figures", "claims_for", "corpus_available", "paper_realtext_figures",
-           "paper_realtext_claims", "results", "config_for", "runs_dir", "text_regime", "fig_joma_entropy",
-           "fig_joma_lr_sweep",
-           "using_sweep", "RUNS_DIR", "DROP_BOUNCE_NATS", "STABLE_RANK_REL"]
-
-#: a layer "drops then bounces" when its entropy falls at least this far below the start and
-#: rises at least this far above its minimum by the end (1 % of the uniform causal 2.632 nats)
-DROP_BOUNCE_NATS = 0.026
-#: the same for fc1's stable rank, relative to its initial value
-STABLE_RANK_REL = 0.01
+__all__ = ["text_papers", "config_for", "results", "runs_dir", "text_regime", "corpus_available",
+           "using_sweep", "RUNS_DIR"]
 
 
 def text_papers() -> tuple[str, ...]:
@@ -81,137 +60,11 @@ def results(paper: str, quick: bool = True, device: str = "auto", corpus: str | 
     return _CACHE[key]
 
 
-def _write_csv(df: pd.DataFrame, outdir, name: str, paths: list) -> None:
-    if outdir is not None:
-        paths.append(save_table(df, outdir, name))
-
-
-def _long(traj, **keys) -> pd.DataFrame:
-    """Per logged step and layer: entropy and fc1 stable rank (and the run's validation loss)."""
-    n = sum(1 for v in traj.data_vars if v.startswith("entropy_layer"))
-    return pd.DataFrame([{**keys, "step": int(s), "layer": l, "entropy": float(traj[f"entropy_layer{l}"][i]),
-                          "stable_rank": float(traj[f"stable_rank_layer{l}"][i]), "val_loss": float(traj["val_loss"][i])}
-                         for i, s in enumerate(traj["step"].values) for l in range(n)])
-
-
-# ------------------------------------------------------------------------------------------------
-# JoMA
-# ------------------------------------------------------------------------------------------------
-def _layer_panels(trajs: dict, title, outdir, name):
-    fig, axes = plt.subplots(2, len(trajs), figsize=(3.6 * len(trajs), 5.6), squeeze=False)
-    for c, (key, traj) in enumerate(trajs.items()):
-        n = sum(1 for v in traj.data_vars if v.startswith("entropy_layer"))
-        colors = plt.cm.rainbow(np.linspace(0, 1, max(n, 2)))
-        for l in range(n):
-            axes[0, c].plot(traj["step"], traj[f"entropy_layer{l}"], color=colors[l], label=f"layer {l}")
-            axes[1, c].plot(traj["step"], traj[f"stable_rank_layer{l}"], color=colors[l])
-        axes[0, c].set_title(f"{title(key)}, val_loss: {float(traj['val_loss'].min()):.3f}", fontsize=9)
-        axes[1, c].set_xlabel("minibatch")
-        axes[0, c].legend(fontsize=6)
-    axes[0, 0].set_ylabel("attention entropy")
-    axes[1, 0].set_ylabel("fc1 stable rank")
-    fig.tight_layout()
-    finish_figure(fig, outdir, name)
-
-
-def fig_joma_entropy(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
-    """Fig. 6: per-layer validation attention entropy (top) and fc1 stable rank (bottom) over
-    training, one panel per depth. Returns the long table (n_layer, step, layer, entropy, ...)."""
-    res = results("joma", quick, device, corpus, store=runs_dir(outdir))
-    _layer_panels(res["depth"], lambda L: f"Layers: {L}", outdir, "wikitext_fig6_entropy.png")
-    return pd.concat([_long(t, n_layer=L) for L, t in res["depth"].items()], ignore_index=True)
-
-
-def fig_joma_lr_sweep(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
-    """Fig. 8: the same for the ``sweep_layers``-layer model at each Adam learning rate."""
-    res = results("joma", quick, device, corpus, store=runs_dir(outdir))
-    _layer_panels(res["sweep"], lambda lr: f"lr: {lr:g}", outdir, "wikitext_fig8_lr_sweep.png")
-    return pd.concat([_long(t, lr=lr) for lr, t in res["sweep"].items()], ignore_index=True)
-
-
-def _summaries(res) -> pd.DataFrame:
-    rows = []
-    for kind, runs in (("depth", res["depth"]), ("lr_sweep", res["sweep"])):
-        for key, traj in runs.items():
-            for prefix, q in (("entropy_layer", "entropy"), ("stable_rank_layer", "stable_rank")):
-                s = R.per_layer_summary(traj, prefix)
-                s.insert(0, "quantity", q)
-                s.insert(0, "lr" if kind == "lr_sweep" else "n_layer", key)
-                s.insert(0, "run", kind)
-                s["final_val_loss"] = float(traj["val_loss"].values[-1])
-                rows.append(s)
-    return pd.concat(rows, ignore_index=True)
-
-
-# ------------------------------------------------------------------------------------------------
-# Figures and claims
-# ------------------------------------------------------------------------------------------------
-def make_realtext_figures(paper: str, outdir, *, quick: bool = True, device: str = "auto", corpus=None) -> list[Path]:
-    """Write ``paper``'s real-text figures and CSVs into ``outdir``; returns the paths."""
-    check_choice("paper", paper, ("joma",))
-    out = Path(outdir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths: list[Path] = []
-    kw = dict(device=device, corpus=corpus)
-    if paper == "joma":
-        _write_csv(fig_joma_entropy(out, quick, **kw), out, "wikitext_fig6_entropy.csv", paths)
-        _write_csv(fig_joma_lr_sweep(out, quick, **kw), out, "wikitext_fig8_lr_sweep.csv", paths)
-        summary = _summaries(results("joma", quick, device, corpus, store=runs_dir(out)))
-        _write_csv(summary, out, "wikitext_fig6_fig8_summary.csv", paths)
-        names = ["wikitext_fig6_entropy.png", "wikitext_fig8_lr_sweep.png"]
-    return [out / n for n in names] + paths
-
-
 def text_regime(res, extra: str = "") -> str:
     """The regime line of a real-text claim: corpus, sizes, ``extra``, training time."""
     c = res["config"]
     return (f"WikiText-2 (train wiki.test.tokens, validate wiki.valid.tokens), vocab {c.vocab_size}, emsize {c.emsize}, "
             f"{c.steps} minibatches{extra}; {res['seconds']:.0f} s of training")
-
-
-def claims_for(paper: str, quick: bool = True, device: str = "auto", corpus=None) -> list[Claim]:
-    """The real-text claims of ``paper`` decided on :func:`results` (numbers in ``evidence``)."""
-    check_choice("paper", paper, ("joma",))
-    res = results(paper, quick, device, corpus)
-    return _joma_claims(res)
-
-
-def _drop_bounce(summary: pd.DataFrame, delta) -> np.ndarray:
-    d = np.asarray(delta, float)
-    return ((summary["drop"] > d) & (summary["bounce"] > d)).to_numpy()
-
-
-def _joma_claims(res) -> list[Claim]:
-    c = res["config"]
-    ev_e, ev_s, hits_e, hits_s = {}, {}, [], []
-    for L, traj in res["depth"].items():
-        se, ss = R.per_layer_summary(traj), R.per_layer_summary(traj, "stable_rank_layer")
-        he, hs = _drop_bounce(se, DROP_BOUNCE_NATS), _drop_bounce(ss, STABLE_RANK_REL * ss["initial"])
-        hits_e += list(he)
-        hits_s += list(hs)
-        ev_e.update({f"L{L}_initial": list(se["initial"]), f"L{L}_min": list(se["min"]),
-                     f"L{L}_min_step": list(se["min_step"]), f"L{L}_final": list(se["final"])})
-        ev_s.update({f"L{L}_initial": list(ss["initial"]), f"L{L}_min": list(ss["min"]),
-                     f"L{L}_min_step": list(ss["min_step"]), f"L{L}_final": list(ss["final"])})
-    ev_e["layers_drop_and_bounce"] = f"{int(sum(hits_e))}/{len(hits_e)}"
-    ev_s["layers_drop_and_bounce"] = f"{int(sum(hits_s))}/{len(hits_s)}"
-    regime = text_regime(res, f"; Adam lr {c.lr:g}, depths {list(c.layers)}, seeds {list(c.seeds)}, "
-                          f"drop/bounce threshold {DROP_BOUNCE_NATS} nats (stable rank {STABLE_RANK_REL:.0%})")
-    sweep = {lr: R.per_layer_summary(t) for lr, t in res["sweep"].items()}
-    val = {lr: float(t["val_loss"].values[-1]) for lr, t in res["sweep"].items()}
-    best = min(val, key=val.get)
-    bounce = {lr: float(np.mean(_drop_bounce(s, DROP_BOUNCE_NATS))) for lr, s in sweep.items()}
-    return [
-        Claim("wikitext_entropy_drop_and_bounce", "Per-layer attention entropy drops early, then bounces (Fig. 6)",
-              bool(np.mean(hits_e) >= 0.5), ev_e, regime),
-        Claim("wikitext_stable_rank_drop_and_bounce", "The stable rank of each MLP's first layer drops, then bounces",
-              bool(np.mean(hits_s) >= 0.5), ev_s, regime),
-        Claim("wikitext_bounce_at_best_lr", f"In the {c.sweep_layers}-layer lr sweep the run with the lowest validation "
-              "loss shows the entropy bounce (Fig. 8: bounce correlates with low validation loss)",
-              bool(bounce[best] >= 0.5), {"lr": list(val), "final_val_loss": list(val.values()),
-                                          "fraction_layers_bouncing": list(bounce.values())},
-              text_regime(res, f"; {c.sweep_layers} layers, Adam lr {list(c.sweep_lrs)}")),
-    ]
 
 
 def corpus_available(corpus=None) -> bool:
@@ -223,18 +76,3 @@ def corpus_available(corpus=None) -> bool:
     except ConfigError:
         return False
     return True
-
-
-def paper_realtext_figures(paper: str, outdir, *, quick: bool = True, device: str = "auto") -> list[Path]:
-    """:func:`make_realtext_figures` for a paper's ``make_figures``; ``[]`` (and a note on stderr)
-    when no corpus is present."""
-    if not corpus_available():
-        print(f"note: {paper}: no WikiText corpus at {text.resolve_corpus(None)}; real-text figures skipped",
-              file=sys.stderr)
-        return []
-    return make_realtext_figures(paper, outdir, quick=quick, device=device)
-
-
-def paper_realtext_claims(paper: str, quick: bool = True, device: str = "auto") -> list[Claim]:
-    """:func:`claims_for` for a paper's ``compare``; ``[]`` when no corpus is present."""
-    return claims_for(paper, quick, device) if corpus_available() else []

@@ -109,6 +109,8 @@ def plan(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, seeds
     row.check_variant(variant)
     if seeds < 0:
         raise ConfigError("seeds", f"must be >= 0, got {seeds}")
+    if variant is not None and kind != "text" and row.Config.VARIANTS:  # --variant V is the config's variant field
+        overrides = [f"variant={variant}", *overrides]
     base = text_base(row.name, overrides) if kind == "text" else row.Config().with_overrides(list(overrides))
     if not isinstance(grid, Mapping):
         grid = parse_grid(row, grid, base)

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from click.testing import CliRunner
 
-from empirical import realtext as R
+from empirical.joma import text as JT
 from empirical import text
 from empirical.scan_snap.text import ScanSnapTextConfig
 from empirical.textrun import TextRunConfig, train_text
@@ -83,7 +83,7 @@ def test_bad_bptt_and_empty_files(tmp_path):
     with pytest.raises(ConfigError, match="bptt"):
         TextRunConfig(bptt=1)
     with pytest.raises(ConfigError, match="vocab_size"):
-        R.JomaTextConfig.quick(vocab_size=1)
+        JT.JomaTextConfig.quick(vocab_size=1)
     with pytest.raises(ConfigError, match="layers"):
         ScanSnapTextConfig.quick(layers=())
     (tmp_path / text.TRAIN_FILE).write_text("\n \n")
@@ -193,27 +193,11 @@ def test_resume_is_bit_identical(tmp_path, objective, interrupt_at):
     assert not np.array_equal(other["val_loss"].values, full["val_loss"].values)
 
 
-def test_per_layer_summary_and_drop_bounce_decision():
-    import xarray as xr
-
-    from figures.realtext import DROP_BOUNCE_NATS, _drop_bounce
-
-    steps = np.arange(0, 60, 10.0)
-    bounce = np.array([2.6, 2.0, 1.5, 1.6, 1.7, 1.8])  # drops 1.1, bounces 0.3
-    monotone = np.array([2.6, 2.4, 2.2, 2.1, 2.05, 2.0])  # never bounces
-    traj = xr.Dataset({"entropy_layer0": ("time", bounce), "entropy_layer1": ("time", monotone),
-                       "step": ("time", steps)}, coords={"time": steps})
-    s = R.per_layer_summary(traj)
-    assert s["min_step"].tolist() == [20, 50]
-    assert s["drop"].tolist() == pytest.approx([1.1, 0.6]) and s["bounce"].tolist() == pytest.approx([0.3, 0.0])
-    assert _drop_bounce(s, DROP_BOUNCE_NATS).tolist() == [True, False]
-
-
 def test_full_presets_are_the_papers_protocols():
-    j = R.JomaTextConfig.full().run(n_layer=5)
+    j = JT.JomaTextConfig.full().run(n_layer=5)
     assert (j.optimizer, j.lr, j.emsize, j.n_head, j.bptt, j.dropout, j.tie, j.batch_size, j.clip) == \
         ("adam", 1e-4, 200, 1, 35, 0.2, False, 20, 0.5)
-    assert R.JomaTextConfig.full().layers == (1, 2, 5, 10) and len(R.JomaTextConfig.full().sweep_lrs) == 7
+    assert JT.JomaTextConfig.full().layers == (1, 2, 5, 10) and len(JT.JomaTextConfig.full().sweep_lrs) == 7
     s = ScanSnapTextConfig.full()
     assert (s.lr, s.ffn_lr, s.lr_decay, s.clip, s.dropout, s.layers) == (5.0, 10.0, 0.95, 0.5, 0.3, (1, 3))
     assert list(s.log_steps()) == [0, 500, 1000, 1500] and s.sweep_lrs == (1.0, 2.0, 3.0, 4.0, 5.0)

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from empirical import realtext as R
 from empirical import textrun
+from empirical.joma import text as JT
 from empirical.sweeps import CellsFailed, open_sweep, read_index
 from figures import realtext as FR
+from figures.joma import text as FJ
 from figures.cli import main
 from helpers.text_corpus import write_toy_corpus
 
@@ -28,7 +29,7 @@ def corpus_dir(tmp_path_factory) -> str:
 
 def _joma(corpus_dir):
     # lr = the first sweep lr: the depth-2 run doubles as the sweep's run at that lr (as Fig. 6/8 at 1e-4)
-    return R.JomaTextConfig.quick(corpus=corpus_dir, layers=(1, 2), sweep_layers=2, lr=1e-3, sweep_lrs=(1e-3, 3e-3),
+    return JT.JomaTextConfig.quick(corpus=corpus_dir, layers=(1, 2), sweep_layers=2, lr=1e-3, sweep_lrs=(1e-3, 3e-3),
                                   seeds=(1, 2), **TINY)
 
 
@@ -70,7 +71,7 @@ def _assert_same(res, ref):
 
 
 def _claims(cfg, res):
-    return [(c.name, c.holds, c.evidence) for c in FR._joma_claims({"config": cfg, **res})]
+    return [(c.name, c.holds, c.evidence) for c in FJ.claims({"config": cfg, **res})]
 
 
 def test_joma_cells_match_direct_runs_rerun_computes_nothing_and_resume(corpus_dir, tmp_path, count_runs):
@@ -80,19 +81,19 @@ def test_joma_cells_match_direct_runs_rerun_computes_nothing_and_resume(corpus_d
     # interrupted after two runs (Ctrl-C in the third): the two finished runs are kept
     count_runs.faults.append((lambda c: len(count_runs.calls) == 2, KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
-        R.joma_protocol(cfg, device="cpu", store=store)
+        JT.joma_protocol(cfg, device="cpu", store=store)
     assert len(list((store / "cells").iterdir())) == 2
     count_runs.faults.clear()
-    res = R.joma_protocol(cfg, device="cpu", store=store)
+    res = JT.joma_protocol(cfg, device="cpu", store=store)
     assert len(count_runs.calls) == 2 + 4  # 3 (layers, lr) pairs x 2 seeds; the resume ran the other 4
     _assert_same(res, ref)
-    ref_summary = FR._summaries(res)
+    ref_summary = FJ.summaries(res)
     # a rerun computes nothing and gives identical results, summaries and claims
-    again = R.joma_protocol(cfg, device="cpu", store=store)
+    again = JT.joma_protocol(cfg, device="cpu", store=store)
     assert len(count_runs.calls) == 6
     _assert_same(again, ref)
     assert again["seconds"] == res["seconds"]  # the runs' own training times, kept in the store
-    assert FR._summaries(again).equals(ref_summary)
+    assert FJ.summaries(again).equals(ref_summary)
     assert _claims(cfg, again) == _claims(cfg, res)
     idx = read_index(store)
     assert len(idx) == 6 and set(idx["status"]) == {"ok"}
@@ -104,14 +105,14 @@ def test_failing_run_is_recorded_and_the_others_finish(corpus_dir, tmp_path, cou
     cfg, store = _joma(corpus_dir), tmp_path / "store"
     count_runs.faults.append((lambda c: c.n_layer == 2 and c.lr == 3e-3 and c.seed == 2, RuntimeError("boom")))
     with pytest.raises(CellsFailed) as info:
-        R.joma_protocol(cfg, device="cpu", store=store)
+        JT.joma_protocol(cfg, device="cpu", store=store)
     assert info.value.one_line().startswith("sweep: 1 of 6 cell(s) failed (first: RuntimeError: boom)")
     idx = read_index(store).set_index(["n_layer", "lr", "seed"])
     assert idx.loc[(2, 3e-3, 2), "status"] == "failed" and "boom" in idx.loc[(2, 3e-3, 2), "error"]
     assert (idx["status"] == "ok").sum() == 5 and len(list((store / "cells").iterdir())) == 5
     count_runs.faults.clear()
     n = len(count_runs.calls)
-    R.joma_protocol(cfg, device="cpu", store=store)
+    JT.joma_protocol(cfg, device="cpu", store=store)
     assert len(count_runs.calls) == n + 1  # only the failed cell is retried
 
 
@@ -119,11 +120,11 @@ def test_figures_use_the_cli_store_per_paper(corpus_dir, tmp_path, monkeypatch, 
     monkeypatch.setattr(FR, "_CACHE", {})
     monkeypatch.setattr(FR, "config_for", lambda paper, quick, corpus=None: _joma(corpus_dir))
     with FR.using_sweep(store=tmp_path / "runs"):
-        df = FR.fig_joma_lr_sweep(None, True, device="cpu", corpus=corpus_dir)
+        df = FJ.fig_joma_lr_sweep(None, True, device="cpu", corpus=corpus_dir)
     assert len(list((tmp_path / "runs" / "joma" / "cells").glob("*.nc"))) == 6 == len(count_runs.calls)
     assert sorted(df["lr"].unique()) == [1e-3, 3e-3]
     FR._CACHE.clear()  # a fresh process: the default store is <outdir>/wikitext_runs
-    FR.fig_joma_entropy(tmp_path / "out", True, device="cpu", corpus=corpus_dir)
+    FJ.fig_joma_entropy(tmp_path / "out", True, device="cpu", corpus=corpus_dir)
     assert len(list((tmp_path / "out" / FR.RUNS_DIR / "cells").glob("*.nc"))) == 6
 
 

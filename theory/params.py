@@ -15,7 +15,8 @@ and the paper's **variants and presets**, one mechanism each:
 * **Variants** — a config with a ``variant`` field declares, at class level, ``VARIANTS`` (name ->
   one line), ``VARIANT_ONLY`` (field -> the variants that read it; a field not listed is read by
   every variant), ``VARIANT_DEFAULTS`` (variant -> {field: default}; ``"*"`` for all variants:
-  fields whose dataclass default is ``None`` take their value from here) and ``VARIANT_FIXED``
+  fields whose dataclass default is ``None`` take their value from here; a callable default
+  ``config -> value`` is derived from the other resolved fields, e.g. ``N = K``) and ``VARIANT_FIXED``
   (variant -> {field: value} the variant imposes). One generic check at construction: a setting
   the variant ignores, moved from its default, or a fixed field set to another value, is a
   :class:`ConfigError` — no override is silently dropped.
@@ -101,13 +102,18 @@ class ParamsBase:
         if variant not in self.VARIANTS:
             raise ConfigError("variant", f"must be one of {', '.join(self.VARIANTS)}, got {variant!r}")
         explicit = set(getattr(self, "_explicit", ()))
+        defaults, derived = self._variant_defaults(variant), []
         for f in dataclasses.fields(self):
-            if f.default is None and f.name in self._variant_defaults(variant):
+            if f.default is None and f.name in defaults:
                 value = getattr(self, f.name)
-                if value is None:
-                    object.__setattr__(self, f.name, _to_tuple(self._variant_defaults(variant)[f.name]))
-                else:
+                if value is not None:
                     explicit.add(f.name)
+                elif callable(defaults[f.name]):  # derived from other fields: once those are set
+                    derived.append(f.name)
+                else:
+                    object.__setattr__(self, f.name, _to_tuple(defaults[f.name]))
+        for name in derived:
+            object.__setattr__(self, name, _to_tuple(defaults[name](self)))
         for name, value in self._variant_fixed(variant).items():
             if getattr(self, name) == self.variant_default(name):
                 object.__setattr__(self, name, value)
@@ -126,7 +132,7 @@ class ParamsBase:
         variant = getattr(self, "variant", None) if variant is None else variant
         defaults = self._variant_defaults(variant) if self.VARIANTS else {}
         if name in defaults:
-            return _to_tuple(defaults[name])
+            return _to_tuple(defaults[name](self) if callable(defaults[name]) else defaults[name])
         f = {f.name: f for f in dataclasses.fields(self)}[name]
         return f.default_factory() if f.default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING else f.default
 

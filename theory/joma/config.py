@@ -14,84 +14,95 @@ hblt       the block on HBLT bags, learning order vs LCA height (§3.2-3.4)
 hier       the multi-layer Transformer of Table 1 on the random-combination hierarchy (§3.5)
 =========  =====================================================================================
 
-Every field defaults to ``None`` = "the variant's default" (:data:`VARIANT_DEFAULTS`), resolved at
-construction; the fields you set are remembered (``explicit``). :meth:`JomaConfig.for_variant`
-rebinds a config to a variant and raises :class:`ConfigError` for a setting that variant would
-ignore (:data:`VARIANT_FIELDS`), so no override is silently dropped.
+Variants and presets use the one mechanism of :class:`theory.ParamsBase`: every field but
+``variant`` defaults to ``None`` = "the variant's default" (``VARIANT_DEFAULTS``, ``"*"`` for all
+variants), resolved at construction; a setting the variant does not read (``VARIANT_ONLY``, derived
+from the per-variant read sets below) moved from its default is a :class:`ConfigError`, so no
+override is silently dropped; ``replace(variant=V)`` rebinds the explicit settings to ``V``.
+``JomaConfig.preset(name, quick=...)`` builds the named settings of the figures and the comparison
+(:data:`JomaConfig.PRESETS`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import ConfigError, check_choice
 from ..limits import F64, Term, field_value
-from ..params import ParamsBase
+from ..params import ALL_VARIANTS, ParamsBase, Preset
 
-__all__ = ["estimate", "PAPER", "SPEC", "KINDS", "ACTIVATIONS", "VARIANTS", "FIG4_MU", "VARIANT_DEFAULTS",
-           "VARIANT_FIELDS", "JomaConfig", "Config"]
+__all__ = ["estimate", "PAPER", "SPEC", "ATTENTIONS", "ACTIVATIONS", "FIG4_MU", "JomaConfig", "Config"]
 
 PAPER = "joma"
 SPEC = "papers/joma.md"
-KINDS = ("linear", "exp", "softmax")
+#: attention kernels of spec §1.1 (the ``attention`` setting)
+ATTENTIONS = ("linear", "exp", "softmax")
 ACTIVATIONS = ("linear", "tanh", "relu")
-VARIANTS = ("fixed", "ce", "mixture", "probe", "hblt", "hier")
 
 #: mu of the official Fig. 4 script (torch seed 0, spec §5 Fig. 4).
 FIG4_MU = (1.2655, 1.3960, 1.9222, 2.3668, 2.4703, 2.4889, 2.8969, 2.9023, 3.3046, 3.6892)
 
-_COMMON = dict(kind="exp", activation="linear", Mc=6, K=3, N=3, d=12, temperature=1.0, data="gaussian",
-               gradient="centred", lr=0.005, steps=2600, log_every=40, init_scale=0.0, batch=1,
-               data_seed=0, seed=0, depth=4, branching=2, rho=0.7, p_top=0.5, hblt_samples=1024,
-               seq_len=8, n_per_class=64, width=32, hidden=40, nlayer=2, wd=1e-4, vocab=20,
-               num_tokens=(8, 4), num_combinations=(2, 2), n_test=256, top="ce")
 
-#: per-variant defaults (override :data:`_COMMON`)
-VARIANT_DEFAULTS: dict[str, dict] = {
-    "fixed": {},
-    "ce": {},
+def _one_row_per_hidden_unit(config: "JomaConfig") -> int:
+    """Default ``N``: one class row per hidden unit (``N = K``; the centred G and the CE toy need it)."""
+    return config.K
+
+
+#: every variant's defaults ("*"), then per-variant changes
+_VARIANT_DEFAULTS = {
+    ALL_VARIANTS: dict(attention="exp", activation="linear", Mc=6, K=3, N=_one_row_per_hidden_unit, d=12,
+                       temperature=1.0, data="gaussian", gradient="centred", lr=0.005, steps=2600, log_every=40,
+                       init_scale=0.0, batch=1, data_seed=0, seed=0, depth=4, branching=2, rho=0.7, p_top=0.5,
+                       hblt_samples=1024, seq_len=8, n_per_class=64, width=32, hidden=40, nlayer=2, wd=1e-4,
+                       vocab=20, num_tokens=(8, 4), num_combinations=(2, 2), n_test=256, top="ce"),
     # headline: softmax over positions, tanh MLP, CE; lr 0.5 for 4000 steps -> ODE time 2000
-    "mixture": dict(kind="softmax", activation="tanh", Mc=10, K=4, d=16, lr=0.5, steps=4000, log_every=10,
+    "mixture": dict(attention="softmax", activation="tanh", Mc=10, K=4, d=16, lr=0.5, steps=4000, log_every=10,
                     seq_len=32),
     "probe": dict(temperature=0.5, lr=0.01, steps=8000, log_every=50),
-    "hblt": dict(kind="softmax", lr=1.0, steps=1500, log_every=10),
+    "hblt": dict(attention="softmax", lr=1.0, steps=1500, log_every=10),
     "hier": dict(lr=1e-3, steps=150, log_every=10, batch=128, seq_len=16),
 }
 
-_BLOCK = {"kind", "activation", "Mc", "K", "N", "d", "temperature", "data", "gradient", "lr", "steps",
+_BLOCK = {"attention", "activation", "Mc", "K", "N", "d", "temperature", "data", "gradient", "lr", "steps",
           "log_every", "init_scale", "data_seed", "seed"}
-#: the fields each variant reads (``variant`` itself always)
-VARIANT_FIELDS: dict[str, frozenset] = {
-    "fixed": frozenset(_BLOCK),  # (batch is read by the block SDE, `tdyn simulate --sde`, not by training)
+#: the settings each variant reads (the source of ``VARIANT_ONLY``)
+_READS: dict[str, frozenset] = {
+    "fixed": frozenset(_BLOCK | {"batch"}),  # batch: the block SDE's minibatch (`tdyn simulate --sde`)
     "ce": frozenset(_BLOCK - {"gradient"}),  # one class row per hidden unit: N = K
-    "mixture": frozenset({"kind", "activation", "Mc", "K", "d", "temperature", "lr", "steps", "log_every",
+    "mixture": frozenset({"attention", "activation", "Mc", "K", "d", "temperature", "lr", "steps", "log_every",
                           "init_scale", "data", "data_seed", "seed", "seq_len", "n_per_class", "top"}),
     "probe": frozenset({"activation", "temperature", "lr", "steps", "log_every", "seed"}),
-    "hblt": frozenset({"kind", "lr", "steps", "log_every", "data_seed", "seed", "depth", "branching", "rho",
+    "hblt": frozenset({"attention", "lr", "steps", "log_every", "data_seed", "seed", "depth", "branching", "rho",
                        "p_top", "hblt_samples"}),
     "hier": frozenset({"lr", "steps", "log_every", "seed", "batch", "seq_len", "width", "hidden", "nlayer",
                        "wd", "vocab", "num_tokens", "num_combinations", "n_test"}),
 }
+
+#: the official Figs. 2-3 toy (spec §5): Mc = 20 (10 distinct + 10 common), K = 20 classes, d = 30,
+#: softmax attention with T = 0.5, W, z ~ N(0, 1)/100, CE, full batch, SGD lr 0.1
+_TOY = dict(variant="ce", attention="softmax", Mc=20, K=20, N=20, d=30, temperature=0.5, lr=0.1, log_every=20,
+            init_scale=0.01)
 
 
 @dataclass(frozen=True)
 class JomaConfig(ParamsBase):
     """All settings of every JoMA variant (see the module docstring; ``None`` = variant default).
 
-    Block (spec §1.1, §5): ``Mc`` contextual tokens, ``K`` hidden units, ``N`` class rows
-    ``x_n = P(l | y = n)``, embedding dim ``d > Mc``, logit ``temperature``; ``gradient``
-    ``"centred"`` is the stationary ``G = I - 11^T/K`` (needs ``N == K``), ``"random"`` a Gaussian
-    ``G``; ``init_scale`` the std of ``W(0), z(0)`` (0 = zero init, ``c = 0``); ``batch`` the SDE's
-    minibatch (and hier's). Mixture: ``n_per_class`` sequences of ``seq_len`` tokens per class, ``top`` ``"ce"`` (headline)
-    or ``"fixed"`` (loss ``-G(0).h``: the ODE's own objective, a derivation check).
-    HBLT: complete ``branching``-ary tree of ``depth``, channel ``(1+rho)/2``, top latents on w.p.
-    ``p_top``, ``hblt_samples`` bags. Hier (Table 1): vocabulary ``vocab``, length ``seq_len``,
-    latents per level ``num_tokens``, ``num_combinations``, model ``width``/``hidden``/``nlayer``,
-    Adam ``lr`` with weight decay ``wd``, ``batch``, ``n_test`` test sequences.
+    Block (spec §1.1, §5): ``attention`` kernel (linear / exp / softmax), ``activation`` of the
+    MLP, ``Mc`` contextual tokens, ``K`` hidden units, ``N`` class rows ``x_n = P(l | y = n)``
+    (default ``K``), embedding dim ``d > Mc``, logit ``temperature``; ``gradient`` ``"centred"`` is
+    the stationary ``G = I - 11^T/K`` (needs ``N == K``), ``"random"`` a Gaussian ``G``;
+    ``init_scale`` the std of ``W(0), z(0)`` (0 = zero init, ``c = 0``); ``batch`` the SDE's
+    minibatch (and hier's). Mixture: ``n_per_class`` sequences of ``seq_len`` tokens per class,
+    ``top`` ``"ce"`` (headline) or ``"fixed"`` (loss ``-G(0).h``: the ODE's own objective, a
+    derivation check). HBLT: complete ``branching``-ary tree of ``depth``, channel ``(1+rho)/2``,
+    top latents on w.p. ``p_top``, ``hblt_samples`` bags. Hier (Table 1): vocabulary ``vocab``,
+    length ``seq_len``, latents per level ``num_tokens``, ``num_combinations``, model
+    ``width``/``hidden``/``nlayer``, Adam ``lr`` with weight decay ``wd``, ``batch``, ``n_test``
+    test sequences.
 
     **Time unit.** Full-batch SGD with the same learning rate on ``W`` and ``z`` is the Euler
     discretisation of the gradient flow of spec §2.1 with step ``lr``, so an optimiser step maps to
@@ -99,8 +110,30 @@ class JomaConfig(ParamsBase):
     with Adam and has no gradient-flow time: its time is the step.
     """
 
+    VARIANTS = {
+        "fixed": "the block under Assumption 1 exactly (loss -G.h: the ODE's own objective, a derivation check)",
+        "ce": "the official Figs. 2-3 toy: class rows, cross-entropy top",
+        "mixture": "the headline network: token sequences of a class mixture, softmax over positions, CE",
+        "probe": "the converging one-token-per-class toy of the entropy drop and bounce",
+        "hblt": "the block on HBLT bags: learning order vs LCA height",
+        "hier": "the multi-layer Transformer of Table 1 on the random-combination hierarchy (Adam)",
+    }
+    VARIANT_DEFAULTS = _VARIANT_DEFAULTS
+    VARIANT_ONLY = {f: tuple(v for v in _READS if f in _READS[v])
+                    for f in _VARIANT_DEFAULTS[ALL_VARIANTS] if not all(f in r for r in _READS.values())}
+    PRESETS = {
+        "toy": Preset("the official Figs. 2-3 toy (spec §5; 2000 SGD iterations, quick: 1000)",
+                      quick=dict(_TOY, steps=1000), full=dict(_TOY, steps=2000)),
+        "probe": Preset("the converging toy of the entropy drop and bounce (spec §2.5; Fig. 4's third panel)",
+                        quick=dict(variant="probe", steps=4000), full=dict(variant="probe", steps=8000)),
+        "headline": Preset("the headline network of `tdyn compare joma` (spec §2.5 mixture data, CE top)",
+                           quick=dict(variant="mixture")),
+        "hier": Preset("Table 1, scaled down (spec §3.5): 150 Adam steps (full: 600)",
+                       quick=dict(variant="hier", steps=150), full=dict(variant="hier", steps=600)),
+    }
+
     variant: str = "fixed"
-    kind: str | None = None
+    attention: str | None = None
     activation: str | None = None
     Mc: int | None = None
     K: int | None = None
@@ -132,45 +165,6 @@ class JomaConfig(ParamsBase):
     num_combinations: tuple | None = None
     n_test: int | None = None
     top: str | None = None  # mixture: "ce" (headline) or "fixed" (-G(0).h: derivation check)
-    explicit: frozenset = field(default=frozenset(), repr=False, compare=False)
-
-    def __post_init__(self):
-        check_choice("variant", self.variant, VARIANTS)
-        names = [f.name for f in dataclasses.fields(self) if f.name not in ("variant", "explicit")]
-        given = {n for n in names if getattr(self, n) is not None}
-        object.__setattr__(self, "explicit", frozenset(given | set(self.explicit)))
-        defaults = {**_COMMON, **VARIANT_DEFAULTS[self.variant]}
-        for n in names:
-            if getattr(self, n) is None:
-                object.__setattr__(self, n, defaults[n])
-        if "N" not in given:
-            object.__setattr__(self, "N", self.K)  # one class row per hidden unit unless N is set
-        for n in ("num_tokens", "num_combinations"):
-            object.__setattr__(self, n, tuple(int(v) for v in getattr(self, n)))
-        super().__post_init__()
-
-    def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "explicit"}
-
-    # -- variants --------------------------------------------------------------------------------
-    def replace(self, **changes) -> "JomaConfig":
-        """A new config with ``changes``; fields not set explicitly keep following the variant."""
-        known = {f.name for f in dataclasses.fields(self)} - {"explicit"}
-        for k in changes:
-            if k not in known:
-                raise ConfigError(k, f"unknown parameter; known: {', '.join(sorted(known))}")
-        kept = {n: getattr(self, n) for n in self.explicit}
-        return type(self)(**{"variant": self.variant, **kept, **changes})
-
-    def for_variant(self, variant: str) -> "JomaConfig":
-        """This config's explicit settings bound to ``variant``; ``ConfigError`` naming a setting
-        the variant would ignore."""
-        check_choice("variant", variant, VARIANTS)
-        ignored = sorted(self.explicit - VARIANT_FIELDS[variant])
-        if ignored:
-            raise ConfigError(ignored[0], f"variant {variant!r} does not use this setting "
-                                          f"(it reads: {', '.join(sorted(VARIANT_FIELDS[variant]))})")
-        return type(self)(variant=variant, **{n: getattr(self, n) for n in self.explicit})
 
     # -- time ------------------------------------------------------------------------------------
     def ode_time(self, step: int | float) -> float:
@@ -179,7 +173,12 @@ class JomaConfig(ParamsBase):
 
     # -- validation ------------------------------------------------------------------------------
     def validate(self) -> None:
-        check_choice("kind", self.kind, KINDS)
+        for name in ("num_tokens", "num_combinations"):  # integers (JSON and --set may give 8.0)
+            values = getattr(self, name)
+            if not isinstance(values, (list, tuple)) or any(v != int(v) for v in values):
+                raise ConfigError(name, f"expected a list of integers, got {values!r}")
+            object.__setattr__(self, name, tuple(int(v) for v in values))
+        check_choice("attention", self.attention, ATTENTIONS)
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("data", self.data, ("gaussian", "random"))
         check_choice("gradient", self.gradient, ("centred", "random"))
@@ -219,12 +218,13 @@ class JomaConfig(ParamsBase):
             raise ConfigError("N", f"the centred gradient G = I - 11^T/K needs N == K, got N={self.N}, K={self.K}")
         if v == "ce" and self.N != self.K:
             raise ConfigError("N", f"the CE toy has one class row per hidden unit (N == K), got N={self.N}, K={self.K}")
-        if v in ("fixed", "ce") and self.kind == "linear" and self.init_scale == 0:
+        if v in ("fixed", "ce") and self.attention == "linear" and self.init_scale == 0:
             raise ConfigError("init_scale", "linear attention with zero init is a fixed point (Decision 5); use > 0")
-        if v == "mixture" and self.kind != "softmax":
-            raise ConfigError("kind", "the mixture network attends over positions with softmax")
-        if v == "hblt" and self.kind == "linear":
-            raise ConfigError("kind", "HBLT block uses exp or softmax attention (linear + zero init does not move)")
+        if v == "mixture" and self.attention != "softmax":
+            raise ConfigError("attention", "the mixture network attends over positions with softmax")
+        if v == "hblt" and self.attention == "linear":
+            raise ConfigError("attention", "HBLT block uses exp or softmax attention "
+                                           "(linear + zero init does not move)")
         if v == "hier" and int(np.prod(self.num_combinations)) > self.seq_len:
             raise ConfigError("seq_len", f"sequence length {self.seq_len} < max number of leaf tokens "
                                          f"{int(np.prod(self.num_combinations))}")
@@ -246,6 +246,6 @@ def estimate(c, command: str, paths: int) -> list[Term]:
     if command == "train":
         terms.append(Term("memory", 4 * F64 * B * Mc * d, big_mc))
         depth, br = field_value(c, "depth", 0), field_value(c, "branching", 1)
-        if getattr(c, "kind", "") == "hblt" or depth > 0:
+        if getattr(c, "variant", "") == "hblt" or depth > 0:
             terms.append(Term("memory", F64 * min(br ** min(depth, 400), 1e300) * 8, "depth"))  # tree leaves
     return terms

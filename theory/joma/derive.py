@@ -31,7 +31,7 @@ import sympy as sp
 
 from ..core import ReducedSystem
 from ..errors import ConfigError
-from .config import ACTIVATIONS, KINDS, PAPER, SPEC
+from .config import ACTIVATIONS, ATTENTIONS, PAPER, SPEC
 
 __all__ = [
     "t_sym", "tau", "state_names", "attention_output", "per_sample_objective", "per_sample_flow",
@@ -75,36 +75,36 @@ def state_names(Mc: int, K: int) -> tuple[str, ...]:
     return tuple(str(s) for s in (*_z(Mc), *(x for row in _v(Mc, K) for x in row), *_s(K)))
 
 
-def attention_output(kind: str, x, z):
+def attention_output(attention: str, x, z):
     """``b`` of spec §1.1 as sympy expressions (tuple over tokens)."""
-    if kind == "linear":
+    if attention == "linear":
         return tuple(xi * zi for xi, zi in zip(x, z))
     e = tuple(xi * sp.exp(zi / tau) for xi, zi in zip(x, z))
-    if kind == "exp":
+    if attention == "exp":
         return e
-    if kind == "softmax":
+    if attention == "softmax":
         A = sum(e)
         return tuple(ei / A for ei in e)
-    raise ConfigError("kind", f"must be one of {KINDS}, got {kind!r}")
+    raise ConfigError("attention", f"must be one of {ATTENTIONS}, got {attention!r}")
 
 
-def per_sample_objective(kind: str, activation: str, Mc: int, K: int):
+def per_sample_objective(attention: str, activation: str, Mc: int, K: int):
     """``(J, x, g)``: ``J = sum_k g_k phi(v_k . b(x, z) + s_k)`` for one sample (spec §2.1,
     Appendix); ``x`` (Mc symbols), ``g`` (K symbols)."""
     x = tuple(sp.Symbol(f"x_{l}", nonnegative=True) for l in range(1, Mc + 1))
     g = tuple(sp.Symbol(f"g_{k}", real=True) for k in range(1, K + 1))
     z, V, s = _z(Mc), _v(Mc, K), _s(K)
-    b = attention_output(kind, x, z)
+    b = attention_output(attention, x, z)
     phi = _phi(activation)
     J = sum(g[k] * phi(sum(V[k][l] * b[l] for l in range(Mc)) + s[k]) for k in range(K))
     return J, x, g
 
 
 @lru_cache(maxsize=None)
-def per_sample_flow(kind: str, activation: str, Mc: int, K: int):
+def per_sample_flow(attention: str, activation: str, Mc: int, K: int):
     """Per-sample gradient-ascent directions ``dJ/d(state)`` in :func:`state_names` order, with the
     sample's symbols ``(x, g)``. Learning rate 1 for ``w`` and ``z`` (spec §2.1)."""
-    J, x, g = per_sample_objective(kind, activation, Mc, K)
+    J, x, g = per_sample_objective(attention, activation, Mc, K)
     state = (*_z(Mc), *(c for row in _v(Mc, K) for c in row), *_s(K))
     return tuple(sp.diff(J, c) for c in state), x, g, state
 
@@ -115,7 +115,7 @@ def _data_symbols(N, Mc, K):
     return X, G
 
 
-def invariant_expressions(kind: str, Mc: int, K: int, bbar=None) -> dict[str, sp.Expr]:
+def invariant_expressions(attention: str, Mc: int, K: int, bbar=None) -> dict[str, sp.Expr]:
     """Theorem 1 (spec §2.2), one expression per token ``l`` (constant along the flow):
     linear ``z_l^2 - sum_k v_kl^2``; exp ``z_l - sum_k v_kl^2/(2 tau)``; softmax (approximate)
     ``z_l - (sum_k v_kl^2 - bbar_l sum_k |v_k|^2)/(2 tau)``."""
@@ -123,9 +123,9 @@ def invariant_expressions(kind: str, Mc: int, K: int, bbar=None) -> dict[str, sp
     out = {}
     for l in range(Mc):
         sq = sum(V[k][l] ** 2 for k in range(K))
-        if kind == "linear":
+        if attention == "linear":
             out[f"invariant_{l + 1}"] = z[l] ** 2 - sq
-        elif kind == "exp":
+        elif attention == "exp":
             out[f"invariant_{l + 1}"] = z[l] - sq / (2 * tau)
         else:
             bb = bbar[l] if bbar is not None else sp.Symbol(f"bbar_{l + 1}", positive=True)
@@ -135,7 +135,8 @@ def invariant_expressions(kind: str, Mc: int, K: int, bbar=None) -> dict[str, sp
 
 
 @lru_cache(maxsize=None)
-def block_system(kind: str = "exp", activation: str = "linear", Mc: int = 3, K: int = 2, N: int = 2) -> ReducedSystem:
+def block_system(attention: str = "exp", activation: str = "linear", Mc: int = 3, K: int = 2,
+                 N: int = 2) -> ReducedSystem:
     """The block flow (spec §2.1) for a data set of ``N`` token-frequency rows ``x_n`` with
     stationary gradients ``g_n``: ``d(state)/dt = (1/N) sum_n dJ_n/d(state)``.
 
@@ -143,7 +144,7 @@ def block_system(kind: str = "exp", activation: str = "linear", Mc: int = 3, K: 
     ``bbar_l`` for the softmax invariant's observables). Time = learning rate x steps."""
     if min(Mc, K, N) < 1:
         raise ConfigError("K" if K < 1 else ("Mc" if Mc < 1 else "N"), "must be >= 1")
-    flow, x, g, state = per_sample_flow(kind, activation, Mc, K)
+    flow, x, g, state = per_sample_flow(attention, activation, Mc, K)
     X, G = _data_symbols(N, Mc, K)
     rhs = []
     for e in flow:
@@ -152,23 +153,23 @@ def block_system(kind: str = "exp", activation: str = "linear", Mc: int = 3, K: 
             sub = {**dict(zip(x, X[n])), **dict(zip(g, G[n]))}
             total += e.xreplace(sub)
         rhs.append(total / N)
-    rhs, definitions = _name_intermediates(kind, activation, rhs, X, Mc, K, N)
+    rhs, definitions = _name_intermediates(attention, activation, rhs, X, Mc, K, N)
     params = tuple(c for row in X for c in row) + tuple(c for row in G for c in row)
     bbar = ()
-    if kind in ("exp", "softmax"):
+    if attention in ("exp", "softmax"):
         params = params + (tau,)
-    if kind == "softmax":
+    if attention == "softmax":
         bbar = tuple(sp.Symbol(f"bbar_{l}", positive=True) for l in range(1, Mc + 1))
         params = params + bbar
-    inv = invariant_expressions(kind, Mc, K, bbar or None)
+    inv = invariant_expressions(attention, Mc, K, bbar or None)
     obs = dict(inv)
     return ReducedSystem(
-        name=f"block_{kind}_{activation}",
+        name=f"block_{attention}_{activation}",
         paper=PAPER,
         state=state,
         parameters=params,
         rhs=tuple(rhs), definitions=definitions, observables=obs, invariants=inv,
-        spec=f"{SPEC} §2.1-2.2 ({kind} attention, {activation} MLP, Mc={Mc}, K={K}, N={N})",
+        spec=f"{SPEC} §2.1-2.2 ({attention} attention, {activation} MLP, Mc={Mc}, K={K}, N={N})",
         description=("Gradient flow of one JoMA block (free attention logits z of the query over "
                      "contextual tokens, lower-MLP weights projected on the orthonormal embeddings) "
                      "under a stationary back-propagated gradient; derived from the per-sample "
@@ -176,7 +177,7 @@ def block_system(kind: str = "exp", activation: str = "linear", Mc: int = 3, K: 
     )
 
 
-def _name_intermediates(kind, activation, rhs, X, Mc, K, N):
+def _name_intermediates(attention, activation, rhs, X, Mc, K, N):
     """The paper's named quantities as definitions (spec §1.1): the softmax normaliser
     ``A_n = sum_l x_nl exp(z_l/tau)`` and, for a nonlinear ``phi``, the pre-activation
     ``u_n_k = v_k . b_n + s_k`` (``= w_k^T f_n``); the rhs is rewritten in terms of them (and equals
@@ -184,7 +185,7 @@ def _name_intermediates(kind, activation, rhs, X, Mc, K, N):
     z, V, s = _z(Mc), _v(Mc, K), _s(K)
     defs = []
     out = list(rhs)
-    if kind == "softmax":
+    if attention == "softmax":
         for n in range(N):
             A = sp.Symbol(f"A_{n + 1}", positive=True)
             expr = sum(X[n][l] * sp.exp(z[l] / tau) for l in range(Mc))
@@ -192,9 +193,9 @@ def _name_intermediates(kind, activation, rhs, X, Mc, K, N):
             defs.append((A, expr))
     if activation != "linear":
         for n in range(N):
-            Asym = defs[n][0] if kind == "softmax" else None
-            b = attention_output(kind, X[n], z)
-            if kind == "softmax":
+            Asym = defs[n][0] if attention == "softmax" else None
+            b = attention_output(attention, X[n], z)
+            if attention == "softmax":
                 b = tuple(bi.subs(defs[n][1], Asym) for bi in b)
             for k in range(K):
                 u = sp.Symbol(f"u_{n + 1}_{k + 1}", real=True)
@@ -224,15 +225,17 @@ def softmax_invariant_residual(Mc: int = 3, K: int = 2, N: int = 2, activation: 
 # Integrated-out MLP dynamics and Theorem 2 (spec §2.3-2.4)
 # ------------------------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def integrated_system(kind: str = "exp", activation: str = "linear", Mc: int = 3, K: int = 2, N: int = 2) -> ReducedSystem:
+def integrated_system(attention: str = "exp", activation: str = "linear", Mc: int = 3, K: int = 2,
+                      N: int = 2) -> ReducedSystem:
     """MLP-only dynamics with attention integrated out (spec §2.3): the ``v``/``s`` rows of
     :func:`block_system` with ``z`` replaced by the Theorem-1 invariant solved for ``z`` (constant
     ``c_l`` as parameters; ``c = 0`` for zero init). Exact for exp attention; for softmax it uses
     the approximate invariant with constant ``bbar`` (conditions (i)-(ii)). Observables: the
     attention logits ``z_l`` implied by the invariant."""
-    if kind not in ("exp", "softmax"):
-        raise ConfigError("kind", "attention can be integrated out for exp or softmax (linear keeps a sign choice)")
-    blk = block_system(kind, activation, Mc, K, N)
+    if attention not in ("exp", "softmax"):
+        raise ConfigError("attention", "attention can be integrated out for exp or softmax "
+                                       "(linear keeps a sign choice)")
+    blk = block_system(attention, activation, Mc, K, N)
     z = _z(Mc)
     c = tuple(sp.Symbol(f"c_{l}", real=True) for l in range(1, Mc + 1))
     zsol = {}
@@ -244,9 +247,9 @@ def integrated_system(kind: str = "exp", activation: str = "linear", Mc: int = 3
     rhs = tuple(blk.expanded_rhs[i].xreplace(zsol) for i in keep)
     params = tuple(blk.parameters) + c
     return ReducedSystem(
-        name=f"integrated_{kind}_{activation}", paper=PAPER, state=state, parameters=params, rhs=rhs,
+        name=f"integrated_{attention}_{activation}", paper=PAPER, state=state, parameters=params, rhs=rhs,
         observables={str(zl): zsol[zl] for zl in z},
-        spec=f"{SPEC} §2.3 (attention integrated out, {kind}, {activation} MLP, Mc={Mc}, K={K}, N={N})",
+        spec=f"{SPEC} §2.3 (attention integrated out, {attention}, {activation} MLP, Mc={Mc}, K={K}, N={N})",
         description="v_dot_k = E[g_k h'_k x o exp(z/tau)]/A with z = (1/2 tau) sum_s v_s^2 (+ bbar term for softmax) + c.",
     )
 

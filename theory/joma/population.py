@@ -17,8 +17,9 @@ from .config import JomaConfig
 from .derive import cooccurrence_formula
 
 __all__ = [
-    "class_distributions", "make_data", "mixture_data", "initial_parameters", "block_parameters", "block_initial_state", "block_flow",
-    "centred_gradient", "position_attention_entropy", "blow_up_times", "convergence_time", "entropy",
+    "class_distributions", "make_data", "mixture_data", "initial_parameters", "block_parameters",
+    "block_initial_state", "block_flow",
+    "centred_gradient", "softmax_zhat", "position_attention_entropy", "blow_up_times", "convergence_time", "entropy",
     "fixed_point_entropy", "stable_rank", "slope_sign_changes", "drops_then_bounces", "normalised_correlation",
     "cooccurrence_probability", "hblt_leaf_lca_heights",
 ]
@@ -115,23 +116,32 @@ def _dphi(activation, pre, xp):
     raise ConfigError("activation", f"must be linear, tanh or relu, got {activation!r}")
 
 
-def block_flow(kind: str, activation: str, X, G, V, s, z, temperature: float = 1.0, xp=np):
+def block_flow(attention: str, activation: str, X, G, V, s, z, temperature: float = 1.0, xp=np):
     """``(Vdot (K, Mc), sdot (K,), zdot (Mc,))`` of the block flow (spec §2.1 listing, with logit
     temperature ``T``: ``b ∝ x o exp(z/T)``): the mean over the ``N`` rows of ``X`` (N, Mc) with
     stationary gradients ``G`` (N, K). Equals :func:`.derive.block_system`'s rhs (tested)."""
     N = X.shape[0]
     E = X * xp.exp(z / temperature)
-    B = {"linear": X * z, "exp": E, "softmax": E / E.sum(1, keepdims=True)}[kind]
+    B = {"linear": X * z, "exp": E, "softmax": E / E.sum(1, keepdims=True)}[attention]
     pre = B @ V.T + s
     C = G * _dphi(activation, pre, xp) / N
     Uv = C @ V
-    if kind == "linear":
+    if attention == "linear":
         zdot = (X * Uv).sum(0)
-    elif kind == "exp":
+    elif attention == "exp":
         zdot = (B * Uv).sum(0) / temperature
     else:
         zdot = ((B * Uv).sum(0) - (B * (B * Uv).sum(1, keepdims=True)).sum(0)) / temperature
     return C.T @ B, C.sum(0), zdot
+
+
+def softmax_zhat(V: np.ndarray, bbar: np.ndarray, temperature: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Theorem 1's softmax estimate (spec §2.2) without its constant: ``(zhat, term1, term2)`` with
+    ``term1 = sum_k v_k^2/(2T)``, ``term2 = -bbar sum_k |v_k|^2/(2T)`` (Decision 4: ``bbar = E[x]``);
+    ``V`` (K, Mc), ``bbar`` (Mc,)."""
+    t1 = (V**2).sum(0) / (2 * temperature)
+    t2 = -bbar * (V**2).sum() / (2 * temperature)
+    return t1 + t2, t1, t2
 
 
 def position_attention_entropy(z, tokens, temperature: float = 1.0, xp=np):

@@ -32,7 +32,7 @@ class BlockMinibatchSDE:
 
     def _structure(self):
         c = self.config
-        return (c.kind, c.activation, c.Mc, c.K, c.N)
+        return (c.attention, c.activation, c.Mc, c.K, c.N)
 
     # Equal (and hashed) by structure: data, learning rate and batch travel in ``args``, so the
     # compiled ensemble solver is reused across them (simulate caches it per SDE object).
@@ -49,7 +49,7 @@ class BlockMinibatchSDE:
     @property
     def system(self) -> ReducedSystem:
         c = self.config
-        return block_system(c.kind, c.activation, c.Mc, c.K, c.N)
+        return block_system(c.attention, c.activation, c.Mc, c.K, c.N)
 
     def args(self):
         import jax.numpy as jnp
@@ -70,7 +70,7 @@ class BlockMinibatchSDE:
         z, V, s = y[:c.Mc], y[c.Mc:c.Mc + c.K * c.Mc].reshape(c.K, c.Mc), y[c.Mc + c.K * c.Mc:]
 
         def one(x, g):
-            Vd, sd, zd = block_flow(c.kind, c.activation, x[None], g[None], V, s, z, args["tau"], xp=jnp)
+            Vd, sd, zd = block_flow(c.attention, c.activation, x[None], g[None], V, s, z, args["tau"], xp=jnp)
             return jnp.concatenate([zd, Vd.ravel(), sd])
 
         return jax.vmap(one)(args["X"], args["G"])
@@ -95,5 +95,5 @@ class BlockMinibatchSDE:
 
 def minibatch_sde(config: JomaConfig):
     """``(sde, t)`` for `tdyn simulate joma --sde`: ``t = config.ode_times()`` (spec §2.7)."""
-    config = config.for_variant("fixed") if config.variant != "fixed" else config
+    config = config.replace(variant="fixed") if config.variant != "fixed" else config
     return BlockMinibatchSDE(config), config.ode_times()

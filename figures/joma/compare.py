@@ -6,10 +6,13 @@
   1, which is an approximation here). The ODE is judged inside the window where the network's own
   gradient has drifted by at most :data:`A1_WINDOW` (relative), with tolerances from first-order
   perturbation: ``v`` is linear in ``G`` (error ~ drift), ``z`` quadratic in ``v`` (~ 2 x drift).
-  Where pointwise agreement breaks is reported.
+  Where pointwise agreement breaks is reported (:class:`~figures.report.Break` rows).
 * **Derivation check** (:func:`derivation_check`): the ``fixed`` top (loss ``-G.h``, the very
   objective the ODE is derived from) — agreement measures only the SGD step error; diagnostic.
 * **Learning order** (:func:`learning_order`): HBLT block, half-times vs LCA height (§3.4).
+
+:func:`compare` (the paper row's ``compare`` slot) assembles the report; the claims are decided in
+:mod:`.claims` (and :mod:`.text` for real text).
 """
 
 from __future__ import annotations
@@ -24,25 +27,36 @@ from scipy.stats import spearmanr
 import simulate as sim
 from empirical import joma as E
 from theory import joma as J
+from theory.errors import SolverError
 
-from .core import agreement, rel_l2
-from .report import Claim, Observable, Report
+from ..core import agreement, rel_l2
+from ..report import Break, Observable, Report
+from .claims import entropy_claim, invariant_claim, learning_order_claim
+from .text import wikitext_claims
 
-__all__ = ["compare", "headline", "derivation_check", "learning_order", "bounce_numbers", "break_time",
-           "A1_WINDOW", "HEADLINE_TOLERANCE", "NC_FLOOR", "BOUNCE_FRACTION"]
+__all__ = ["compare", "headline", "block_flow_ode", "derivation_check", "learning_order", "half_times", "break_time",
+           "headline_breaks", "stack", "A1_WINDOW", "HEADLINE_TOLERANCE"]
 
 #: Assumption-1 window: relative drift of the network's G = onehot - softmax(h) from G(0)
 A1_WINDOW = 0.1
 #: tolerances inside the window (first order in the drift: v ~ drift, z ~ 2 x drift)
 HEADLINE_TOLERANCE = {"v": A1_WINDOW, "z": 2 * A1_WINDOW}
-#: Theorem 1 (softmax) "holds" when NC of the changes (spec §5 Fig. 2 metric) stays >= this
-NC_FLOOR = 0.9
-#: a "bounce": after its interior minimum the entropy regains >= this fraction of its drop
-BOUNCE_FRACTION = 0.1
 
 
-def _stack(ds, names):
+def stack(ds, names) -> np.ndarray:
+    """``(len(names), n_time)``: the named variables of a trajectory, one row each."""
     return np.stack([ds[n].values for n in names])
+
+
+def half_times(traj, prefix: str, n: int) -> np.ndarray:
+    """Per component: first logged time at which ``|x(t) - x(0)|`` reaches half of its final value."""
+    t = traj["time"].values
+    out = np.empty(n)
+    for i in range(n):
+        x = traj[f"{prefix}_{i + 1}"].values
+        dx = np.abs(x - x[0])
+        out[i] = t[int(np.argmax(dx >= 0.5 * dx[-1]))] if dx[-1] > 0 else np.nan
+    return out
 
 
 def break_time(t, practice, theory, tol) -> float | None:
@@ -54,41 +68,41 @@ def break_time(t, practice, theory, tol) -> float | None:
     return float(t[bad[0]]) if bad.size else None
 
 
-def bounce_numbers(t, H) -> dict:
-    """Drop-and-bounce numbers of an entropy curve on its own time axis (no normalisation)."""
-    H = np.asarray(H, float)
-    i = int(np.argmin(H))
-    drop = float(H[0] - H[i])
-    rebound = float(H[i:].max() - H[i])
-    return {"H0": float(H[0]), "H_min": float(H[i]), "t_min": float(t[i]), "H_max_after_min": float(H[i:].max()),
-            "H_end": float(H[-1]), "drop": drop, "bounce_fraction": rebound / drop if drop > 0 else 0.0,
-            "interior_min": bool(0 < i < len(H) - 1), "single_turning_point": J.drops_then_bounces(H, 1e-9)}
-
-
-def _bounces(nums) -> bool:
-    return bool(nums["interior_min"] and nums["drop"] >= 0.05 * nums["H0"] and nums["bounce_fraction"] >= BOUNCE_FRACTION)
+def block_flow_ode(config, X, G, t) -> dict:
+    """The block ODE (spec §2.1) of the rows ``X`` with gradients ``G`` frozen at ``G(0)``
+    (Assumption 1) at times ``t``, through :func:`simulate.solve` (scipy DOP853):
+    ``{"time", "z" (n, Mc), "V" (n, K, Mc), "s" (n, K), "status", "trajectory"}``; a blow-up keeps
+    the part solved (``status`` != 0)."""
+    try:
+        ds = sim.solve(J.block_flow_problem(config, X, G, t), backend="scipy")
+    except SolverError as err:
+        ds = err.partial
+    Mc, K = config.Mc, config.K
+    Y = np.stack([ds[n].values for n in J.state_names(Mc, K)], axis=1)  # (n, dim), C order
+    return {"time": ds["time"].values, "z": Y[:, :Mc], "V": Y[:, Mc:Mc + K * Mc].reshape(-1, K, Mc),
+            "s": Y[:, Mc + K * Mc:], "status": int(ds.attrs["status"]), "trajectory": ds}
 
 
 @lru_cache(maxsize=8)
 def headline(quick: bool = True, device: str = "cpu", data_seed: int = 0, top: str = "ce") -> dict:
     """Train the ``mixture`` network (data set ``data_seed``; ``top="fixed"``: the derivation check
     on the same network) and solve the block ODE with ``G`` frozen at ``G(0)``."""
-    cfg = J.JomaConfig(variant="mixture", data_seed=data_seed, top=top)
+    cfg = J.JomaConfig.preset("headline", quick, data_seed=data_seed, top=top)
     traj, exp = E.train(cfg, device=device)
     t = traj["time"].values
-    ode = J.solve_block_flow(cfg, exp.X, exp.G0, t)
+    ode = block_flow_ode(cfg, exp.X, exp.G0, t)
     n = len(ode["time"])
     Mc, K = cfg.Mc, cfg.K
     zn = [f"z_{l + 1}" for l in range(Mc)]
     vn = [f"v_{k + 1}_{l + 1}" for k in range(K) for l in range(Mc)]
-    net = {"z": _stack(traj, zn).T[:n], "v": _stack(traj, vn).T[:n]}
+    net = {"z": stack(traj, zn).T[:n], "v": stack(traj, vn).T[:n]}
     th = {"z": ode["z"], "v": ode["V"].reshape(n, -1)}
     drift = traj["g_drift"].values[:n]
     win = drift <= A1_WINDOW
     H_net = traj["attention_entropy"].values[:n]
     H_ode = J.position_attention_entropy(ode["z"], exp.tokens, cfg.temperature)
     # Theorem-1 estimate on the ODE's own trajectory (is the approximation the theory's or the net's?)
-    zh_ode = np.stack([E.softmax_zhat(V, exp.xbar, cfg.temperature)[0] for V in ode["V"]])
+    zh_ode = np.stack([J.softmax_zhat(V, exp.xbar, cfg.temperature)[0] for V in ode["V"]])
     dz_ode = ode["z"] - ode["z"][0]
     zh_ode = zh_ode - zh_ode[0]
     nc_ode = np.array([J.normalised_correlation(a, b) for a, b in zip(zh_ode[1:], dz_ode[1:])])
@@ -101,6 +115,22 @@ def headline(quick: bool = True, device: str = "cpu", data_seed: int = 0, top: s
             "H_net": H_net, "H_ode": H_ode, "nc_ode": nc_ode, "res_ode": res_ode}
 
 
+def headline_breaks(h: dict) -> list[Break]:
+    """Where the headline's pointwise agreement breaks, per observable: the first logged time at
+    which ``|net - ODE| / |ODE|`` exceeds its tolerance, and how far ``G`` had drifted from ``G(0)``
+    by then (Assumption 1); ``rel_l2`` over the whole run."""
+    rows = []
+    for k in ("v", "z"):
+        tb = h["t_break"][k]
+        drift = float(h["drift"][np.searchsorted(h["time"], tb)]) if tb is not None else None
+        rows.append(Break("time (G drifts from G(0): Assumption 1)",
+                          {"run": "mixture", "observable": k, "tolerance": HEADLINE_TOLERANCE[k], "t_break": tb,
+                           "g_drift_at_break": drift},
+                          {k: h["rel_full"][k]}, within_tolerance=tb is None,
+                          note=f"first logged t with |net - ODE|/|ODE| of {k} above its tolerance"))
+    return rows
+
+
 def derivation_check(backend: str = "scipy", device: str = "cpu") -> dict:
     """The ``fixed`` top vs ``problem(config)`` (same objective as the ODE): SGD step error only."""
     cfg = J.JomaConfig()
@@ -111,10 +141,10 @@ def derivation_check(backend: str = "scipy", device: str = "cpu") -> dict:
         ode = sim.solve(prob, backend=backend)
     zn = [f"z_{l + 1}" for l in range(cfg.Mc)]
     vn = [f"v_{k + 1}_{l + 1}" for k in range(cfg.K) for l in range(cfg.Mc)]
-    inv = _stack(traj, [f"invariant_{l + 1}" for l in range(cfg.Mc)])
-    z = _stack(traj, zn)
-    return {"config": cfg, "ode": ode, "traj": traj, "rel_v": rel_l2(_stack(traj, vn), _stack(ode, vn)),
-            "rel_z": rel_l2(z, _stack(ode, zn)), "rel_z_worst_component": max(agreement(ode, traj, zn).values()),
+    inv = stack(traj, [f"invariant_{l + 1}" for l in range(cfg.Mc)])
+    z = stack(traj, zn)
+    return {"config": cfg, "ode": ode, "traj": traj, "rel_v": rel_l2(stack(traj, vn), stack(ode, vn)),
+            "rel_z": rel_l2(z, stack(ode, zn)), "rel_z_worst_component": max(agreement(ode, traj, zn).values()),
             "invariant_relative_drift": float(np.abs(inv - inv[:, :1]).max() / np.abs(z).max())}
 
 
@@ -126,8 +156,8 @@ def learning_order(seeds: tuple = (0,), device: str = "cpu") -> dict:
     for seed in seeds:
         cfg = J.JomaConfig(variant="hblt", data_seed=seed)
         traj, exp = E.train(cfg, device=device)
-        ht_z = E.half_times(traj, "z", len(exp.heights))
-        ht_v = E.half_times(traj, "v", len(exp.heights))
+        ht_z = half_times(traj, "z", len(exp.heights))
+        ht_v = half_times(traj, "v", len(exp.heights))
         delta = ((exp.label - 0.5)[:, None] * exp.X).mean(0)  # Theorem-2 Delta_l = E[g x_l], g = y - 1/2
         t_pred = J.blow_up_times(delta)
         for l, H in enumerate(exp.heights):
@@ -145,7 +175,7 @@ def learning_order(seeds: tuple = (0,), device: str = "cpu") -> dict:
 
 def compare(*, quick: bool = True, device: str = "auto") -> Report:
     """`tdyn compare joma`: the headline mixture network vs the JoMA ODE, the derivation check,
-    and the three headline claims decided by measurement."""
+    and the headline claims decided by measurement (:mod:`.claims`, :mod:`.text`)."""
     dev = "cpu" if device == "auto" else device  # float64 toys: the CPU is the reference device
     seeds = (0,) if quick else (0, 1, 2)
     hs = [headline(quick, dev, s) for s in seeds]  # claims over every data seed; observables: seed 0
@@ -159,7 +189,8 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
             for k in ("v", "z")]
     hf = headline(quick, dev, 0, "fixed")
     obs += [Observable(f"mixture_fixed_top_{k}", hf["rel_full"][k], None,
-                       "same network and data, loss -G(0).h (the ODE's objective): step error only") for k in ("v", "z")]
+                       "same network and data, loss -G(0).h (the ODE's objective): step error only")
+            for k in ("v", "z")]
     obs += [Observable("derivation_check_v", d["rel_v"], None, "fixed top = the ODE's own objective"),
             Observable("derivation_check_z", d["rel_z"], None, "fixed top = the ODE's own objective"),
             Observable("derivation_check_z_worst_component", d["rel_z_worst_component"], None, "max over z_l"),
@@ -172,46 +203,11 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
               f"{cfg.seq_len} tokens, softmax over positions (T={cfg.temperature}), {cfg.activation} MLP, CE, "
               f"full-batch SGD lr={cfg.lr}, {cfg.steps} steps (t = lr*step <= {cfg.ode_time(cfg.steps):g}), zero init; "
               f"ODE: block flow (spec §2.1) with G frozen at G(0)")
-    traj = h["traj"]
-    ncs = [x["traj"]["nc_change"].values[1:] for x in hs]
-    res = traj["invariant_residual_rel"].values
-    inv_ev = {"nc_change_min": float(ncs[0].min()), "nc_change_end": float(ncs[0][-1]),
-              "residual_rel_end": float(res[-1]), "residual_rel_at_window_end": float(res[h["window"]][-1]),
-              "ode_nc_change_min": float(h["nc_ode"].min()), "ode_residual_rel_end": float(h["res_ode"][-1])}
-    if len(hs) > 1:
-        inv_ev["nc_change_min_per_seed"] = [float(n.min()) for n in ncs]
-    inv = Claim("invariant_holds",
-                "Theorem 1 (softmax): z(t) follows zhat = sum_k v_k^2/(2T) - bbar sum_k |v_k|^2/(2T) + c; "
-                f"decided as NC(zhat - zhat0, z - z0) >= {NC_FLOOR} at every logged t > 0 on the real network"
-                f" (every data seed of {list(seeds)})",
-                all(bool(n.min() >= NC_FLOOR) for n in ncs), inv_ev, regime)
-    bns = [bounce_numbers(x["time"], x["H_net"]) for x in hs]
-    bn, bo = bns[0], bounce_numbers(h["time"], h["H_ode"])
-    ent_ev = {**{f"net_{k}": v for k, v in bn.items()}, **{f"ode_{k}": v for k, v in bo.items()}}
-    if len(hs) > 1:
-        ent_ev["net_bounce_fraction_per_seed"] = [b["bounce_fraction"] for b in bns]
-    ent = Claim("entropy_drops_then_bounces",
-                "the entropy of the attention the network computes first drops, then rises again (Theorem 4); "
-                f"decided as an interior minimum, a drop >= 5% of H0, and a rebound >= {BOUNCE_FRACTION:.0%} of the drop"
-                f" (every data seed of {list(seeds)})",
-                all(_bounces(b) for b in bns), ent_ev, regime)
-    by_h = lo["by_height"]
-    order = Claim("learning_order_lowest_LCA_first",
-                  "tokens whose lowest common ancestor with the query is lowest (H = 1) are learned first: "
-                  "their mean half-time is below that of every higher LCA (spec §3.4)",
-                  bool(by_h.loc[1] < by_h.drop(1).min()),
-                  {**{f"mean_half_time_H{int(k)}": float(v) for k, v in by_h.items()},
-                   "spearman_tokens": lo["spearman_attention"], "spearman_height_means": lo["spearman_height_means"],
-                   "spearman_mlp": lo["spearman_mlp"], "seeds": len(set(lo["table"]["seed"]))},
-                  "HBLT block: depth 4, binary, rho 0.7, softmax attention, logistic loss, SGD lr 1, 1500 steps")
-    breaks = [{"run": "mixture", "observable": k, "tolerance": HEADLINE_TOLERANCE[k], "t_break": h["t_break"][k],
-               "g_drift_at_break": (float(h["drift"][np.searchsorted(h["time"], h["t_break"][k])])
-                                    if h["t_break"][k] is not None else None),
-               "rel_l2_full_run": h["rel_full"][k]} for k in ("v", "z")]
+    claims = [invariant_claim(hs, seeds, regime), entropy_claim(hs, seeds, regime), learning_order_claim(lo),
+              *wikitext_claims(quick, device)]
     details = {"t_assumption1_window": h["t_window"], "ode_status": h["ode"]["status"],
-               "final_accuracy": float(traj["accuracy"].values[-1]), "headline_is": "mixture (CE top, tanh, softmax)",
+               "final_accuracy": float(h["traj"]["accuracy"].values[-1]),
+               "headline_is": "mixture (CE top, tanh, softmax)",
                "derivation_check_regime": (f"exp attention, linear MLP, Mc={d['config'].Mc}, K={d['config'].K}, "
                                            f"fixed g = I - 11^T/K, lr={d['config'].lr}, {d['config'].steps} steps")}
-    from .realtext import paper_realtext_claims
-
-    return Report("joma", regime, obs, [inv, ent, order, *paper_realtext_claims("joma", quick, device)], breaks, details)
+    return Report("joma", regime, obs, claims, headline_breaks(h), details)

@@ -1,6 +1,8 @@
 """JoMA figures (papers/joma.md §5). Every figure is ``fig_x(outdir | None, quick, *, device) ->
-data`` ending in :func:`figures.core.finish_figure`; :func:`make_figures` is `tdyn figures joma`;
-`tdyn compare joma` is :func:`figures.joma_compare.compare` (re-exported here).
+data`` ending in :func:`figures.core.finish_figure` (or writing a table); :data:`FIGURES` is the
+paper row's ``figures`` slot, run by the one collector :func:`figures.core.make_figures` (`tdyn
+figures joma`), which records every file written and adds ``report.json``. The measurements and
+claims are in :mod:`.compare` / :mod:`.claims`, the real-text figures in :mod:`.text`.
 """
 
 from __future__ import annotations
@@ -21,16 +23,13 @@ from empirical import joma as E  # noqa: E402
 from theory import joma as J  # noqa: E402
 from theory.errors import SolverError  # noqa: E402
 
-from .core import finish_figure, rel_l2, save_table  # noqa: E402
-from .joma_compare import compare, derivation_check, headline, learning_order  # noqa: E402
+from ..core import finish_figure, rel_l2, save_table  # noqa: E402
+from ..report import Break  # noqa: E402
+from .compare import derivation_check, headline, learning_order, stack  # noqa: E402
+from .text import fig_wikitext  # noqa: E402
 
-__all__ = ["compare", "make_figures", "fig2_invariant", "fig3_component_growth", "fig4_nonlinear",
-           "fig_theorem2", "fig_block_overlay", "fig_headline", "where_agreement_breaks", "fig_learning_order",
-           "fig_layers_and_table1"]
-
-
-def _stack(ds, names):
-    return np.stack([ds[n].values for n in names])
+__all__ = ["FIGURES", "fig2_invariant", "fig3_component_growth", "fig4_nonlinear", "fig_theorem2", "fig_block_overlay",
+           "fig_headline", "where_agreement_breaks", "fig_learning_order", "fig_layers_and_table1"]
 
 
 def _dev(device):
@@ -40,18 +39,17 @@ def _dev(device):
 def fig2_invariant(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
     """Fig. 2: NC(zhat, z) and its two terms over training, Gaussian and random X (softmax toy,
     linear MLP), plus the nonlinear-MLP (ReLU) variant on Gaussian X as a third row."""
-    steps = 1000 if quick else 2000
-    data = {}
+    out = {}
     rows = (("gaussian", "linear"), ("random", "linear"), ("gaussian", "relu"))
     fig, axes = plt.subplots(len(rows), 2, figsize=(9, 3.2 * len(rows)))
-    for row, (kind, act) in enumerate(rows):
-        cfg = E.toy_config(kind, activation=act, steps=steps)
+    for row, (data, act) in enumerate(rows):
+        cfg = J.JomaConfig.preset("toy", quick, data=data, activation=act)
         traj, _ = E.train(cfg, device=_dev(device))
         X, _ = J.make_data(cfg)
         axes[row, 0].imshow(X.T, aspect="auto", cmap="viridis")
         axes[row, 0].set_xlabel("Class label y")
         axes[row, 0].set_ylabel("Contextual token index l")
-        axes[row, 0].set_title(f"X ({kind}), {act} MLP", fontsize=9)
+        axes[row, 0].set_title(f"X ({data}), {act} MLP", fontsize=9)
         it = traj["step"].values
         for name, style, lab in (("nc_zhat_z", "r-", "NC(zhat, z)"), ("nc_term1_z", "g--", "first term"),
                                  ("nc_term2_z", "b--", "bbar term"), ("nc_change", "k:", "NC of changes")):
@@ -61,15 +59,15 @@ def fig2_invariant(outdir: Path | None = None, quick: bool = True, *, device: st
         axes[row, 1].set_ylim(-1.05, 1.05)
         axes[row, 1].legend(fontsize=7)
         axes[row, 1].grid(alpha=0.3)
-        data[kind if act == "linear" else f"{kind}_{act}"] = traj
+        out[data if act == "linear" else f"{data}_{act}"] = traj
     fig.tight_layout()
     finish_figure(fig, outdir, "fig2_invariant_nc.png")
-    return data
+    return out
 
 
 def fig3_component_growth(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
     """Fig. 3: U^T W at init and after training, and v_0's first components over time."""
-    cfg = E.toy_config("gaussian", steps=1000 if quick else 2000)
+    cfg = J.JomaConfig.preset("toy", quick)
     traj, exp = E.train(cfg, device=_dev(device))
     W0, _ = J.initial_parameters(cfg)
     V0 = W0[: cfg.Mc].T
@@ -103,10 +101,10 @@ def fig4_nonlinear(outdir: Path | None = None, quick: bool = True, *, device: st
     t_exp = np.linspace(0, 6, 301)
     expo = sim.solve(J.nonlinear_exp_system(n), {f"mu_{j + 1}": m for j, m in enumerate(mu)}, np.zeros(n),
                      t_exp, backend="scipy", method="DOP853", rtol=1e-9, atol=1e-11)
-    probe, _ = E.train(J.JomaConfig(variant="probe", steps=4000 if quick else 8000), device=_dev(device))
+    probe, _ = E.train(J.JomaConfig.preset("probe", quick), device=_dev(device))
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     cmap = plt.get_cmap("rainbow")
-    V = _stack(soft, [f"v_{j + 1}" for j in range(n)])
+    V = stack(soft, [f"v_{j + 1}" for j in range(n)])
     for i in range(0, V.shape[1], 4):
         axes[0].plot(np.arange(n), V[:, i], color=cmap(i / V.shape[1]), lw=0.8)
     axes[0].plot(np.arange(n), mu, "k--", label="mu")
@@ -198,8 +196,8 @@ def fig_learning_order(outdir: Path | None = None, quick: bool = True, *, device
 def fig_layers_and_table1(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
     """Multi-layer Transformer on the random-combination hierarchy: per-layer attention entropy and
     MLP stable rank over training; Table 1 analogue (score0/score1, mean +- std over seeds) as CSV."""
-    seeds, steps = ((0, 1), 150) if quick else ((0, 1, 2, 3, 4), 600)
-    trajs = [E.train(J.JomaConfig(variant="hier", steps=steps, seed=s), device=_dev(device))[0] for s in seeds]
+    seeds = (0, 1) if quick else (0, 1, 2, 3, 4)
+    trajs = [E.train(J.JomaConfig.preset("hier", quick, seed=s), device=_dev(device))[0] for s in seeds]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     nl = sum(1 for n in trajs[0].data_vars if n.startswith("attention_entropy_"))
     for l in range(nl):
@@ -223,19 +221,20 @@ def fig_layers_and_table1(outdir: Path | None = None, quick: bool = True, *, dev
     return {"trajectories": trajs, "table": table}
 
 
-def where_agreement_breaks(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu") -> pd.DataFrame:
+def where_agreement_breaks(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu") -> list[Break]:
     """Trained block vs block ODE outside the comfortable regime (the report DEVELOPERS.md asks for):
     (a) larger SGD steps at the same ODE time, (b) integrating closer to the finite-time blow-up,
     (c) cross-entropy top (Assumption 1 broken: g = onehot - softmax(h) evolves; it equals the
-    ODE's centred G only at init)."""
+    ODE's centred G only at init). One :class:`~figures.report.Break` per setting (diagnostics:
+    no tolerance), also written as ``where_agreement_breaks.csv``."""
     base = J.JomaConfig()
     rows = []
-    cases = [("fixed g", 0.005, 13.0), ("fixed g", 0.02, 13.0), ("fixed g", 0.1, 13.0),
-             ("fixed g", 0.005, 15.5), ("fixed g", 0.005, 16.3),
-             ("CE top (Assumption 1 broken)", 0.005, 13.0), ("CE top (Assumption 1 broken)", 0.005, 40.0)]
+    cases = [("lr", "fixed g", 0.005, 13.0), ("lr", "fixed g", 0.02, 13.0), ("lr", "fixed g", 0.1, 13.0),
+             ("horizon", "fixed g", 0.005, 15.5), ("horizon", "fixed g", 0.005, 16.3),
+             ("top", "CE top (Assumption 1 broken)", 0.005, 13.0), ("top", "CE top (Assumption 1 broken)", 0.005, 40.0)]
     if quick:
-        cases = [c for c in cases if not (c[1] == 0.005 and c[2] == 16.3)]
-    for top_label, lr, t_end in cases:
+        cases = [c for c in cases if not (c[2] == 0.005 and c[3] == 16.3)]
+    for factor, top_label, lr, t_end in cases:
         steps = int(round(t_end / lr))
         cfg = base.replace(lr=lr, steps=steps, log_every=max(steps // 60, 1))
         traj, _ = E.train(cfg, "ce" if top_label.startswith("CE") else "fixed", device=_dev(device))
@@ -250,14 +249,14 @@ def where_agreement_breaks(outdir: Path | None = None, quick: bool = True, *, de
         n = ode.sizes["time"]
         vn = [f"v_{k + 1}_{l + 1}" for k in range(cfg.K) for l in range(cfg.Mc)]
         zn = [f"z_{l + 1}" for l in range(cfg.Mc)]
-        rows.append({"regime": top_label, "lr": lr, "t_end": float(ode["time"].values[-1]),
-                     "rel_l2_v": rel_l2(_stack(traj, vn)[:, :n], _stack(ode, vn)),
-                     "rel_l2_z": rel_l2(_stack(traj, zn)[:, :n], _stack(ode, zn))})
-    df = pd.DataFrame(rows)
-    save_table(df, outdir, "where_agreement_breaks.csv")
-    return df
-
-
+        t_reached = float(ode["time"].values[-1])
+        rows.append(Break(factor, {"regime": top_label, "lr": lr, "t_end": t_reached},
+                          {"v": rel_l2(stack(traj, vn)[:, :n], stack(ode, vn)),
+                           "z": rel_l2(stack(traj, zn)[:, :n], stack(ode, zn))},
+                          note=f"trained block vs block ODE up to t = {t_reached:.4g}"
+                               + (f" (the ODE blew up before t = {t_end:g})" if t_reached < t_end else "")))
+    save_table(pd.json_normalize([b.to_json() for b in rows]), outdir, "where_agreement_breaks.csv")
+    return rows
 
 
 def fig_headline(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
@@ -294,20 +293,6 @@ def fig_headline(outdir: Path | None = None, quick: bool = True, *, device: str 
     return {k: h[k] for k in ("time", "net", "theory", "H_net", "H_ode", "drift", "t_break", "rel_window", "rel_full")}
 
 
+#: the paper row's ``figures`` slot: every JoMA figure, in order (the real-text ones last)
 FIGURES = (fig2_invariant, fig3_component_growth, fig4_nonlinear, fig_theorem2, fig_block_overlay, fig_headline,
-           fig_learning_order, fig_layers_and_table1, where_agreement_breaks)
-OUTPUTS = ("fig2_invariant_nc.png", "fig3_component_growth.png", "fig4_nonlinear_entropy.png",
-           "theorem2_closed_form.png", "block_ode_vs_trained.png", "headline_mixture_vs_ode.png",
-           "hblt_learning_order.png", "hblt_learning_order.csv", "layers_entropy_stable_rank.png",
-           "table1_hierarchy_alignment.csv", "where_agreement_breaks.csv")
-
-
-def make_figures(outdir, *, quick: bool = True, device: str = "auto") -> list[Path]:
-    """All JoMA figures into ``outdir`` (quick = shorter runs of the same protocols)."""
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    for fig in FIGURES:
-        fig(outdir, quick, device=device)
-    from .realtext import paper_realtext_figures
-
-    return [outdir / n for n in OUTPUTS] + paper_realtext_figures("joma", outdir, quick=quick, device=device)
+           fig_learning_order, fig_layers_and_table1, where_agreement_breaks, fig_wikitext)

@@ -37,7 +37,10 @@ def test_compare_quick_json_report_and_claims(runner):
         wikitext if corpus_available() else set())
     for c in claims.values():
         assert isinstance(c["holds"], bool) and c["evidence"]
-    assert {row["observable"] for row in rep["where_agreement_breaks"]} == {"v", "z"}
+    assert {row["setting"]["observable"] for row in rep["where_agreement_breaks"]} == {"v", "z"}
+    from figures.report import BREAK_KEYS
+
+    assert all(tuple(row) == BREAK_KEYS for row in rep["where_agreement_breaks"])
 
 
 def test_train_hier_uses_the_learning_rate_and_ignored_settings_exit_2(runner, tmp_path):
@@ -48,8 +51,8 @@ def test_train_hier_uses_the_learning_rate_and_ignored_settings_exit_2(runner, t
                                "--set", "log_every=1", "--no-progress", "--out", str(out)])
     assert res.exit_code == 0, res.output
     with xr.open_dataset(out) as ds:
-        assert json.loads(ds.attrs["parameters"])["lr"] == 0.5
-    for variant, setting in (("probe", "Mc=4"), ("fixed", "batch=4"), ("hier", "kind=softmax")):
+        assert json.loads(ds.attrs["config"])["lr"] == 0.5
+    for variant, setting in (("probe", "Mc=4"), ("fixed", "batch=4"), ("hier", "attention=softmax")):
         res = runner.invoke(main, ["train", "joma", "--variant", variant, "--set", setting, "--no-progress"])
         assert res.exit_code == 2, (variant, res.output)
         assert res.stderr.strip().startswith(f"error: {setting.split('=')[0]}:"), res.stderr
@@ -62,7 +65,7 @@ def test_train_hier_uses_the_learning_rate_and_ignored_settings_exit_2(runner, t
     ("train", "rho=1.5", "rho"),
     ("train", "p_top=-0.2", "p_top"),
     ("derive", "depth=0", "depth"),
-    ("simulate", "kind=cubic", "kind"),
+    ("simulate", "attention=cubic", "attention"),
     ("simulate", "lr=nan", "lr"),
 ])
 def test_bad_input_one_line_exit_2(runner, cmd, setting, field):
