@@ -12,7 +12,6 @@ flows such as SCB's have a fast "mean" block next to a slow escape (papers/scb.m
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 
 import numpy as np
 
@@ -42,10 +41,15 @@ def _enable_x64():
     jax.config.update("jax_enable_x64", True)
 
 
-@lru_cache(maxsize=64)
 def _diffrax_solver(system: ReducedSystem, method: str, rtol: float, atol: float, max_steps: int):
-    """One compiled solve per (system, method, tolerances); parameters travel in ``args`` so new
-    parameter values never recompile."""
+    """One compiled solve per (system, method, tolerances), kept on the system
+    (:meth:`~theory.core.ReducedSystem.compiled`); parameters travel in ``args`` so new parameter
+    values never recompile."""
+    key = ("diffrax_solver", method, float(rtol), float(atol), int(max_steps))
+    return system.compiled(key, lambda: _build_diffrax_solver(system, method, rtol, atol, max_steps))
+
+
+def _build_diffrax_solver(system: ReducedSystem, method: str, rtol: float, atol: float, max_steps: int):
     _enable_x64()
     import diffrax
     import jax
@@ -70,20 +74,6 @@ def _diffrax_solver(system: ReducedSystem, method: str, rtol: float, atol: float
         )
 
     return run
-
-
-@lru_cache(maxsize=64)
-def _observables_fn(system: ReducedSystem):
-    """``system.observables_numpy()`` lambdifies on every call (tens of ms): once per system."""
-    return system.observables_numpy()
-
-
-@lru_cache(maxsize=64)
-def _scipy_jacobian(system: ReducedSystem):
-    import sympy as sp
-
-    return sp.lambdify((sp.Symbol("t", real=True), system.state, system.parameters),
-                       system.jacobian(), modules="numpy", cse=True)
 
 
 def _validate_time(t) -> np.ndarray:
@@ -162,8 +152,8 @@ def solve(
         f = system.to_numpy()
         jac_f = None
         if method in ("Radau", "BDF", "LSODA"):
-            jac = _scipy_jacobian(system)
-            jac_f = lambda tt, yy: np.asarray(jac(tt, yy, p), dtype=float)  # noqa: E731
+            jac = system.jacobian_numpy()
+            jac_f = lambda tt, yy: jac(tt, yy, p)  # noqa: E731
         extra = {"jac": jac_f} if jac_f is not None else {}
         Y, status, message, nfev = _scipy_steps(lambda tt, yy: f(tt, yy, p), ts, y, method, rtol, atol, extra)
     else:
@@ -190,7 +180,7 @@ def solve(
     variables = {n: Y[:good, i] for i, n in enumerate(system.state_names)}
     if observables and good > 0:
         with np.errstate(all="ignore"):
-            variables.update(_observables_fn(system)(Y[:good], p))
+            variables.update(system.observables_numpy()(Y[:good], p))
     traj = make_trajectory(
         ts[:good], variables, paper=system.paper, system=system.name, source="ode", backend=backend,
         parameters={**{n: float(v) for n, v in zip(system.parameter_names, p)},

@@ -40,12 +40,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from theory.core import ReducedSystem, jax_modules
+from theory.core import ReducedSystem
 from theory.errors import ConfigError, SolverError
 
 from ._em import em_paths
@@ -93,36 +92,17 @@ class ReducedSDE:
     def initial_state(self):
         return self.system.state_vector(self.y0)
 
-    @property
-    def _g(self):
-        return _lambdified_diffusion(self.system)
-
     def drift(self, t, y, p):
-        return _jax_rhs(self.system)(t, y, p)
+        return self.system.to_jax()(t, y, p)
 
     def diffusion(self, t, y, p, key):
-        import jax.numpy as jnp
-
-        return jnp.asarray(self._g(t, y, p), dtype=y.dtype).reshape(len(self.system.state), self.noise_dim)
+        return self.system.diffusion_jax()(t, y, p)
 
     def observables(self, Y):
         p = self.system.parameter_vector(self.params)
         out = {n: Y[..., i] for i, n in enumerate(self.system.state_names)}
         out.update(self.system.observables_numpy()(Y, p))
         return out
-
-
-@lru_cache(maxsize=None)
-def _jax_rhs(system):
-    return system.to_jax()
-
-
-@lru_cache(maxsize=None)
-def _lambdified_diffusion(system):
-    import sympy as sp
-
-    return sp.lambdify((sp.Symbol("t", real=True), system.state, system.parameters), system.diffusion.tolist(),
-                       modules=jax_modules(), cse=True)
 
 
 def solve_sde(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
 
 import numpy as np
 import xarray as xr
@@ -24,12 +23,15 @@ from .trajectory import make_trajectory
 __all__ = ["sweep"]
 
 
-@lru_cache(maxsize=32)
 def _vmapped(system, method, rtol, atol, max_steps):
-    import jax
+    """The compiled solve vmapped over (y0, p), kept on the system beside it."""
+    def build():
+        import jax
 
-    run = _diffrax_solver(system, method, rtol, atol, max_steps)
-    return jax.jit(jax.vmap(lambda y0, p, ts: run(y0, p, ts).ys, in_axes=(0, 0, None)))
+        run = _diffrax_solver(system, method, rtol, atol, max_steps)
+        return jax.jit(jax.vmap(lambda y0, p, ts: run(y0, p, ts).ys, in_axes=(0, 0, None)))
+
+    return system.compiled(("diffrax_sweep", method, rtol, atol, max_steps), build)
 
 
 def sweep(
