@@ -24,7 +24,6 @@ cells on a cluster.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import itertools
 import json
 import re
@@ -40,6 +39,7 @@ import pandas as pd
 
 from simulate.trajectory import jsonable, atomic_write, code_version
 from theory.errors import ConfigError, TdynError
+from theory.refs import resolve_ref
 
 __all__ = ["Cell", "grid_cells", "run_cells", "check_ray_address", "open_sweep", "read_index", "load_cells",
            "CellsFailed"]
@@ -78,16 +78,11 @@ def grid_cells(paper: str, base: Mapping[str, Any], grid: Mapping[str, Sequence[
     return cells
 
 
-def _resolve(ref: str) -> Callable[..., Any]:
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
 def _run_cell(fn_ref: str, cell: Cell, store: str) -> tuple[str, str, str]:
     """Worker side: run one cell, write its file or its error; never raises for a cell's failure."""
     key, root = cell.key, Path(store)
     try:
-        ds = _resolve(fn_ref)(cell.paper, dict(cell.config), **dict(cell.options))
+        ds = resolve_ref(fn_ref)(cell.paper, dict(cell.config), **dict(cell.options))
         ds.attrs["sweep_key"] = key
         ds.attrs["sweep_cell"] = json.dumps(jsonable(dict(cell.swept)), sort_keys=True)
         atomic_write(root / "cells" / f"{key}.nc", lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))

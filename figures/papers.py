@@ -28,24 +28,17 @@ writing its modules and calling :func:`register` (see ``docs/adding-a-paper.md``
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from theory.errors import ConfigError
+from theory.refs import resolve_ref
 
 __all__ = ["Paper", "PAPERS", "SLOTS", "get", "register", "paper_names"]
 
 Ref = str | Callable[..., Any] | type
 SLOTS = ("config", "systems", "problem", "sde", "train", "compare", "figures", "estimate", "text")
-
-
-def _resolve(ref: Ref) -> Any:
-    if not isinstance(ref, str):
-        return ref
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 @dataclass(frozen=True)
@@ -77,7 +70,7 @@ class Paper:
         ref = getattr(self, name)
         if ref is None:
             raise ConfigError(name, f"{self.name} has no {name}: {self.missing.get(name, 'not provided')}")
-        return _resolve(ref)
+        return resolve_ref(ref)
 
     @property
     def Config(self) -> type:
