@@ -48,7 +48,7 @@ from theory.core import ReducedSystem
 from theory.errors import ConfigError, SolverError
 
 from ._em import em_paths
-from .ode import _enable_x64, _validate_time
+from .ode import check_times, enable_x64
 from .trajectory import make_trajectory
 
 __all__ = ["solve_sde", "ReducedSDE", "SDE_BACKENDS"]
@@ -146,8 +146,8 @@ def solve_sde(
                                   f"choose {' or '.join(allowed)}")
     if not dt > 0:
         raise ConfigError("dt", f"step must be > 0, got {dt}")
-    ts = _validate_time(t)
-    _enable_x64()
+    ts = check_times(t)
+    enable_x64()
     y_init = np.asarray(sde.initial_state() if y0 is None else y0, dtype=np.float64)
     if backend == "numba":
         from ._numba_em import numba_paths

@@ -17,7 +17,7 @@ import xarray as xr
 from theory.core import ReducedSystem
 from theory.errors import ConfigError
 
-from .ode import _diffrax_solver, _validate_time
+from .ode import diffrax_solver, check_times
 from .trajectory import make_trajectory
 
 __all__ = ["sweep"]
@@ -28,7 +28,7 @@ def _vmapped(system, method, rtol, atol, max_steps):
     def build():
         import jax
 
-        run = _diffrax_solver(system, method, rtol, atol, max_steps)
+        run = diffrax_solver(system, method, rtol, atol, max_steps)
         return jax.jit(jax.vmap(lambda y0, p, ts: run(y0, p, ts).ys, in_axes=(0, 0, None)))
 
     return system.compiled(("diffrax_sweep", method, rtol, atol, max_steps), build)
@@ -50,7 +50,7 @@ def sweep(
     ``y0`` may be a callable of the parameter values (initial states that depend on them)."""
     import jax.numpy as jnp
 
-    ts = _validate_time(t)
+    ts = check_times(t)
     for name in grid:
         if name not in system.parameter_names:
             raise ConfigError(name, f"not a parameter of {system.paper}/{system.name}")

@@ -41,7 +41,7 @@ def _best_of(fn, n=3):
 @lru_cache(maxsize=4)
 def _diffrax_ensemble(sde, dt: float, max_steps: int):
     """The previous solve_sde engine (diffrax Euler, UnsafeBrownianPath), kept as the baseline."""
-    simulate.ode._enable_x64()
+    simulate.enable_x64()
     import diffrax
     import jax
     import jax.numpy as jnp
