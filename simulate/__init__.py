@@ -12,7 +12,7 @@ from ._em import METHODS
 from .ode import BACKENDS, ODE_METHODS, enable_x64, first_crossing, solve
 from .sde import SDE_BACKENDS, ReducedSDE, solve_sde
 from .sweep import sweep
-from .trajectory import atomic_write, code_version, config_of, load, make_trajectory, parameters_of, save
+from .trajectory import atomic_write, code_version, config_of, load, make_trajectory, parameter_values_of, save
 
 __all__ = [
     "solve",
@@ -26,7 +26,7 @@ __all__ = [
     "ODE_METHODS",
     "enable_x64",
     "make_trajectory",
-    "parameters_of",
+    "parameter_values_of",
     "save",
     "load",
     "atomic_write",

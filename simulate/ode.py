@@ -234,7 +234,7 @@ def solve(
             variables.update(system.observables_numpy()(Y[:good], p))
     traj = make_trajectory(
         ts[:good], variables, paper=system.paper, system=system.name, source="ode", backend=backend,
-        parameters={**{n: float(v) for n, v in zip(system.parameter_names, p)},
+        parameter_values={**{n: float(v) for n, v in zip(system.parameter_names, p)},
                     "rtol": rtol, "atol": atol, "method": method},
         status=status, message=message, extra_attrs={"n_steps": nfev}, config=config,
     )

@@ -113,7 +113,7 @@ def solve_sde(
     seed: int = 0,
     dt: float = 1.0,
     y0=None,
-    parameters: Mapping[str, Any] | None = None,
+    parameter_values: Mapping[str, Any] | None = None,
     keep_state: bool = False,
     chunk: int | None = None,
     method: str = "euler_maruyama",
@@ -166,7 +166,7 @@ def solve_sde(
     traj = make_trajectory(
         ts[:good], variables, paper=sde.paper, system=sde.name, source="sde",
         backend="em_numba" if backend == "numba" else "em_scan",
-        parameters=parameters or {}, seed=seed, lead_dims=("path",),
+        parameter_values=parameter_values or {}, seed=seed, lead_dims=("path",),
         status=0 if good == ts.size else -1,
         message="ok" if good == ts.size else f"a path became non-finite at t={ts[good]:.6g}",
         extra_attrs={"dt": dt, "paths": paths, "method": method, "prng": prng},

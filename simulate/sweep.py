@@ -70,5 +70,5 @@ def sweep(
         for n, v in obs(Y.reshape(-1, ts.size, len(system.state)).reshape(-1, len(system.state)), P.repeat(ts.size, 0).T).items():
             variables[n] = v.reshape(*shape, ts.size)
     ds = make_trajectory(ts, variables, paper=system.paper, system=system.name, source="ode",
-                         backend="diffrax", parameters=dict(base), lead_dims=tuple(names))
+                         backend="diffrax", parameter_values=dict(base), lead_dims=tuple(names))
     return ds.assign_coords({n: np.asarray(grid[n], dtype=float) for n in names})

@@ -48,7 +48,7 @@ def test_train_hier_uses_the_learning_rate_and_ignored_settings_exit_2(runner, t
                                "--set", "log_every=1", "--no-progress", "--out", str(out)])
     assert res.exit_code == 0, res.output
     with xr.open_dataset(out) as ds:
-        assert json.loads(ds.attrs["parameters"])["lr"] == 0.5
+        assert json.loads(ds.attrs["parameter_values"])["lr"] == 0.5
     for variant, setting in (("probe", "Mc=4"), ("fixed", "batch=4"), ("hier", "kind=softmax")):
         res = runner.invoke(main, ["train", "joma", "--variant", variant, "--set", setting, "--no-progress"])
         assert res.exit_code == 2, (variant, res.output)

@@ -83,7 +83,7 @@ def test_netcdf_roundtrip_and_atomic_write(tmp_path):
     simulate.save(tr, path)
     back = simulate.load(path)
     assert np.array_equal(back.x.values, tr.x.values)
-    assert simulate.parameters_of(back)["k"] == 0.3
+    assert simulate.parameter_values_of(back)["k"] == 0.3
     assert back.attrs["paper"] == "test" and "versions" in back.attrs
     # a failing writer leaves neither the target nor a temp file behind
 
