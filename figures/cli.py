@@ -134,8 +134,8 @@ def _validate(cli_command: str, paper: str | None, assignments=(), *, variant=No
     row = get(paper)
     row.check_variant(variant)
     out_path = check_out(out)
-    cfg = row.Config.from_dict(recorded, field="from") if recorded is not None else row.Config()
-    cfg = cfg.with_overrides(list(assignments))
+    base = row.Config.from_dict(recorded, field="from") if recorded is not None else None
+    cfg = row.make_config(assignments, variant=variant, base=base)  # the variant first, then --set
     # the command whose resources are estimated (theory.limits.COMMANDS): `simulate --sde` is "sde"
     command = "sde" if cli_command == "simulate" and options and options.get("sde") else cli_command
     check(row.name, cfg, command, paths=paths, allow_large=allow_large,
@@ -281,7 +281,7 @@ def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
 @main.command()
 @click.argument("paper", required=False)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
-@click.option("--variant", default=None, help="Training variant (paper-specific).")
+@click.option("--variant", default=None, help="The config's variant (paper-specific), applied before --set.")
 @_set_option
 @click.option("--out", type=str, default=None, help="Write the trajectory to FILE.nc (atomic).")
 @click.option("--progress/--no-progress", default=True, show_default=True)
@@ -304,7 +304,8 @@ def train(paper, device, variant, assignments, out, progress, checkpoint, checkp
     if kw:
         kw.update(checkpoint_every=checkpoint_every, resume=resume)
     try:
-        traj = run.row.slot("train")(run.cfg, device=opts["device"], variant=opts["variant"], progress=progress, **kw)
+        traj = run.row.slot("train")(run.cfg, device=opts["device"], variant=run.row.train_variant(run.cfg, opts["variant"]),
+                                     progress=progress, **kw)
     except DivergenceError as err:
         _keep_partial(err, run)
     _report(_stamp(traj, run), run.out)
@@ -403,7 +404,7 @@ def _figures(row, quick, outdir, device):
 @click.option("--kind", "job", type=click.Choice(["train", "ode", "text"]), default="train", show_default=True,
               help="train: the paper's training runs; ode: its ODE solves; text: its real-text run "
                    "(JoMA Fig. 8, Scan & Snap Fig. 10, topic).")
-@click.option("--variant", default=None)
+@click.option("--variant", default=None, help="The config's variant (paper-specific), applied before --set.")
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
               help="ODE cells: the solver backend.")

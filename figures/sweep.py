@@ -61,7 +61,8 @@ JOBS = {"train": "figures.sweep:train_cell", "ode": "figures.sweep:ode_cell", "t
 def train_cell(paper: str, config: dict, *, variant: str | None = None, device: str = "cpu"):
     """One training run of ``paper`` with ``config`` (a dict of every field): the row's train slot."""
     row = get(paper)
-    return row.slot("train")(row.Config.from_dict(config), device=device, variant=variant, progress=False)
+    cfg = row.Config.from_dict(config)
+    return row.slot("train")(cfg, device=device, variant=row.train_variant(cfg, variant), progress=False)
 
 
 def ode_cell(paper: str, config: dict, *, backend: str = "diffrax"):
@@ -113,13 +114,13 @@ def plan(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, seeds
     row.check_variant(variant)
     if seeds < 0:
         raise ConfigError("seeds", f"must be >= 0, got {seeds}")
-    base = text_base(row.name, overrides) if job == "text" else row.Config().with_overrides(list(overrides))
+    base = text_base(row.name, overrides) if job == "text" else row.make_config(overrides, variant=variant)
     if not isinstance(grid, Mapping):
         grid = parse_grid(row, grid, base)
     if seeds and not hasattr(base, "seed"):
         raise ConfigError("seeds", f"{paper}'s config has no seed field")
-    options = {"train": {"variant": variant, "device": device}, "ode": {"backend": backend},
-               "text": {"device": device}}[job]
+    train = {"device": device} if row.config_has_variant else {"variant": variant, "device": device}
+    options = {"train": train, "ode": {"backend": backend}, "text": {"device": device}}[job]
     if job == "text":
         from empirical.textrun import cell_config
 

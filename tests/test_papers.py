@@ -76,3 +76,61 @@ def json_roundtrip(d):
     from simulate.trajectory import jsonable
 
     return json.loads(json.dumps(jsonable(d)))
+
+
+# ------------------------------------------------------------------------------------------------
+# Variants: the Config's, bound before --set
+# ------------------------------------------------------------------------------------------------
+from dataclasses import dataclass  # noqa: E402
+
+from theory.params import ALL_VARIANTS  # noqa: E402
+
+
+@dataclass(frozen=True)
+class _TwoVariants(ParamsBase):
+    VARIANTS = {"plain": "one line", "fast": "another"}
+    VARIANT_DEFAULTS = {ALL_VARIANTS: {"lr": 0.1}, "fast": {"lr": 1.0}}
+    VARIANT_ONLY = {"boost": ("fast",)}
+
+    variant: str = "plain"
+    lr: float | None = None
+    boost: float = 0.0
+    steps: int = 4
+    log_every: int = 2
+
+    def ode_time(self, step):
+        return float(step)
+
+
+def _row(**kw):
+    return Paper(name="two", title="", spec="", config=_TwoVariants, systems=len, problem=len, train=len,
+                 compare=len, figures=len, missing={s: "test row" for s in ("sde", "estimate", "text")}, **kw)
+
+
+def test_variants_come_from_the_config_where_it_declares_them():
+    assert _row().variants == ("plain", "fast")
+    assert _row(variants=("plain",)).variants == ("plain", "fast")  # the Config wins over a stale tuple
+    legacy = Paper(name="old", title="", spec="", config=ParamsBase, systems=len, problem=len, train=len,
+                   compare=len, figures=len, variants=("a", "b"), missing={s: "test row" for s in ("sde", "estimate", "text")})
+    assert legacy.variants == ("a", "b") and not legacy.config_has_variant  # a row still passing a tuple
+    for row in PAPERS.values():
+        declared = getattr(row.Config, "VARIANTS", None)
+        if declared:
+            assert row.variants == tuple(declared), row.name
+
+
+def test_make_config_binds_the_variant_before_the_overrides():
+    row = _row()
+    cfg = row.make_config(["steps=6"], variant="fast")
+    assert (cfg.variant, cfg.lr, cfg.steps) == ("fast", 1.0, 6)  # the variant's default, then --set
+    assert row.make_config(["boost=2"], variant="fast").boost == 2.0  # a fast-only setting under fast
+    with pytest.raises(ConfigError, match="^boost: "):
+        row.make_config(["boost=2"])  # ... is ignored by the default variant
+    assert row.make_config(["lr=0.5"], variant="fast").lr == 0.5
+    base = row.make_config(["lr=0.3"])
+    assert row.make_config(variant="fast", base=base).lr == 0.3  # an explicit setting survives the rebinding
+    assert row.train_variant(cfg, "plain") == "fast"  # the train slot gets the config's own variant
+    with pytest.raises(ConfigError, match="^variant: "):
+        row.make_config(["variant=plain"], variant="fast")
+    with pytest.raises(ConfigError, match="^variant: "):
+        row.make_config(variant="nope")
