@@ -1,12 +1,14 @@
 """The paper table: every row fills every slot (or says why not), and time lives in the Config."""
 
 import inspect
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from figures.papers import PAPERS, SLOTS, Paper, get
 from theory import ConfigError, ParamsBase, Problem
+
 
 def test_every_slot_filled_or_explained():
     assert set(PAPERS) >= {"scb", "scan-snap", "topic", "joma"}
@@ -34,20 +36,64 @@ def test_unknown_paper_and_variant():
         get("scb").check_variant("nope")
 
 
-@pytest.mark.parametrize("name", ["scb", "scan-snap", "topic", "joma"])
-def test_time_lives_in_the_config(name):
+#: a tiny run: the logging grid's last interval is shorter (10 is not a multiple of 3), so a slot that
+#: builds its own grid (linspace, arange) instead of ``config.ode_times()`` shows up
+TINY = ("steps=10", "log_every=3")
+#: known defects, each with the fix it waits for; strict, so the test flips when the fix merges
+KNOWN = {("scb", "sde"): "known bug (issue 18): theory/scb/reduced_sde.py:_grid builds its own linspace grid "
+                         "([0, 3.33, 6.67, 10] for steps=10, log_every=3); remove this mark with its fix"}
+
+
+def _time_slots():
+    for row in PAPERS.values():
+        for slot in ("problem", "sde", "train"):
+            if getattr(row, slot) is None:
+                continue
+            why = KNOWN.get((row.name, slot))
+            marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+            yield pytest.param(row.name, slot, marks=marks, id=f"{row.name}-{slot}")
+
+
+def _times(row, slot, cfg) -> np.ndarray:
+    if slot == "problem":
+        problem = row.slot("problem")(cfg)
+        assert isinstance(problem, Problem)
+        return np.asarray(problem.t)
+    if slot == "sde":
+        _, t = row.slot("sde")(cfg)
+        return np.asarray(t)
+    traj = row.slot("train")(cfg, device="cpu", variant=row.train_variant(cfg), progress=False)
+    return traj["time"].values
+
+
+@pytest.mark.parametrize("name, slot", list(_time_slots()))
+def test_every_time_axis_is_the_configs(name, slot):
+    """The problem's output times, the SDE's grid and a (tiny) training run's logged times are
+    exactly ``config.ode_times()``: time lives in the Config and nowhere else."""
     row = get(name)
-    cfg = row.make_config()
+    cfg = row.make_config(TINY)
     steps = cfg.log_steps()
     assert steps[0] == 0 and steps[-1] == cfg.steps and np.all(np.diff(steps) > 0)
-    problem = row.slot("problem")(cfg)
-    assert isinstance(problem, Problem)
-    np.testing.assert_array_equal(problem.t, cfg.ode_times())
-    # the figures/compare slots share one signature
+    np.testing.assert_array_equal(_times(row, slot, cfg), cfg.ode_times())
+
+
+@pytest.mark.parametrize("name", list(PAPERS))
+def test_slot_signatures(name):
+    row = get(name)
     assert {"quick", "device"} <= set(inspect.signature(row.slot("compare")).parameters)
-    assert {"quick", "device"} <= set(inspect.signature(row.slot("figures")).parameters)
     train_params = set(inspect.signature(row.slot("train")).parameters)
     assert {"device", "variant", "progress", "checkpoint", "checkpoint_every", "resume"} <= train_params
+    figures = row.slot("figures")
+    if callable(figures):  # transitional: a row still on its own make_figures (figures.core.make_figures)
+        assert {"quick", "device"} <= set(inspect.signature(figures).parameters)
+        return
+    # the figures slot: a sequence of figure functions fig_x(outdir | None, quick, *, device) -> data
+    assert isinstance(figures, Sequence) and not isinstance(figures, str) and len(figures) > 0
+    for fig in figures:
+        params = list(inspect.signature(fig).parameters.values())
+        positional = [p for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        assert len(positional) >= 2, fig  # (outdir, quick)
+        assert any(p.name == "device" and p.kind is inspect.Parameter.KEYWORD_ONLY for p in params), fig
 
 
 def test_log_steps_include_last_step_when_log_every_does_not_divide():
