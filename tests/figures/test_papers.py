@@ -96,15 +96,6 @@ def test_slot_signatures(name):
         assert any(p.name == "device" and p.kind is inspect.Parameter.KEYWORD_ONLY for p in params), fig
 
 
-def test_log_steps_include_last_step_when_log_every_does_not_divide():
-    from theory.params import log_steps
-
-    np.testing.assert_array_equal(log_steps(10, 4), [0, 4, 8, 10])
-    np.testing.assert_array_equal(log_steps(8, 4), [0, 4, 8])
-    with pytest.raises(ConfigError, match="log_every"):
-        log_steps(8, 0)
-
-
 @pytest.mark.parametrize("name", ["scb", "topic"])
 def test_solve_of_a_problem_records_the_full_config(name):
     import simulate

@@ -1,5 +1,5 @@
-"""theory/core.py: ReducedSystem's numeric callables come from one lambdify path that honours
-``definitions``, and each is built once per system object (the cache the solvers use)."""
+"""theory/core.py: ReducedSystem checks its names; its numeric callables come from one lambdify path
+that honours ``definitions``, and each is built once per system object (the cache the solvers use)."""
 
 import pickle
 
@@ -75,3 +75,11 @@ def test_compiled_callables_are_not_pickled():
     back = pickle.loads(pickle.dumps(S))
     assert back.equivalent(S)
     np.testing.assert_array_equal(back.to_numpy()(0.0, Y, P), S.to_numpy()(0.0, Y, P))
+
+
+def test_names_must_be_identifiers():
+    bad = sp.Symbol("lambda")
+    with pytest.raises(ValueError, match="identifier"):
+        ReducedSystem(name="b", paper="b", state=(bad,), parameters=(), rhs=(bad,))
+    with pytest.raises(ValueError, match="identifier"):
+        ReducedSystem(name="b", paper="b", state=(sp.Symbol("z[1]"),), parameters=(), rhs=(sp.Integer(0),))

@@ -1,4 +1,5 @@
-"""The real-text protocols (JoMA Figs. 6/8, Scan & Snap Figs. 7/10) run their runs as sweep cells
+"""figures/realtext.py: the real-text figures' drop-and-bounce decision, and the real-text protocols
+(JoMA Figs. 6/8, Scan & Snap Figs. 7/10) running their runs as sweep cells
 (issue 11 item 5): the same numbers as the runs made directly with ``train_text``, a store that
 makes a rerun compute nothing and an interrupted protocol resume, a failing run recorded while the
 others finish, and local worker processes giving the in-process numbers. Tiny corpus on disk
@@ -18,7 +19,7 @@ from empirical.sweeps import CellsFailed, open_sweep, read_index
 from figures import realtext as FR
 from figures.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(vocab_size=30, emsize=16, d_hid=16, steps=6, log_every=3, eval_chunks=2)
 
 
@@ -200,3 +201,17 @@ def test_cli_sweep_kind_text_bad_values(args, field, corpus_dir, tmp_path):
     assert res.exit_code == 2
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), res.stderr
+
+
+def test_per_layer_summary_and_drop_bounce_decision():
+    import xarray as xr
+
+    steps = np.arange(0, 60, 10.0)
+    bounce = np.array([2.6, 2.0, 1.5, 1.6, 1.7, 1.8])  # drops 1.1, bounces 0.3
+    monotone = np.array([2.6, 2.4, 2.2, 2.1, 2.05, 2.0])  # never bounces
+    traj = xr.Dataset({"entropy_layer0": ("time", bounce), "entropy_layer1": ("time", monotone),
+                       "step": ("time", steps)}, coords={"time": steps})
+    s = R.per_layer_summary(traj)
+    assert s["min_step"].tolist() == [20, 50]
+    assert s["drop"].tolist() == pytest.approx([1.1, 0.6]) and s["bounce"].tolist() == pytest.approx([0.3, 0.0])
+    assert FR._drop_bounce(s, FR.DROP_BOUNCE_NATS).tolist() == [True, False]
