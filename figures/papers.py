@@ -10,11 +10,15 @@ slot          signature
 config        ``Config`` class (a frozen :class:`theory.ParamsBase`; owns ``log_steps``/``ode_time``)
 systems       ``systems(config) -> list[ReducedSystem]`` (what ``tdyn derive`` prints)
 problem       ``problem(config) -> theory.Problem`` (what ``tdyn simulate`` integrates)
-sde           ``sde(config) -> (model, t)`` for ``simulate.solve_sde`` — or ``None`` with a reason
-train         ``train(config, *, device, variant, progress, checkpoint, checkpoint_every, resume)
-              -> Trajectory`` logged at ``config.log_steps()``, time ``config.ode_times()``
+sde           ``sde(config) -> (model, config.ode_times())`` for ``simulate.solve_sde`` — or
+              ``None`` with a reason
+train         ``run(config, *, device, variant, progress, checkpoint, checkpoint_every, resume)
+              -> Trajectory`` (``empirical/<p>/experiment.py:run``) logged at
+              ``config.log_steps()``, time ``config.ode_times()``; ``variant`` is the config's own
 compare       ``compare(*, quick, device) -> figures.report.Report`` (agreement + claims)
-figures       ``figures(outdir, *, quick, device) -> list[Path]``
+figures       ``FIGURES``: a sequence of ``fig_x(outdir | None, quick, *, device) -> data``, run by
+              the one collector :func:`figures.core.make_figures` (a row still on its own
+              ``make_figures(outdir, *, quick, device) -> list[Path]`` passes through until it moves)
 estimate      ``estimate(config, command, paths) -> list[theory.limits.Term]``: the paper's
               resource terms (what ``--allow-large`` guards), beside its Config
 text          the paper's real-text protocol: a Config class with ``quick()``/``full()`` presets,
