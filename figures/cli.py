@@ -304,8 +304,8 @@ def train(paper, device, variant, assignments, out, progress, checkpoint, checkp
     if kw:
         kw.update(checkpoint_every=checkpoint_every, resume=resume)
     try:
-        traj = run.row.slot("train")(run.cfg, device=opts["device"], variant=run.row.train_variant(run.cfg, opts["variant"]),
-                                     progress=progress, **kw)
+        variant = run.row.train_variant(run.cfg, opts["variant"])  # the config's own, where it has one
+        traj = run.row.slot("train")(run.cfg, device=opts["device"], variant=variant, progress=progress, **kw)
     except DivergenceError as err:
         _keep_partial(err, run)
     _report(_stamp(traj, run), run.out)

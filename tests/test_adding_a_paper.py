@@ -47,7 +47,8 @@ def test_tiny_paper_through_the_cli(tiny_row, tmp_path):
     assert doc["systems"][0]["state"] == ["a"]
     # the derived flow is lr (p - sigma(a)): check it numerically
     f = systems()[0].to_numpy()
-    assert f(0.0, np.array([0.3]), np.array([0.8, 0.5]))[0] == pytest.approx(0.5 * (0.8 - 1 / (1 + np.exp(-0.3))), rel=1e-12)
+    want = 0.5 * (0.8 - 1 / (1 + np.exp(-0.3)))
+    assert f(0.0, np.array([0.3]), np.array([0.8, 0.5]))[0] == pytest.approx(want, rel=1e-12)
 
     ode_path, train_path = tmp_path / "ode.nc", tmp_path / "train.nc"
     res = runner.invoke(main, ["simulate", "tiny", "--backend", "scipy", "--out", str(ode_path)])
@@ -108,7 +109,8 @@ def test_derivation_equals_the_population_gradient():
 
     f = systems()[0].to_numpy()
     for a in (-2.0, 0.0, 0.7):
-        assert f(0.0, np.array([a]), np.array([0.3, 0.2]))[0] == pytest.approx(-0.2 * population_gradient(a, 0.3), rel=1e-13)
+        want = -0.2 * population_gradient(a, 0.3)
+        assert f(0.0, np.array([a]), np.array([0.3, 0.2]))[0] == pytest.approx(want, rel=1e-13)
 
 
 def test_the_doc_matches_the_code():

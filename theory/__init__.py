@@ -2,8 +2,8 @@
 
 Public API: :class:`ReducedSystem` and its exporters (:func:`load_system` reads the JSON back),
 :class:`Problem` (what ``simulate.solve`` needs), :class:`ParamsBase` (every paper's Config), the
-error types, :func:`resolve_ref` (``"module:attribute"`` -> the object), and one package per paper (``theory.scb``, ...), imported on demand (derivations can
-be slow).
+error types, :func:`resolve_ref` (``"module:attribute"`` -> the object), and one package per
+paper (``theory.scb``, ...), imported on demand (derivations can be slow).
 """
 
 from .core import ReducedSystem

@@ -37,7 +37,8 @@ def test_band_uses_order_statistics_and_coverage_counts_points():
     # i = floor(100 * 0.1) = 10, j = ceil(100 * 0.9) = 90: the 10th and 90th smallest (values 9 and 89)
     np.testing.assert_array_equal(lo, [9.0] * 3)
     np.testing.assert_array_equal(hi, [89.0] * 3)
-    runs = xr.Dataset({"x": (("run", "time"), [[10.0, 50.0, 95.0], [5.0, 20.0, 30.0]])}, coords={"time": [0.0, 1.0, 2.0]})
+    runs = xr.Dataset({"x": (("run", "time"), [[10.0, 50.0, 95.0], [5.0, 20.0, 30.0]])},
+                      coords={"time": [0.0, 1.0, 2.0]})
     assert band_coverage(sde, runs, "x") == pytest.approx(4 / 6)
     assert band_coverage(sde, runs, "x", t_min=0.5) == pytest.approx(3 / 4)
 

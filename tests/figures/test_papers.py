@@ -148,7 +148,8 @@ def test_variants_come_from_the_config_where_it_declares_them():
     assert _row().variants == ("plain", "fast")
     assert _row(variants=("plain",)).variants == ("plain", "fast")  # the Config wins over a stale tuple
     legacy = Paper(name="old", title="", spec="", config=ParamsBase, systems=len, problem=len, train=len,
-                   compare=len, figures=len, variants=("a", "b"), missing={s: "test row" for s in ("sde", "estimate", "text")})
+                   compare=len, figures=len, variants=("a", "b"),
+                   missing={s: "test row" for s in ("sde", "estimate", "text")})
     assert legacy.variants == ("a", "b") and not legacy.config_has_variant  # a row still passing a tuple
     for row in PAPERS.values():
         declared = getattr(row.Config, "VARIANTS", None)

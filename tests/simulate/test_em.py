@@ -1,6 +1,7 @@
 """simulate/_em.py, the SDE engine: numbers independent of the chunking (and of the paths run
-beside a path), uneven output grids, key-drawing models; and its schemes (METHODS): measured strong order against geometric Brownian motion,
-whose exact solution on the same Brownian path is known in closed form (Kloeden & Platen §4.4):
+beside a path), uneven output grids, key-drawing models; and its schemes (METHODS): measured
+strong order against geometric Brownian motion, whose exact solution on the same Brownian path is
+known in closed form (Kloeden & Platen §4.4):
 
     dX = a X dt + b X dW,   X_T = X_0 exp((a - b^2/2) T + b W_T).
 

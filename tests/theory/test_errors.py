@@ -29,7 +29,8 @@ def test_divergence_error_carries_step_and_partial():
     assert isinstance(err, FloatingPointError) and err.step == 17
     assert err.one_line() == "train: training diverged at step 17: non-finite loss"
     noted = err.with_note("no finite time point, nothing written")
-    assert noted.partial is partial and noted.one_line().endswith("non-finite loss; no finite time point, nothing written")
+    assert noted.partial is partial
+    assert noted.one_line().endswith("non-finite loss; no finite time point, nothing written")
 
 
 def test_check_choice():
