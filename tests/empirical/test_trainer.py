@@ -46,7 +46,7 @@ class Quadratic(ModuleState):
         noise = self.config.noise * torch.randn((), generator=self.gen, dtype=torch.float64)
         with torch.no_grad():
             w -= self.config.lr * (w - 1.0 + noise)
-        loss = float((w - 1.0) ** 2 / 2)
+        loss = float((w.detach() - 1.0) ** 2 / 2)
         return {"loss": float("nan") if step == self.config.blow_up_at else loss}
 
     def observables(self):
