@@ -13,7 +13,8 @@ export PYTHONHASHSEED := 0
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# torch first, alone and pinned: it takes the local CPU wheel (DEVELOPERS.md)
+	# torch first, alone and pinned (2.13.0, CPU): installed with the rest, a dependency's looser torch
+	# requirement could pull a newer multi-GB CUDA build instead of the CPU wheel
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev,cluster]"
 	touch $(STAMP)

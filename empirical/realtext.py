@@ -90,7 +90,7 @@ def run_text_cells(paper: str, jobs: Sequence[tuple[Mapping[str, Any], TextRunCo
     if workers < 1:
         raise ConfigError("workers", f"must be >= 1, got {workers}")
     dev = str(resolve_device(device))
-    cells = [Cell(paper, cell_config(run), kind="text", options={"device": dev}, swept=dict(swept))
+    cells = [Cell(paper, cell_config(run), job="text", options={"device": dev}, swept=dict(swept))
              for swept, run in jobs]
 
     def note(key, status, err):

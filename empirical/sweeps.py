@@ -1,8 +1,9 @@
 """The sweep runner: grids of training runs (or solves) on local processes or a Ray cluster, with a
 result store that makes an interrupted sweep resumable.
 
-A **cell** is one run: a paper, a full config (a dict of every field), and a ``kind`` (``train``
-or ``ode``). A cell's **key** is a hash of ``(paper, kind, variant, config, code version)``: the
+A **cell** is one run: a paper, a full config (a dict of every field), and a ``job`` (what the
+cell runs: ``train``, ``ode`` or ``text`` from ``tdyn sweep --kind``, or a protocol's own job such
+as ``fig6``). A cell's **key** is a hash of ``(paper, job, options, config, code version)``: the
 same cell on the same code is computed once. The store (a folder) holds
 
 * ``cells/<key>.nc`` — the cell's trajectory (NetCDF, written atomically by the worker);
@@ -24,7 +25,6 @@ cells on a cluster.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import itertools
 import json
 import re
@@ -40,6 +40,7 @@ import pandas as pd
 
 from simulate.trajectory import jsonable, atomic_write, code_version
 from theory.errors import ConfigError, TdynError
+from theory.refs import resolve_ref
 
 __all__ = ["Cell", "grid_cells", "run_cells", "check_ray_address", "open_sweep", "read_index", "load_cells",
            "CellsFailed"]
@@ -51,19 +52,19 @@ class Cell:
 
     paper: str
     config: Mapping[str, Any]
-    kind: str = "train"
+    job: str = "train"
     options: Mapping[str, Any] = field(default_factory=dict)
     swept: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
-        doc = {"paper": self.paper, "kind": self.kind, "options": jsonable(dict(self.options)),
+        doc = {"paper": self.paper, "job": self.job, "options": jsonable(dict(self.options)),
                "config": jsonable(dict(self.config)), "code": code_version()}
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
 
 
 def grid_cells(paper: str, base: Mapping[str, Any], grid: Mapping[str, Sequence[Any]], *, seeds: int = 0,
-               seed_field: str = "seed", kind: str = "train", options: Mapping[str, Any] | None = None) -> list[Cell]:
+               seed_field: str = "seed", job: str = "train", options: Mapping[str, Any] | None = None) -> list[Cell]:
     """The product of ``grid`` (field -> values) over ``base`` (a full config dict); with
     ``seeds > 0`` each point is repeated for ``seed_field = 0 .. seeds-1``."""
     names = list(grid)
@@ -74,20 +75,15 @@ def grid_cells(paper: str, base: Mapping[str, Any], grid: Mapping[str, Sequence[
     cells = []
     for combo in itertools.product(*axes):
         swept = dict(zip(names, combo))
-        cells.append(Cell(paper, {**base, **swept}, kind, dict(options or {}), swept))
+        cells.append(Cell(paper, {**base, **swept}, job, dict(options or {}), swept))
     return cells
-
-
-def _resolve(ref: str) -> Callable[..., Any]:
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 def _run_cell(fn_ref: str, cell: Cell, store: str) -> tuple[str, str, str]:
     """Worker side: run one cell, write its file or its error; never raises for a cell's failure."""
     key, root = cell.key, Path(store)
     try:
-        ds = _resolve(fn_ref)(cell.paper, dict(cell.config), **dict(cell.options))
+        ds = resolve_ref(fn_ref)(cell.paper, dict(cell.config), **dict(cell.options))
         ds.attrs["sweep_key"] = key
         ds.attrs["sweep_cell"] = json.dumps(jsonable(dict(cell.swept)), sort_keys=True)
         atomic_write(root / "cells" / f"{key}.nc", lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))
@@ -111,7 +107,7 @@ def _write_index(root: Path, cells: Sequence[Cell], status: Mapping[str, tuple[s
     rows = []
     for c in cells:
         st, err = status.get(c.key, ("pending", ""))
-        rows.append({"key": c.key, "paper": c.paper, "kind": c.kind, "status": st, "error": err,
+        rows.append({"key": c.key, "paper": c.paper, "job": c.job, "status": st, "error": err,
                      "file": f"cells/{c.key}.nc" if st == "ok" else "", **{k: jsonable(v) for k, v in c.swept.items()}})
     df = pd.DataFrame(rows)
     atomic_write(root / "index.csv", lambda tmp: df.to_csv(tmp, index=False))
@@ -224,7 +220,7 @@ def open_sweep(store: str | Path):
     dss = [xr.load_dataset(root / f, engine="h5netcdf") for f in ok["file"]]
     ds = xr.concat(dss, dim="cell", join="outer", combine_attrs="drop_conflicts", data_vars="all",
                    coords="different", compat="equals")
-    skip = {"paper", "kind", "status", "error", "file"}
+    skip = {"paper", "job", "status", "error", "file"}
     coords = {c: ("cell", ok[c].to_numpy()) for c in ok.columns if c not in skip}
     return ds.assign_coords(coords)
 

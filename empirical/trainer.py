@@ -11,7 +11,8 @@ A paper's experiment is an object with this interface (see ``empirical/scb.py``)
   scalars such as the minibatch loss;
 * ``observables() -> dict[str, float]``: the theory's observables, under the theory's names;
 * ``state_dict()`` / ``load_state_dict(d)``: for checkpoints;
-* ``parameters_info() -> dict`` (optional): metadata stored in the trajectory's attributes.
+* ``parameters_info() -> dict`` (optional): derived quantities (not config fields) recorded as the
+  trajectory's ``parameter_values`` attribute.
 
 ``Trainer.run`` logs observables at the config's ``log_steps()`` (step 0 and the last step included) into
 a Trajectory with the same layout as ODE solves. NaN/Inf in the step's scalars or observables
@@ -259,7 +260,7 @@ class Trainer:
         info = experiment.parameters_info() if hasattr(experiment, "parameters_info") else {}
         return make_trajectory(
             np.asarray(times), variables, paper=experiment.paper, system=experiment.name, source="train",
-            backend=f"torch-{resolve_device(self.device).type}", parameters=info, seed=self._seed(experiment),
+            backend=f"torch-{resolve_device(self.device).type}", parameter_values=info, seed=self._seed(experiment),
             status=status, message=message, config=experiment.config,
         )
 

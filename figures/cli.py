@@ -110,9 +110,9 @@ class _Run:
     invocation: dict | None = None
 
 
-def _validate(command: str, paper: str | None, assignments=(), *, variant=None, out=None, paths=0,
+def _validate(cli_command: str, paper: str | None, assignments=(), *, variant=None, out=None, paths=0,
               allow_large=False, from_file=None, options=None) -> _Run:
-    """The one validation pass of ``command``; raises ``ConfigError`` before anything is computed.
+    """The one validation pass of ``tdyn <cli_command>``; raises ``ConfigError`` before anything is computed.
     ``options`` (a dict of this command's options, updated in place) take the values recorded in
     ``--from FILE`` unless given on the command line."""
     from theory.limits import check
@@ -134,14 +134,13 @@ def _validate(command: str, paper: str | None, assignments=(), *, variant=None, 
     row = get(paper)
     row.check_variant(variant)
     out_path = check_out(out)
-    cfg = row.Config.from_dict(recorded, field="from") if recorded is not None else row.Config()
-    if variant is not None and cfg.VARIANTS:  # --variant V is the config's variant field
-        assignments = [f"variant={variant}", *assignments]
-    cfg = cfg.with_overrides(list(assignments))
-    kind = "sde" if command == "simulate" and options and options.get("sde") else command
-    check(row.name, cfg, kind, paths=paths, allow_large=allow_large,
+    base = row.Config.from_dict(recorded, field="from") if recorded is not None else None
+    cfg = row.make_config(assignments, variant=variant, base=base)  # the variant first, then --set
+    # the command whose resources are estimated (theory.limits.COMMANDS): `simulate --sde` is "sde"
+    command = "sde" if cli_command == "simulate" and options and options.get("sde") else cli_command
+    check(row.name, cfg, command, paths=paths, allow_large=allow_large,
           estimator=row.slot("estimate") if row.estimate is not None else None)
-    return _Run(row, cfg, out_path, {"command": command, **(options or {})})
+    return _Run(row, cfg, out_path, {"command": cli_command, **(options or {})})
 
 
 def _stamp(traj, run: _Run):
@@ -229,7 +228,8 @@ def simulate(paper, backend, sde, paths, seed, assignments, out, allow_large, fr
     try:
         if opts["sde"]:
             model, t = run.row.slot("sde")(run.cfg)
-            traj = sim.solve_sde(model, t, paths=opts["paths"], seed=opts["seed"], parameters=run.cfg.to_dict())
+            traj = sim.solve_sde(model, t, paths=opts["paths"], seed=opts["seed"],
+                                  parameter_values=run.cfg.to_dict())
         else:
             traj = sim.solve(run.row.slot("problem")(run.cfg), backend=opts["backend"])
     except SolverError as err:
@@ -281,7 +281,7 @@ def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
 @main.command()
 @click.argument("paper", required=False)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
-@click.option("--variant", default=None, help="Training variant (paper-specific).")
+@click.option("--variant", default=None, help="The config's variant (paper-specific), applied before --set.")
 @_set_option
 @click.option("--out", type=str, default=None, help="Write the trajectory to FILE.nc (atomic).")
 @click.option("--progress/--no-progress", default=True, show_default=True)
@@ -304,7 +304,8 @@ def train(paper, device, variant, assignments, out, progress, checkpoint, checkp
     if kw:
         kw.update(checkpoint_every=checkpoint_every, resume=resume)
     try:
-        traj = run.row.slot("train")(run.cfg, device=opts["device"], variant=opts["variant"], progress=progress, **kw)
+        variant = run.row.train_variant(run.cfg, opts["variant"])  # the config's own, where it has one
+        traj = run.row.slot("train")(run.cfg, device=opts["device"], variant=variant, progress=progress, **kw)
     except DivergenceError as err:
         _keep_partial(err, run)
     _report(_stamp(traj, run), run.out)
@@ -400,31 +401,31 @@ def _figures(row, quick, outdir, device):
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS", help="Run on a Ray cluster (or 'auto').")
 @click.option("--store", default="sweeps", show_default=True, metavar="DIR",
               help="Result store (NetCDF per cell + index.csv); finished cells are skipped.")
-@click.option("--kind", type=click.Choice(["train", "ode", "text"]), default="train", show_default=True,
+@click.option("--kind", "job", type=click.Choice(["train", "ode", "text"]), default="train", show_default=True,
               help="train: the paper's training runs; ode: its ODE solves; text: its real-text run "
                    "(JoMA Fig. 8, Scan & Snap Fig. 10, topic).")
-@click.option("--variant", default=None)
+@click.option("--variant", default=None, help="The config's variant (paper-specific), applied before --set.")
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
               help="ODE cells: the solver backend.")
 @_set_option
 @_large_option
 @_corpus_option
-def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device, backend, assignments, allow_large,
+def sweep(paper, grid, seeds, workers, ray_address, store, job, variant, device, backend, assignments, allow_large,
           corpus):
     """Run a grid of training runs (or ODE solves) into a resumable result store."""
-    from .sweep import KINDS, plan
+    from .sweep import JOBS, plan
     from empirical.sweeps import run_cells
 
-    with _checked_corpus(corpus):  # kind=text: the corpus of the real-text runs
-        cells = plan(paper, grid, seeds=seeds, overrides=assignments, kind=kind, variant=variant, device=device,
+    with _checked_corpus(corpus):  # --kind text: the corpus of the real-text runs
+        cells = plan(paper, grid, seeds=seeds, overrides=assignments, job=job, variant=variant, device=device,
                      backend=backend, allow_large=allow_large)
     check_outdir(store, "store")
 
     def progress(key, status, err):
         click.echo(f"{key} {status}{': ' + err if err else ''}")
 
-    idx = run_cells(KINDS[kind], cells, store, workers=workers, ray=ray_address, progress=progress)
+    idx = run_cells(JOBS[job], cells, store, workers=workers, ray=ray_address, progress=progress)
     n_ok, n = int((idx["status"] == "ok").sum()), len(idx)
     click.echo(f"{n_ok}/{n} cells done in {Path(store) / 'index.csv'}")
     if n_ok < n:

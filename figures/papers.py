@@ -10,11 +10,15 @@ slot          signature
 config        ``Config`` class (a frozen :class:`theory.ParamsBase`; owns ``log_steps``/``ode_time``)
 systems       ``systems(config) -> list[ReducedSystem]`` (what ``tdyn derive`` prints)
 problem       ``problem(config) -> theory.Problem`` (what ``tdyn simulate`` integrates)
-sde           ``sde(config) -> (model, t)`` for ``simulate.solve_sde`` — or ``None`` with a reason
-train         ``train(config, *, device, variant, progress, checkpoint, checkpoint_every, resume)
-              -> Trajectory`` logged at ``config.log_steps()``, time ``config.ode_times()``
+sde           ``sde(config) -> (model, config.ode_times())`` for ``simulate.solve_sde`` — or
+              ``None`` with a reason
+train         ``run(config, *, device, variant, progress, checkpoint, checkpoint_every, resume)
+              -> Trajectory`` (``empirical/<p>/experiment.py:run``) logged at
+              ``config.log_steps()``, time ``config.ode_times()``; ``variant`` is the config's own
 compare       ``compare(*, quick, device) -> figures.report.Report`` (agreement + claims)
-figures       ``figures(outdir, *, quick, device) -> list[Path]``
+figures       ``FIGURES``: a sequence of ``fig_x(outdir | None, quick, *, device) -> data``, run by
+              the one collector :func:`figures.core.make_figures` (a row still on its own
+              ``make_figures(outdir, *, quick, device) -> list[Path]`` passes through until it moves)
 estimate      ``estimate(config, command, paths) -> list[theory.limits.Term]``: the paper's
               resource terms (what ``--allow-large`` guards), beside its Config
 text          the paper's real-text protocol: a Config class with ``quick()``/``full()`` presets,
@@ -24,16 +28,23 @@ text          the paper's real-text protocol: a Config class with ``quick()``/``
 
 ``missing`` maps an unfilled slot to the one-line reason it is not filled. Adding a paper means
 writing its modules and calling :func:`register` (see ``docs/adding-a-paper.md``).
+
+**Variants** are the Config's: ``Paper.variants`` lists ``Config.VARIANTS`` where the Config
+declares them (:class:`theory.ParamsBase`); a row whose Config does not (yet) may pass
+``variants=(...)`` itself. ``tdyn train P --variant V`` (and ``tdyn sweep``) build the config with
+``variant=V`` first, then apply ``--set`` (:meth:`Paper.make_config`), so the overrides act on the
+variant's defaults.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from theory.errors import ConfigError
+from theory.refs import resolve_ref
 
 __all__ = ["Paper", "PAPERS", "SLOTS", "get", "register", "paper_names"]
 
@@ -41,11 +52,22 @@ Ref = str | Callable[..., Any] | type
 SLOTS = ("config", "systems", "problem", "sde", "train", "compare", "figures", "estimate", "text")
 
 
-def _resolve(ref: Ref) -> Any:
-    if not isinstance(ref, str):
-        return ref
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
+class _Variants:
+    """``Paper.variants``: the Config's ``VARIANTS`` where it declares them, else the tuple the row
+    passed (a data descriptor: the dataclass's ``__init__`` stores the row's tuple through it;
+    the Config is resolved only when the variants are read)."""
+
+    def __set_name__(self, owner, name):
+        self.stored = "_" + name
+
+    def __get__(self, row, owner=None):
+        if row is None:
+            return ()  # the dataclass default
+        declared = getattr(row.Config, "VARIANTS", None) if row.config is not None else None
+        return tuple(declared) if declared else row.__dict__.get(self.stored, ())
+
+    def __set__(self, row, value):
+        row.__dict__[self.stored] = tuple(value)
 
 
 @dataclass(frozen=True)
@@ -64,7 +86,7 @@ class Paper:
     sde: Ref | None = None
     estimate: Ref | None = None
     text: Ref | None = None
-    variants: tuple[str, ...] = ()
+    variants: tuple[str, ...] = _Variants()
     missing: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -77,15 +99,36 @@ class Paper:
         ref = getattr(self, name)
         if ref is None:
             raise ConfigError(name, f"{self.name} has no {name}: {self.missing.get(name, 'not provided')}")
-        return _resolve(ref)
+        return resolve_ref(ref)
 
     @property
     def Config(self) -> type:
         return self.slot("config")
 
-    def make_config(self, assignments=()) -> Any:
-        """The default config with ``key=value`` overrides applied (validated)."""
-        return self.Config().with_overrides(list(assignments))
+    @property
+    def config_has_variant(self) -> bool:
+        """Whether the Config owns the variant (a ``variant`` field)."""
+        return "variant" in {f.name for f in dataclasses.fields(self.Config)}
+
+    def make_config(self, assignments: Sequence[str] = (), *, variant: str | None = None, base: Any = None) -> Any:
+        """The config (``base``, default the Config's defaults) bound to ``variant`` first, then
+        with ``key=value`` overrides applied (validated). A row whose Config has no ``variant``
+        field leaves ``variant`` to the train slot (:meth:`train_variant`)."""
+        self.check_variant(variant)
+        owns = variant is not None and self.config_has_variant
+        if base is None:
+            cfg = self.Config(variant=variant) if owns else self.Config()
+        else:
+            cfg = base.replace(variant=variant) if owns and base.variant != variant else base
+        cfg = cfg.with_overrides(list(assignments))
+        if owns and cfg.variant != variant:
+            raise ConfigError("variant", f"--variant {variant} and --set variant={cfg.variant} disagree")
+        return cfg
+
+    def train_variant(self, config: Any, variant: str | None = None) -> str | None:
+        """The train slot's ``variant=`` keyword: the config's own variant where the Config has one
+        (one mechanism), else ``variant`` as given (rows whose Config has no variant field yet)."""
+        return config.variant if self.config_has_variant else variant
 
     def check_variant(self, variant: str | None) -> None:
         if variant is not None and variant not in self.variants:

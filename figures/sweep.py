@@ -4,7 +4,10 @@ failed cells recorded, local processes or Ray).
 
 >>> from figures.sweep import sweep
 >>> ds = sweep("scb", {"eta_V": [0.02, 0.05]}, seeds=2, store="runs/scb-lr", overrides=["steps=200"])
->>> ds = sweep("joma", {"lr": [1e-4, 1e-3]}, kind="text", store="runs/joma-lr")  # real text (Fig. 8 run)
+>>> ds = sweep("joma", {"lr": [1e-4, 1e-3]}, job="text", store="runs/joma-lr")  # real text (Fig. 8 run)
+
+``job`` (what every cell runs: :data:`JOBS`) is the CLI's ``tdyn sweep --kind``; a ``ConfigError``
+about it names the field ``kind``, the flag the user set.
 
 Every cell's config is validated and its resource estimate checked (``theory.limits``) before any
 cell runs: a bad grid value is a ``ConfigError`` naming its field.
@@ -23,7 +26,7 @@ from theory.limits import check
 
 from .papers import get
 
-__all__ = ["sweep", "plan", "using_sweep", "sweep_settings", "train_cell", "ode_cell", "parse_grid", "text_base", "KINDS"]
+__all__ = ["sweep", "plan", "using_sweep", "sweep_settings", "train_cell", "ode_cell", "parse_grid", "text_base", "JOBS"]
 
 _SWEEP: list[dict[str, Any]] = []
 
@@ -51,13 +54,15 @@ def sweep_settings(name: str, default_store: str | Path | None = None) -> dict[s
     return opts
 
 
-KINDS = {"train": "figures.sweep:train_cell", "ode": "figures.sweep:ode_cell", "text": "empirical.textrun:text_cell"}
+#: what a cell of ``tdyn sweep --kind JOB`` runs: job -> the cell function (``"module:function"``)
+JOBS = {"train": "figures.sweep:train_cell", "ode": "figures.sweep:ode_cell", "text": "empirical.textrun:text_cell"}
 
 
 def train_cell(paper: str, config: dict, *, variant: str | None = None, device: str = "cpu"):
     """One training run of ``paper`` with ``config`` (a dict of every field): the row's train slot."""
     row = get(paper)
-    return row.slot("train")(row.Config.from_dict(config), device=device, variant=variant, progress=False)
+    cfg = row.Config.from_dict(config)
+    return row.slot("train")(cfg, device=device, variant=row.train_variant(cfg, variant), progress=False)
 
 
 def ode_cell(paper: str, config: dict, *, backend: str = "diffrax"):
@@ -89,7 +94,7 @@ def parse_grid(row, specs: Sequence[str], base=None) -> dict[str, list[Any]]:
 
 
 def text_base(paper: str, overrides: Sequence[str] = ()):
-    """``kind="text"``: the real-text run ``paper`` sweeps (:meth:`sweep_run` of its quick
+    """``job="text"``: the real-text run ``paper`` sweeps (:meth:`sweep_run` of its quick
     protocol: JoMA Fig. 8, Scan & Snap Fig. 10, the topic run) on the active corpus, with
     ``overrides`` (``--set``) applied; a :class:`~empirical.textrun.TextRunConfig`."""
     from .realtext import config_for, text_papers
@@ -100,48 +105,46 @@ def text_base(paper: str, overrides: Sequence[str] = ()):
 
 
 def plan(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, seeds: int = 0, overrides: Sequence[str] = (),
-         kind: str = "train", variant: str | None = None, device: str = "cpu", backend: str = "diffrax",
+         job: str = "train", variant: str | None = None, device: str = "cpu", backend: str = "diffrax",
          allow_large: bool = False) -> list[Cell]:
     """The validated cells of a sweep (nothing runs): every cell's config is built and checked.
-    ``kind="text"`` sweeps the paper's real-text run (:func:`text_base`) instead of its Config."""
-    check_choice("kind", kind, tuple(KINDS))
+    ``job="text"`` sweeps the paper's real-text run (:func:`text_base`) instead of its Config."""
+    check_choice("kind", job, tuple(JOBS))
     row = get(paper)
     row.check_variant(variant)
     if seeds < 0:
         raise ConfigError("seeds", f"must be >= 0, got {seeds}")
-    if variant is not None and kind != "text" and row.Config.VARIANTS:  # --variant V is the config's variant field
-        overrides = [f"variant={variant}", *overrides]
-    base = text_base(row.name, overrides) if kind == "text" else row.Config().with_overrides(list(overrides))
+    base = text_base(row.name, overrides) if job == "text" else row.make_config(overrides, variant=variant)
     if not isinstance(grid, Mapping):
         grid = parse_grid(row, grid, base)
     if seeds and not hasattr(base, "seed"):
         raise ConfigError("seeds", f"{paper}'s config has no seed field")
-    options = {"train": {"variant": variant, "device": device}, "ode": {"backend": backend},
-               "text": {"device": device}}[kind]
-    if kind == "text":
+    train = {"device": device} if row.config_has_variant else {"variant": variant, "device": device}
+    options = {"train": train, "ode": {"backend": backend}, "text": {"device": device}}[job]
+    if job == "text":
         from empirical.textrun import cell_config
 
         base_dict = cell_config(base)
     else:
         base_dict = base.to_dict()
-    cells = grid_cells(row.name, base_dict, grid, seeds=seeds, kind=kind, options=options)
+    cells = grid_cells(row.name, base_dict, grid, seeds=seeds, job=job, options=options)
     for c in cells:  # the validation pass: every cell, before any runs
         cfg = type(base).from_dict(c.config, field="grid")
-        if kind != "text":
-            check(row.name, cfg, "train" if kind == "train" else "simulate", allow_large=allow_large,
+        if job != "text":
+            check(row.name, cfg, "train" if job == "train" else "simulate", allow_large=allow_large,
                   estimator=row.slot("estimate") if row.estimate is not None else None)
     return cells
 
 
 def sweep(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, store: str | Path, seeds: int = 0,
-          overrides: Sequence[str] = (), kind: str = "train", variant: str | None = None, device: str = "cpu",
+          overrides: Sequence[str] = (), job: str = "train", variant: str | None = None, device: str = "cpu",
           backend: str = "diffrax", workers: int = 1, ray: str | None = None, allow_large: bool = False,
           progress=None):
     """Run a grid (skipping cells already in ``store``) and return it as one Dataset (dim ``cell``).
     Failed cells are listed in ``store/index.csv`` with their error; rerun to retry them."""
-    cells = plan(paper, grid, seeds=seeds, overrides=overrides, kind=kind, variant=variant, device=device, backend=backend,
+    cells = plan(paper, grid, seeds=seeds, overrides=overrides, job=job, variant=variant, device=device, backend=backend,
                  allow_large=allow_large)
     if workers < 1:
         raise ConfigError("workers", f"must be >= 1, got {workers}")
-    run_cells(KINDS[kind], cells, store, workers=workers, ray=ray, progress=progress)
+    run_cells(JOBS[job], cells, store, workers=workers, ray=ray, progress=progress)
     return open_sweep(store)

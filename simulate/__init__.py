@@ -2,13 +2,17 @@
 
 Nothing here is paper-specific: every function takes a ReducedSystem (or an SDE model) built in
 ``theory``. Results are Trajectories (xarray Datasets) saved/loaded as NetCDF atomically.
+
+Tables (scipy ``METHODS`` style, the default first): :data:`BACKENDS` and :data:`ODE_METHODS`
+(per backend, the ODE solvers of :func:`solve`), :data:`SDE_BACKENDS` and :data:`METHODS` (the SDE
+schemes of :func:`solve_sde`).
 """
 
 from ._em import METHODS
-from .ode import BACKENDS, first_crossing, solve
+from .ode import BACKENDS, ODE_METHODS, enable_x64, first_crossing, solve
 from .sde import SDE_BACKENDS, ReducedSDE, solve_sde
 from .sweep import sweep
-from .trajectory import atomic_write, code_version, config_of, load, make_trajectory, parameters_of, save
+from .trajectory import atomic_write, code_version, config_of, load, make_trajectory, parameter_values_of, save
 
 __all__ = [
     "solve",
@@ -19,8 +23,10 @@ __all__ = [
     "BACKENDS",
     "SDE_BACKENDS",
     "METHODS",
+    "ODE_METHODS",
+    "enable_x64",
     "make_trajectory",
-    "parameters_of",
+    "parameter_values_of",
     "save",
     "load",
     "atomic_write",

@@ -52,7 +52,7 @@ import numpy as np
 
 from theory.errors import ConfigError
 
-__all__ = ["METHODS", "Method", "step_plan", "em_paths", "chunk_size_for", "integrate_increments"]
+__all__ = ["METHODS", "Method", "step_plan", "em_paths", "chunk_size_for", "integrate_increments", "cpu_cores"]
 
 #: memory budget for one chunk's saved output (bytes); paths are split into chunks below it.
 CHUNK_BYTES = 256 * 2**20
@@ -278,13 +278,13 @@ def em_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: np.
     import jax
     import jax.numpy as jnp
 
-    from .ode import _enable_x64
+    from .ode import enable_x64
 
-    _enable_x64()
+    enable_x64()
     check_method(sde, method)
     n, h = step_plan(ts, dt)
     y0 = np.asarray(y0, dtype=np.float64)
-    workers = _cores()
+    workers = cpu_cores()
     size = chunk_size_for(paths, ts.size, y0.size, int(sde.noise_dim), chunk)
     if chunk is None and workers > 1:  # one chunk per core (numbers do not depend on the chunk)
         size = min(size, -(-paths // workers))
@@ -321,7 +321,7 @@ def em_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: np.
 _COMPILED: set = set()  # (runner, intervals) already compiled
 
 
-def _cores() -> int:
+def cpu_cores() -> int:
     """CPU cores this process may use (chunks run on that many threads)."""
     import os
 
@@ -339,9 +339,9 @@ def integrate_increments(sde: Any, y0, t0: float, h: float, dW, *, method: str =
     import jax
     import jax.numpy as jnp
 
-    from .ode import _enable_x64
+    from .ode import enable_x64
 
-    _enable_x64()
+    enable_x64()
     check_method(sde, method)
     if _sampled_diffusion(sde):
         raise ConfigError("sde", "integrate_increments needs a model with a deterministic diffusion")

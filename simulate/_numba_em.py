@@ -39,7 +39,7 @@ from numba import njit
 from theory.counter_rng import normals, splitmix64
 from theory.errors import ConfigError
 
-from ._em import _cores, step_plan
+from ._em import cpu_cores, step_plan
 
 __all__ = ["numba_paths", "has_numba_step"]
 
@@ -99,7 +99,7 @@ def numba_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: 
     increment, params = sde.numba_increment()
     n, h = step_plan(ts, dt)
     out = np.empty((paths, ts.size, y0.size), dtype=np.float64)
-    workers = _cores()
+    workers = cpu_cores()
     size = -(-paths // workers) if chunk is None else max(1, min(int(chunk), paths))
     seed_u = np.uint64(int(seed) % 2**64)
 

@@ -5,28 +5,67 @@ returns a Trajectory (xarray Dataset) whose ``status``/``message`` attributes re
 outcome. A failed or non-finite solve raises :class:`SolverError` carrying the partial
 trajectory up to the last good time.
 
+Methods: :data:`ODE_METHODS` (scipy ``METHODS`` style), one table per backend, its default first.
 Defaults are stiff solvers (scipy Radau; diffrax Kvaerno5 with a PID controller), because reduced
-flows such as SCB's have a fast "mean" block next to a slow escape (papers/scb.md §3.4).
+flows such as SCB's have a fast "mean" block next to a slow escape (papers/scb.md §3.4). (The SDE
+schemes' table is :data:`simulate.METHODS`; hence the name ``ODE_METHODS``.)
+
+Shared with :mod:`simulate.sde`, :mod:`simulate.sweep` and the SDE engines: :func:`enable_x64`,
+:func:`check_times` and :func:`diffrax_solver`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from dataclasses import dataclass
 
 import numpy as np
 
 from theory.core import ReducedSystem
-from theory.problem import Problem
 from theory.errors import ConfigError, SolverError, check_choice
+from theory.problem import Problem
+from theory.refs import resolve_ref
 
 from .trajectory import make_trajectory
 
-__all__ = ["solve", "BACKENDS", "first_crossing"]
+__all__ = ["solve", "BACKENDS", "ODE_METHODS", "OdeMethod", "first_crossing", "enable_x64", "check_times",
+           "diffrax_solver"]
 
-BACKENDS = ("diffrax", "scipy")
-_SCIPY_METHODS = ("Radau", "BDF", "LSODA", "RK45", "DOP853", "RK23")
-_DIFFRAX_METHODS = ("Kvaerno5", "Kvaerno3", "Tsit5", "Dopri8", "Dopri5")
+
+@dataclass(frozen=True)
+class OdeMethod:
+    """One ODE solver of a backend: ``solver`` its class as ``"module:Class"`` (resolved on use, so
+    importing :mod:`simulate` does not import diffrax), ``implicit`` whether it suits stiff flows
+    (scipy's implicit methods get the system's Jacobian, :meth:`ReducedSystem.jacobian_numpy`;
+    diffrax differentiates the jitted right-hand side itself), ``order`` its order of accuracy."""
+
+    solver: str
+    implicit: bool
+    order: str
+
+
+#: ODE solvers per backend, the default first: diffrax's solver classes and scipy's public
+#: ``scipy.integrate`` solver classes (those ``solve_ivp`` accepts). Named ``ODE_METHODS`` because
+#: :data:`simulate.METHODS` is the SDE schemes' table.
+ODE_METHODS: dict[str, dict[str, OdeMethod]] = {
+    "diffrax": {
+        "Kvaerno5": OdeMethod("diffrax:Kvaerno5", True, "5 (ESDIRK, embedded 4)"),
+        "Kvaerno3": OdeMethod("diffrax:Kvaerno3", True, "3 (ESDIRK, embedded 2)"),
+        "Tsit5": OdeMethod("diffrax:Tsit5", False, "5 (explicit Runge-Kutta, embedded 4)"),
+        "Dopri8": OdeMethod("diffrax:Dopri8", False, "8 (explicit Runge-Kutta, embedded 7)"),
+        "Dopri5": OdeMethod("diffrax:Dopri5", False, "5 (explicit Runge-Kutta, embedded 4)"),
+    },
+    "scipy": {
+        "Radau": OdeMethod("scipy.integrate:Radau", True, "5 (implicit Runge-Kutta)"),
+        "BDF": OdeMethod("scipy.integrate:BDF", True, "1-5 (variable-order BDF)"),
+        "LSODA": OdeMethod("scipy.integrate:LSODA", True, "1-12 (Adams / BDF switching)"),
+        "RK45": OdeMethod("scipy.integrate:RK45", False, "5 (explicit Runge-Kutta, embedded 4)"),
+        "DOP853": OdeMethod("scipy.integrate:DOP853", False, "8 (explicit Runge-Kutta)"),
+        "RK23": OdeMethod("scipy.integrate:RK23", False, "3 (explicit Runge-Kutta, embedded 2)"),
+    },
+}
+#: the ODE backends (``backend=`` of :func:`solve`), the default first
+BACKENDS = tuple(ODE_METHODS)
 
 
 #: |state| beyond which both backends stop and report divergence (with the partial trajectory)
@@ -36,23 +75,31 @@ STATE_BOUND = 1e150
 DT_MIN_FRACTION = 1e-12
 
 
-def _enable_x64():
+def enable_x64() -> None:
+    """Switch jax to float64 (theory runs in float64; every jax path of :mod:`simulate` calls this)."""
     import jax
 
     jax.config.update("jax_enable_x64", True)
 
 
-@lru_cache(maxsize=64)
-def _diffrax_solver(system: ReducedSystem, method: str, rtol: float, atol: float, max_steps: int):
-    """One compiled solve per (system, method, tolerances); parameters travel in ``args`` so new
-    parameter values never recompile."""
-    _enable_x64()
+def diffrax_solver(system: ReducedSystem, method: str, rtol: float, atol: float, max_steps: int):
+    """``run(y0, p, ts) -> diffrax.Solution``: one compiled solve per (system, method, tolerances),
+    kept on the system (:meth:`~theory.core.ReducedSystem.compiled`); parameters travel in
+    ``args`` so new parameter values never recompile. ``method``: a key of
+    ``ODE_METHODS["diffrax"]``."""
+    check_choice("method", method, tuple(ODE_METHODS["diffrax"]))
+    key = ("diffrax_solver", method, float(rtol), float(atol), int(max_steps))
+    return system.compiled(key, lambda: _build_diffrax_solver(system, method, rtol, atol, max_steps))
+
+
+def _build_diffrax_solver(system: ReducedSystem, method: str, rtol: float, atol: float, max_steps: int):
+    enable_x64()
     import diffrax
     import jax
 
     f = system.to_jax()
     term = diffrax.ODETerm(lambda t, y, p: f(t, y, p))
-    solver = getattr(diffrax, method)()
+    solver = resolve_ref(ODE_METHODS["diffrax"][method].solver)()
 
     import jax.numpy as jnp
 
@@ -72,21 +119,9 @@ def _diffrax_solver(system: ReducedSystem, method: str, rtol: float, atol: float
     return run
 
 
-@lru_cache(maxsize=64)
-def _observables_fn(system: ReducedSystem):
-    """``system.observables_numpy()`` lambdifies on every call (tens of ms): once per system."""
-    return system.observables_numpy()
-
-
-@lru_cache(maxsize=64)
-def _scipy_jacobian(system: ReducedSystem):
-    import sympy as sp
-
-    return sp.lambdify((sp.Symbol("t", real=True), system.state, system.parameters),
-                       system.jacobian(), modules="numpy", cse=True)
-
-
-def _validate_time(t) -> np.ndarray:
+def check_times(t) -> np.ndarray:
+    """``t`` as a float64 array, checked: 1-D, at least two points, finite, strictly increasing
+    (``ConfigError`` naming ``t`` otherwise)."""
     t = np.asarray(t, dtype=np.float64)
     if t.ndim != 1 or t.size < 2:
         raise ConfigError("t", "need a 1-D grid of at least two output times")
@@ -119,8 +154,16 @@ def solve(
     params: values of ``system.parameter_names`` (extra keys are ignored).
     y0:     initial state, by name or in ``system.state_names`` order.
     t:      strictly increasing output times (units: the system's time, e.g. optimiser steps).
-    backend: ``"diffrax"`` (jit-compiled, float64) or ``"scipy"`` (``solve_ivp``).
-    method: scipy method name (default Radau) or diffrax solver class (default Kvaerno5).
+    backend: ``"diffrax"`` (jit-compiled, float64) or ``"scipy"`` (``solve_ivp``'s solver classes,
+            stepped here so that a failure keeps the times reached) — :data:`BACKENDS`.
+    method: a key of ``ODE_METHODS[backend]`` (:data:`ODE_METHODS`, the default first):
+
+            =========  ==============================================================
+            diffrax    ``Kvaerno5`` (default), ``Kvaerno3`` (implicit); ``Tsit5``,
+                       ``Dopri8``, ``Dopri5`` (explicit)
+            scipy      ``Radau`` (default), ``BDF``, ``LSODA`` (implicit: get the
+                       system's Jacobian); ``RK45``, ``DOP853``, ``RK23`` (explicit)
+            =========  ==============================================================
     rtol, atol: tolerances (default 1e-8, 1e-10); max_steps: diffrax step budget (default 1e6).
 
     Returns a Trajectory with one variable per state and per observable.
@@ -147,7 +190,7 @@ def solve(
     check_choice("backend", backend, BACKENDS)
     if not (rtol > 0 and atol > 0):
         raise ConfigError("rtol", "tolerances must be > 0")
-    ts = _validate_time(t)
+    ts = check_times(t)
     p = system.parameter_vector(params)
     if not np.all(np.isfinite(p)):
         bad = system.parameter_names[int(np.argmin(np.isfinite(p)))]
@@ -156,23 +199,21 @@ def solve(
     if not np.all(np.isfinite(y)):
         raise ConfigError("y0", "initial state is not finite")
 
+    method = method or next(iter(ODE_METHODS[backend]))
+    check_choice("method", method, tuple(ODE_METHODS[backend]))
     if backend == "scipy":
-        method = method or "Radau"
-        check_choice("method", method, _SCIPY_METHODS)
         f = system.to_numpy()
         jac_f = None
-        if method in ("Radau", "BDF", "LSODA"):
-            jac = _scipy_jacobian(system)
-            jac_f = lambda tt, yy: np.asarray(jac(tt, yy, p), dtype=float)  # noqa: E731
+        if ODE_METHODS["scipy"][method].implicit:
+            jac = system.jacobian_numpy()
+            jac_f = lambda tt, yy: jac(tt, yy, p)  # noqa: E731
         extra = {"jac": jac_f} if jac_f is not None else {}
         Y, status, message, nfev = _scipy_steps(lambda tt, yy: f(tt, yy, p), ts, y, method, rtol, atol, extra)
     else:
-        method = method or "Kvaerno5"
-        check_choice("method", method, _DIFFRAX_METHODS)
         import diffrax
         import jax.numpy as jnp
 
-        run = _diffrax_solver(system, method, float(rtol), float(atol), int(max_steps))
+        run = diffrax_solver(system, method, float(rtol), float(atol), int(max_steps))
         sol = run(jnp.asarray(y), jnp.asarray(p), jnp.asarray(ts))
         Y = np.array(sol.ys, dtype=np.float64)
         Y[0] = y  # the solution at t[0] is the initial state (diffrax fills it with inf on some failures)
@@ -190,10 +231,10 @@ def solve(
     variables = {n: Y[:good, i] for i, n in enumerate(system.state_names)}
     if observables and good > 0:
         with np.errstate(all="ignore"):
-            variables.update(_observables_fn(system)(Y[:good], p))
+            variables.update(system.observables_numpy()(Y[:good], p))
     traj = make_trajectory(
         ts[:good], variables, paper=system.paper, system=system.name, source="ode", backend=backend,
-        parameters={**{n: float(v) for n, v in zip(system.parameter_names, p)},
+        parameter_values={**{n: float(v) for n, v in zip(system.parameter_names, p)},
                     "rtol": rtol, "atol": atol, "method": method},
         status=status, message=message, extra_attrs={"n_steps": nfev}, config=config,
     )
@@ -207,13 +248,11 @@ def _scipy_steps(fun, ts, y0, method, rtol, atol, extra):
     """``solve_ivp``'s stepping loop, kept by hand so that a failure (a non-finite right-hand side or
     Jacobian, which makes scipy raise, or ``|y| > STATE_BOUND``) still returns the output times
     reached. Returns ``(Y (n, dim) NaN after the last good time, status, message, nfev)``."""
-    from scipy.integrate._ivp.ivp import METHODS
-
     Y = np.full((ts.size, y0.size), np.nan)
     Y[0] = y0
     i, status, message = 1, 0, "The solver successfully reached the end of the integration interval."
     with np.errstate(all="ignore"):
-        solver = METHODS[method](fun, ts[0], y0, ts[-1], rtol=rtol, atol=atol, **extra)
+        solver = resolve_ref(ODE_METHODS["scipy"][method].solver)(fun, ts[0], y0, ts[-1], rtol=rtol, atol=atol, **extra)
         while i < ts.size:
             try:
                 failure = solver.step()

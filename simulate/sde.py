@@ -40,16 +40,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from theory.core import ReducedSystem, jax_modules
+from theory.core import ReducedSystem
 from theory.errors import ConfigError, SolverError
 
 from ._em import em_paths
-from .ode import _enable_x64, _validate_time
+from .ode import check_times, enable_x64
 from .trajectory import make_trajectory
 
 __all__ = ["solve_sde", "ReducedSDE", "SDE_BACKENDS"]
@@ -93,36 +92,17 @@ class ReducedSDE:
     def initial_state(self):
         return self.system.state_vector(self.y0)
 
-    @property
-    def _g(self):
-        return _lambdified_diffusion(self.system)
-
     def drift(self, t, y, p):
-        return _jax_rhs(self.system)(t, y, p)
+        return self.system.to_jax()(t, y, p)
 
     def diffusion(self, t, y, p, key):
-        import jax.numpy as jnp
-
-        return jnp.asarray(self._g(t, y, p), dtype=y.dtype).reshape(len(self.system.state), self.noise_dim)
+        return self.system.diffusion_jax()(t, y, p)
 
     def observables(self, Y):
         p = self.system.parameter_vector(self.params)
         out = {n: Y[..., i] for i, n in enumerate(self.system.state_names)}
         out.update(self.system.observables_numpy()(Y, p))
         return out
-
-
-@lru_cache(maxsize=None)
-def _jax_rhs(system):
-    return system.to_jax()
-
-
-@lru_cache(maxsize=None)
-def _lambdified_diffusion(system):
-    import sympy as sp
-
-    return sp.lambdify((sp.Symbol("t", real=True), system.state, system.parameters), system.diffusion.tolist(),
-                       modules=jax_modules(), cse=True)
 
 
 def solve_sde(
@@ -133,7 +113,7 @@ def solve_sde(
     seed: int = 0,
     dt: float = 1.0,
     y0=None,
-    parameters: Mapping[str, Any] | None = None,
+    parameter_values: Mapping[str, Any] | None = None,
     keep_state: bool = False,
     chunk: int | None = None,
     method: str = "euler_maruyama",
@@ -166,8 +146,8 @@ def solve_sde(
                                   f"choose {' or '.join(allowed)}")
     if not dt > 0:
         raise ConfigError("dt", f"step must be > 0, got {dt}")
-    ts = _validate_time(t)
-    _enable_x64()
+    ts = check_times(t)
+    enable_x64()
     y_init = np.asarray(sde.initial_state() if y0 is None else y0, dtype=np.float64)
     if backend == "numba":
         from ._numba_em import numba_paths
@@ -186,7 +166,7 @@ def solve_sde(
     traj = make_trajectory(
         ts[:good], variables, paper=sde.paper, system=sde.name, source="sde",
         backend="em_numba" if backend == "numba" else "em_scan",
-        parameters=parameters or {}, seed=seed, lead_dims=("path",),
+        parameter_values=parameter_values or {}, seed=seed, lead_dims=("path",),
         status=0 if good == ts.size else -1,
         message="ok" if good == ts.size else f"a path became non-finite at t={ts[good]:.6g}",
         extra_attrs={"dt": dt, "paths": paths, "method": method, "prng": prng},

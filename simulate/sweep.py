@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
 
 import numpy as np
 import xarray as xr
@@ -18,18 +17,21 @@ import xarray as xr
 from theory.core import ReducedSystem
 from theory.errors import ConfigError
 
-from .ode import _diffrax_solver, _validate_time
+from .ode import diffrax_solver, check_times
 from .trajectory import make_trajectory
 
 __all__ = ["sweep"]
 
 
-@lru_cache(maxsize=32)
 def _vmapped(system, method, rtol, atol, max_steps):
-    import jax
+    """The compiled solve vmapped over (y0, p), kept on the system beside it."""
+    def build():
+        import jax
 
-    run = _diffrax_solver(system, method, rtol, atol, max_steps)
-    return jax.jit(jax.vmap(lambda y0, p, ts: run(y0, p, ts).ys, in_axes=(0, 0, None)))
+        run = diffrax_solver(system, method, rtol, atol, max_steps)
+        return jax.jit(jax.vmap(lambda y0, p, ts: run(y0, p, ts).ys, in_axes=(0, 0, None)))
+
+    return system.compiled(("diffrax_sweep", method, rtol, atol, max_steps), build)
 
 
 def sweep(
@@ -48,7 +50,7 @@ def sweep(
     ``y0`` may be a callable of the parameter values (initial states that depend on them)."""
     import jax.numpy as jnp
 
-    ts = _validate_time(t)
+    ts = check_times(t)
     for name in grid:
         if name not in system.parameter_names:
             raise ConfigError(name, f"not a parameter of {system.paper}/{system.name}")
@@ -68,5 +70,5 @@ def sweep(
         for n, v in obs(Y.reshape(-1, ts.size, len(system.state)).reshape(-1, len(system.state)), P.repeat(ts.size, 0).T).items():
             variables[n] = v.reshape(*shape, ts.size)
     ds = make_trajectory(ts, variables, paper=system.paper, system=system.name, source="ode",
-                         backend="diffrax", parameters=dict(base), lead_dims=tuple(names))
+                         backend="diffrax", parameter_values=dict(base), lead_dims=tuple(names))
     return ds.assign_coords({n: np.asarray(grid[n], dtype=float) for n in names})

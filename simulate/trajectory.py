@@ -3,7 +3,8 @@
 Layout (shared by ODE solves, SDE ensembles and real training runs, so that figures can overlay
 any two): dimension ``time`` (plus ``path`` for SDE ensembles, ``run`` for stacked training runs);
 one data variable per state and per observable; attributes ``paper``, ``system``, ``source``
-(``ode``/``sde``/``train``), ``backend``, ``parameters`` (JSON), ``seed``, ``versions`` (JSON),
+(``ode``/``sde``/``train``), ``backend``, ``parameter_values`` (JSON: the values a solve or run
+used, by name — not the system's parameter symbols), ``seed``, ``versions`` (JSON),
 ``git_commit``, ``code_version`` (hash of tdyn's source), ``status`` and ``message`` (as scipy's
 solve_ivp); with a config, ``config`` (JSON of every field, seeds included) and ``config_class``:
 enough to re-run it (``tdyn simulate/train --from FILE.nc``).
@@ -34,7 +35,7 @@ import xarray as xr
 from theory.errors import ConfigError
 
 __all__ = ["make_trajectory", "save", "load", "versions", "git_commit", "code_version", "atomic_write",
-           "parameters_of", "config_of", "jsonable", "Terminated"]
+           "parameter_values_of", "config_of", "jsonable", "Terminated"]
 
 Trajectory = xr.Dataset
 
@@ -108,7 +109,7 @@ def make_trajectory(
     system: str,
     source: str,
     backend: str = "",
-    parameters: Mapping[str, Any] | None = None,
+    parameter_values: Mapping[str, Any] | None = None,
     seed: int | None = None,
     status: int = 0,
     message: str = "",
@@ -131,7 +132,7 @@ def make_trajectory(
         "system": system,
         "source": source,
         "backend": backend,
-        "parameters": json.dumps(jsonable(dict(parameters or {})), sort_keys=True),
+        "parameter_values": json.dumps(jsonable(dict(parameter_values or {})), sort_keys=True),
         "seed": -1 if seed is None else int(seed),
         "versions": json.dumps(versions(), sort_keys=True),
         "git_commit": git_commit(),
@@ -154,8 +155,10 @@ def config_attrs(config: Any) -> dict[str, str]:
             "config_class": f"{type(config).__module__}:{type(config).__qualname__}"}
 
 
-def parameters_of(ds: xr.Dataset) -> dict[str, Any]:
-    return json.loads(ds.attrs.get("parameters", "{}"))
+def parameter_values_of(ds: xr.Dataset) -> dict[str, Any]:
+    """The parameter values recorded in a trajectory (``{}`` for none; files written before the
+    attribute was renamed keep them under ``parameters``)."""
+    return json.loads(ds.attrs.get("parameter_values", ds.attrs.get("parameters", "{}")))
 
 
 def config_of(ds: xr.Dataset) -> dict[str, Any]:

@@ -89,7 +89,7 @@ def test_fast_full_sampler_has_the_population_mean_and_the_reference_covariance(
     import jax
     import jax.numpy as jnp
 
-    simulate.ode._enable_x64()
+    simulate.enable_x64()
     rng = np.random.default_rng(4)
     V, A = _random_full(task, rng, 0.2)
     theta = jnp.asarray(np.concatenate([V.ravel(), A.ravel()]))
@@ -138,7 +138,7 @@ def test_alias_draw_reproduces_the_probabilities():
 
     from theory.sampling import alias_draw, alias_table
 
-    simulate.ode._enable_x64()
+    simulate.enable_x64()
     p = np.random.default_rng(5).dirichlet(np.full(37, 0.3))
     prob, alias = alias_table(p)
     u = (np.arange(2**20) + 0.5) / 2**20
@@ -155,7 +155,7 @@ def test_outcome_tables_give_the_exact_population_gradient_and_the_sampled_secon
     import jax
     import jax.numpy as jnp
 
-    simulate.ode._enable_x64()
+    simulate.enable_x64()
     sde = R.ReducedMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 2)
     (p, F), = R.sample_tables(task)  # one joint table at N=3, T=16, Q=2
     assert abs(p.sum() - 1) < 1e-12
@@ -181,7 +181,7 @@ def test_unrolled_step_equals_the_array_step(task):
 
     from theory.scb.reduced_step import reduced_terms_unrolled
 
-    simulate.ode._enable_x64()
+    simulate.enable_x64()
     sde = R.ReducedMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 2)
     args = sde.args()
     (_, F), = R.sample_tables(task)

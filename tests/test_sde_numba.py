@@ -95,7 +95,7 @@ def test_step_noise_has_the_reference_per_sample_gradient_covariance(cfg):
     import jax
     import jax.numpy as jnp
 
-    simulate.ode._enable_x64()
+    simulate.enable_x64()
     task = scb.make_task(cfg)
     M = 64
     model = scb.MinibatchSDE(task, cfg.eta_V, cfg.eta_A, cfg.batch, mc_samples=M)

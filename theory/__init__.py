@@ -2,8 +2,8 @@
 
 Public API: :class:`ReducedSystem` and its exporters (:func:`load_system` reads the JSON back),
 :class:`Problem` (what ``simulate.solve`` needs), :class:`ParamsBase` (every paper's Config), the
-error types, and one package per paper (``theory.scb``, ...), imported on demand (derivations can
-be slow).
+error types, :func:`resolve_ref` (``"module:attribute"`` -> the object), and one package per
+paper (``theory.scb``, ...), imported on demand (derivations can be slow).
 """
 
 from .core import ReducedSystem
@@ -11,6 +11,7 @@ from .errors import ConfigError, DivergenceError, SolverError, TdynError, check_
 from .export import load_system, systems_to_json
 from .params import ParamsBase
 from .problem import Problem
+from .refs import resolve_ref
 
 __all__ = [
     "ReducedSystem",
@@ -23,4 +24,5 @@ __all__ = [
     "SolverError",
     "DivergenceError",
     "check_choice",
+    "resolve_ref",
 ]

@@ -10,6 +10,11 @@ Exporters (``theory/export.py``): :meth:`ReducedSystem.to_latex`, :meth:`to_pyth
 :meth:`to_jax_source` (jit-able JAX source), :meth:`to_json` (+ :func:`theory.load_system`), and the
 callables :meth:`to_numpy` / :meth:`to_jax` with the fixed argument order ``f(t, y, p)`` where ``y``
 follows ``state`` and ``p`` follows ``parameters``.
+
+Numeric callables (:meth:`to_numpy`, :meth:`to_jax`, :meth:`jacobian_numpy`, :meth:`diffusion_jax`,
+:meth:`observables_numpy`, :meth:`closed_forms_numpy`) come from one lambdify path
+(:meth:`ReducedSystem.lambdify`, which evaluates the ``definitions`` as leading assignments) and are
+built once per system object (:meth:`ReducedSystem.compiled`).
 """
 
 from __future__ import annotations
@@ -208,34 +213,60 @@ class ReducedSystem:
 
         return to_json(self)
 
-    # -- numeric callables -------------------------------------------------------------------------
-    def _lambdify(self, exprs, modules):
-        """Numeric callable of ``exprs`` (which may use the definitions' symbols): the definitions
-        become leading assignments of the generated function (as in the exported source), then
-        common subexpressions; substituting them symbolically first can take minutes."""
-        defs = list(self.definitions)
+    # -- numeric callables: compiled once per system object ---------------------------------------
+    def compiled(self, key: Any, build: Callable[[], Any]) -> Any:
+        """``build()``, memoised on this system object under ``key``: the one cache of compiled
+        callables (the lambdified functions below; ``simulate`` keeps its jitted solvers here too),
+        so each is built once per system and dies with it. Not pickled (:meth:`__getstate__`)."""
+        cache = self.__dict__.setdefault("_compiled", {})
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_compiled", None)  # lambdified and jitted functions do not pickle; rebuilt on use
+        return state
+
+    def lambdify(self, exprs: Sequence[sp.Expr], modules: str = "numpy", *, definitions: bool = True) -> Callable:
+        """The one lambdify path: ``f(t, y, p)`` evaluating the flat list ``exprs`` (which may use the
+        definitions' symbols) with ``modules`` ``"numpy"`` (:func:`numpy_modules`) or ``"jax"``
+        (:func:`jax_modules`). The definitions become leading assignments of the generated
+        function (as in the exported source), then common subexpressions; substituting them
+        symbolically first can take minutes. ``definitions=False`` for expressions already in
+        state and parameters only (the expanded Jacobian): no leading assignments, plain
+        ``cse``. Not cached: the methods below cache what they build."""
+        mods = {"numpy": numpy_modules, "jax": jax_modules}[modules]()
+        defs = list(self.definitions) if definitions else []
 
         def cse(items):
             reps, reduced = sp.cse(items, optimizations="basic")
             return defs + list(reps), reduced
 
-        return sp.lambdify((TIME, self.state, self.parameters), exprs, modules=modules,
+        return sp.lambdify((TIME, self.state, self.parameters), exprs, modules=mods,
                            cse=cse if defs else True)
 
     def to_numpy(self) -> Callable[[float, np.ndarray, np.ndarray], np.ndarray]:
-        """``f(t, y, p) -> dy/dt`` as a numpy array (float64)."""
-        f = self._lambdify(list(self.rhs), numpy_modules())
+        """``f(t, y, p) -> dy/dt`` as a numpy array (float64); built once per system."""
+        return self.compiled("to_numpy", self._build_numpy)
+
+    def _build_numpy(self):
+        f = self.lambdify(list(self.rhs), "numpy")
+        dim = len(self.state)
 
         def rhs(t, y, p):
-            return np.asarray(f(t, y, p), dtype=np.float64).reshape(len(self.state))
+            return np.asarray(f(t, y, p), dtype=np.float64).reshape(dim)
 
         return rhs
 
     def to_jax(self) -> Callable:
-        """``f(t, y, p) -> dy/dt`` traceable by jax (jit/vmap/grad)."""
+        """``f(t, y, p) -> dy/dt`` traceable by jax (jit/vmap/grad); built once per system."""
+        return self.compiled("to_jax", self._build_jax)
+
+    def _build_jax(self):
         import jax.numpy as jnp
 
-        f = self._lambdify(list(self.rhs), jax_modules())
+        f = self.lambdify(list(self.rhs), "jax")
 
         def rhs(t, y, p):
             out = f(t, y, p)
@@ -243,15 +274,44 @@ class ReducedSystem:
 
         return rhs
 
+    def jacobian_numpy(self) -> Callable[[float, np.ndarray, np.ndarray], np.ndarray]:
+        """``J(t, y, p) -> d(dy/dt)/dy`` as a ``(dim, dim)`` float64 array (what implicit scipy
+        methods take as ``jac``); the Jacobian of :attr:`expanded_rhs`, built once per system."""
+        def build():
+            dim = len(self.state)
+            f = self.lambdify(list(self.jacobian()), "numpy", definitions=False)  # row-major entries
+            return lambda t, y, p: np.asarray(f(t, y, p), dtype=np.float64).reshape(dim, dim)
+
+        return self.compiled("jacobian_numpy", build)
+
+    def diffusion_jax(self) -> Callable:
+        """``g(t, y, p) -> (dim, noise_dim)`` jax array of the Ito ``diffusion`` matrix (which may use
+        the definitions' symbols); built once per system. ``ConfigError`` for an ODE."""
+        if self.diffusion is None:
+            raise ConfigError("system", f"{self.paper}/{self.name} has no diffusion")
+
+        def build():
+            import jax.numpy as jnp
+
+            f = self.lambdify(list(self.diffusion), "jax")  # row-major entries
+            shape = (len(self.state), int(self.diffusion.shape[1]))
+            return lambda t, y, p: jnp.asarray(f(t, y, p), dtype=y.dtype).reshape(shape)
+
+        return self.compiled("diffusion_jax", build)
+
     def _named_numpy(self, table: Mapping[str, sp.Expr]):
         names = list(table)
         if not names:
             return names, None
         exprs = [sp.sympify(table[n]) for n in names]
-        return names, self._lambdify(exprs, numpy_modules())
+        return names, self.lambdify(exprs, "numpy")
 
     def observables_numpy(self) -> Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]]:
-        """``g(Y, p) -> {name: array}`` vectorised over a leading time axis of ``Y`` (shape (n, d))."""
+        """``g(Y, p) -> {name: array}`` vectorised over a leading time axis of ``Y`` (shape (n, d));
+        built once per system."""
+        return self.compiled("observables_numpy", self._build_observables)
+
+    def _build_observables(self):
         names, f = self._named_numpy(self.observables)
         if f is None:
             return lambda Y, p: {}
@@ -268,14 +328,18 @@ class ReducedSystem:
     def closed_forms_numpy(self) -> Callable[..., dict[str, np.ndarray]]:
         """``h(t, p, y=None) -> {name: array}``: the closed forms as numpy functions of time ``t``
         (any shape) and the parameter vector ``p``; ``y`` (a state vector) only for forms that
-        use the state. Figures use this instead of sympy symbols."""
+        use the state. Figures use this instead of sympy symbols. Built once per system."""
+        return self.compiled("closed_forms_numpy", self._build_closed_forms)
+
+    def _build_closed_forms(self):
         names, f = self._named_numpy(self.closed_forms)
         if f is None:
             return lambda t, p, y=None: {}
+        dim = len(self.state)
 
         def forms(t, p, y=None):
             t = np.asarray(t, dtype=np.float64)
-            y = np.zeros(len(self.state)) if y is None else np.asarray(y, dtype=np.float64)
+            y = np.zeros(dim) if y is None else np.asarray(y, dtype=np.float64)
             vals = f(t, tuple(y), np.asarray(p, dtype=np.float64))
             return {n: np.broadcast_to(np.asarray(v, dtype=np.float64), t.shape).copy()
                     for n, v in zip(names, vals)}

@@ -218,7 +218,13 @@ class ParamsBase:
             for name, value in self._variant_fixed(self.variant).items():
                 if keep.get(name) == value and name not in changes:
                     keep[name] = self.variant_default(name, changes["variant"])
-        return type(self)(**{**keep, **changes})
+        new = type(self)(**{**keep, **changes})
+        for name, value in new._variant_fixed(new.variant).items():
+            # a change equal to the field's default is indistinguishable from no change at
+            # construction (the variant imposes its value): refuse it here, never drop it
+            if name in changes and _to_tuple(changes[name]) != value:
+                raise ConfigError(name, f"variant {new.variant!r} fixes {name}={value!r}; got {changes[name]!r}")
+        return new
 
     def with_overrides(self, assignments: Sequence[str]) -> "ParamsBase":
         """Apply ``["key=value", ...]`` with values parsed as Python/JSON literals and coerced to

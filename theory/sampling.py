@@ -70,6 +70,6 @@ def multinomial_pmf(counts: np.ndarray, p: np.ndarray) -> np.ndarray:
     from scipy.special import gammaln
 
     counts = np.asarray(counts)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0 log 0 (the branch np.where drops)
         logp = np.where(counts > 0, counts * np.log(p), 0.0)
     return np.exp(gammaln(counts.sum(1) + 1) - gammaln(counts + 1).sum(1) + logp.sum(1))

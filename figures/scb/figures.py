@@ -100,7 +100,7 @@ def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str =
     cfg = config or overlay_config(quick)
     task = scb.make_task(cfg)
     sde, t = scb.minibatch_sde(cfg)
-    ens = simulate.solve_sde(sde, t, paths=paths, seed=seed, parameters=cfg.to_dict())
+    ens = simulate.solve_sde(sde, t, paths=paths, seed=seed, parameter_values=cfg.to_dict())
     sgd = stack_runs([escb.train(cfg, device=device, seed=seed + 1000 + r, task=task)[0] for r in range(runs)])
     ode = ode_for(cfg, t, task)
     names = list(scb.CORRELATION_OBSERVABLES)

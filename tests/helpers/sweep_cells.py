@@ -1,4 +1,4 @@
-"""Cell functions for tests/test_sweeps.py (importable by spawned and Ray workers)."""
+"""Cell functions for tests/empirical/test_sweeps.py (importable by spawned and Ray workers)."""
 
 from __future__ import annotations
 

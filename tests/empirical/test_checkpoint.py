@@ -1,7 +1,7 @@
-"""Nothing lost on interruption: atomic writes under SIGTERM/SIGINT (real subprocesses), the
-umask, checkpoint fingerprints, and interrupted-then-resumed == uninterrupted, bit for bit —
-for SCB through ``tdyn train`` with a real SIGINT, and for every paper whose ``train`` slot takes
-checkpoints (table-driven: a paper joins as soon as its slot passes them to the Trainer)."""
+"""The Trainer's checkpoints (empirical/trainer.py): fingerprints, and interrupted-then-resumed ==
+uninterrupted, bit for bit — for SCB through ``tdyn train`` with a real SIGINT, and for every paper
+whose ``train`` slot takes checkpoints (table-driven: a paper joins as soon as its slot passes them
+to the Trainer). Atomic writes under signals: tests/simulate/test_trajectory.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import inspect
 import json
 import os
 import signal
-import stat
 import subprocess
 import sys
 import textwrap
@@ -22,8 +21,9 @@ import pytest
 from click.testing import CliRunner
 
 from figures.papers import PAPERS
+from helpers.trajectories import assert_same
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "PYTHONHASHSEED": "0"}
 
 #: tiny configs per paper (``--set`` strings) for the resume tests
@@ -37,64 +37,6 @@ TINY = {
 
 def _takes_checkpoint(row) -> bool:
     return "checkpoint" in inspect.signature(row.slot("train")).parameters
-
-
-def _same(a, b):
-    assert sorted(a.data_vars) == sorted(b.data_vars)
-    np.testing.assert_array_equal(a.time.values, b.time.values)
-    for v in a.data_vars:
-        np.testing.assert_array_equal(a[v].values, b[v].values, err_msg=v)
-
-
-# ------------------------------------------------------------------------------------------------
-# atomic writes
-# ------------------------------------------------------------------------------------------------
-_SLOW_SAVE = textwrap.dedent("""
-    import sys, time, pathlib
-    from simulate.trajectory import atomic_write
-    target, ready = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-    def slow(tmp):
-        with open(tmp, "w") as f:
-            f.write("half a file"); f.flush()
-            ready.write_text("writing")
-            time.sleep(60)
-    atomic_write(target, slow)
-""")
-
-
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_signal_during_save_leaves_target_intact_and_no_temp_file(tmp_path, sig):
-    target, ready = tmp_path / "run.nc", tmp_path / "ready"
-    target.write_text("the old complete file")
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_SAVE, str(target), str(ready)], env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert ready.exists(), proc.communicate()[1].decode()[-2000:]
-    assert any(p.name.endswith(".tmp") for p in tmp_path.iterdir())  # the save is under way
-    proc.send_signal(sig)
-    proc.communicate(timeout=30)
-    assert proc.returncode != 0
-    assert target.read_text() == "the old complete file"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ready", "run.nc"]
-
-
-@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
-def test_written_files_honour_the_umask(tmp_path, umask, mode):
-    import simulate
-
-    ds = simulate.make_trajectory(np.arange(3.0), {"x": np.ones(3)}, paper="p", system="s", source="ode")
-    target = tmp_path / "x.nc"
-    target.write_text("old")
-    os.chmod(target, 0o644)
-    old = os.umask(umask)
-    try:
-        simulate.save(ds, target)
-    finally:
-        os.umask(old)
-    assert stat.S_IMODE(target.stat().st_mode) == mode
-    assert float(simulate.load(target)["x"].sum()) == 3.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -131,7 +73,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(paper, tmp_path, monkeypa
         train(cfg, device="cpu", checkpoint=tmp_path / "ck", checkpoint_every=5)
     restore()
     got = train(cfg, device="cpu", checkpoint=tmp_path / "ck", checkpoint_every=5, resume=True)
-    _same(ref, got)
+    assert_same(ref, got)
     assert json.loads(got.attrs["config"]) == json.loads(json.dumps(cfg.to_dict()))
 
 
@@ -151,7 +93,7 @@ def test_trainer_resume_bit_identical_and_refuses_another_config(tmp_path, monke
     fp = json.loads((tmp_path / "checkpoint.json").read_text())
     assert fp["config"]["eta_V"] == 0.05 and fp["steps"] == 40 and len(fp["code_version"]) == 16
     got, _ = escb.train(cfg, device="cpu", checkpoint=tmp_path, checkpoint_every=10, resume=True)
-    _same(ref, got)
+    assert_same(ref, got)
     for change, word in ((dict(eta_V=0.1), "eta_V 0.05 -> 0.1"), (dict(N=4), "N 3 -> 4"), (dict(steps=60), "steps")):
         with pytest.raises(ConfigError, match=word) as err:
             escb.train(dataclasses.replace(cfg, **change), device="cpu", checkpoint=tmp_path, resume=True)
@@ -224,22 +166,4 @@ def test_tdyn_train_scb_sigint_then_resume_equals_uninterrupted(tmp_path, monkey
     assert done.returncode == 0, err
     cfg = PAPERS["scb"].make_config(["T=8", "batch=32", "steps=800", "log_every=50"])
     ref, _ = escb.train(cfg, device="cpu")
-    _same(ref, simulate.load(out))
-
-
-def test_train_from_file_reruns_with_the_same_numbers(tmp_path):
-    import simulate
-    from figures.cli import main
-
-    a, b = tmp_path / "a.nc", tmp_path / "b.nc"
-    res = CliRunner().invoke(main, ["train", "scb", "--device", "cpu", "--no-progress", "--variant", "sgd",
-                                    "--set", "T=8", "--set", "steps=20", "--set", "batch=16", "--set", "task_seed=7",
-                                    "--out", str(a)])
-    assert res.exit_code == 0, res.output
-    res = CliRunner().invoke(main, ["train", "--from", str(a), "--no-progress", "--out", str(b)])
-    assert res.exit_code == 0, res.output
-    A, B = simulate.load(a), simulate.load(b)
-    _same(A, B)
-    assert json.loads(B.attrs["invocation"])["variant"] == "sgd"
-    cfg = json.loads(A.attrs["config"])
-    assert cfg["task_seed"] == 7 and cfg["seed"] == 0 and cfg["T"] == 8 and "code_version" in A.attrs
+    assert_same(ref, simulate.load(out))

@@ -1,7 +1,8 @@
 """Issue 12's table of bad inputs through the real CLI: each gives one line ``error: <field>: ...``,
 exit code 2, and creates no file or directory. The table runs in one child process under an
 address-space limit and a per-row alarm (a row that started allocating or hanging fails instead of
-taking the machine down); property tests (hypothesis) check the config validation itself."""
+taking the machine down). The property tests of the config validation itself (hypothesis) are in
+tests/theory/test_params.py."""
 
 from __future__ import annotations
 
@@ -13,12 +14,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from figures.papers import PAPERS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIG = "1" + "0" * 400  # an integer beyond float range
 
 #: (id, argv, field); ``{tmp}`` is a fresh empty folder (the cwd), ``{file}`` an existing file in
@@ -164,62 +163,6 @@ def test_scipy_divergence_same_contract_as_diffrax(tmp_path):
         assert all(bool(part[v].notnull().all()) for v in ("zeta", "omega", "xi", "eta"))
         assert part.attrs["status"] == -1 and json.loads(part.attrs["config"])["eta_V"] == 1e300
         assert not out.exists()
-
-
-# ------------------------------------------------------------------------------------------------
-# Property tests: config validation
-# ------------------------------------------------------------------------------------------------
-def _configs():
-    import dataclasses
-
-    out = []
-    for row in PAPERS.values():
-        C = row.Config
-        for f in dataclasses.fields(C):
-            if (f.type if isinstance(f.type, str) else f.type.__name__) in ("int", "float", "bool"):
-                out.append((row.name, C, f.name, f.type if isinstance(f.type, str) else f.type.__name__))
-    return out
-
-
-_values = st.one_of(
-    st.integers(-(10**30), 10**30).map(str),
-    st.floats(allow_nan=True, allow_infinity=True).map(repr),
-    st.sampled_from(["1e400", "-1e400", BIG, "nan", "inf", "True", "[1, 2]", "'x'", "", "None", "3.5", "0"]),
-    st.text(max_size=8),
-)
-
-
-@pytest.mark.parametrize("paper, Config, name, kind", _configs(), ids=[f"{c[0]}.{c[2]}" for c in _configs()])
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(raw=_values)
-def test_set_either_gives_a_typed_field_or_names_it(paper, Config, name, kind, raw):
-    """``--set name=raw`` yields a valid config holding a value of the field's type, or a
-    ConfigError naming that field (or a field it is checked against, quoting it) — never another
-    exception."""
-    from theory.errors import ConfigError
-
-    try:
-        cfg = Config().with_overrides([f"{name}={raw}"])
-    except ConfigError as err:
-        # a cross-field rule may name the other field, but then says which value it compared
-        assert err.field == name or name in err.message, (err.field, str(err))
-        return
-    v = getattr(cfg, name)
-    assert type(v) is {"int": int, "float": float, "bool": bool}[kind]
-    if name == "seed" or name.endswith("_seed"):
-        assert 0 <= v < 2**32
-    assert Config.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg  # round trip (provenance)
-
-
-@settings(max_examples=60, deadline=None)
-@given(steps=st.integers(1, 10**5), every=st.integers(1, 10**4))
-def test_log_steps_invariants(steps, every):
-    from theory.params import log_steps
-
-    g = log_steps(steps, every)
-    assert g[0] == 0 and g[-1] == steps and (g.dtype.kind == "i")
-    d = g[1:] - g[:-1]
-    assert (d > 0).all() and (d[:-1] == every).all() and d[-1] <= every
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from figures.cli import main
 from theory import cache, scb
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture()

@@ -1,6 +1,10 @@
-"""Speed goals of issue 11, each as a ratio against its baseline measured in the same run
-(`make bench`; skipped by default). At the end a table of every ratio and goal is printed and saved
-as JSON (``.benchmarks/speed.json``, or ``$TDYN_BENCH_JSON``) with the machine's load average.
+"""A speed **report**, not a test of speed: the goals of issue 11, each measured as a ratio against
+its baseline in the same run (`make bench`; skipped by default). Speed is never a timed assertion:
+each goal is recorded beside its measurement (``met``: whether this machine, at this load, reached
+it) and never asserted, so a slow or busy machine cannot fail the suite. At the end the report table
+is printed and saved as JSON (``.benchmarks/speed.json``, or ``$TDYN_BENCH_JSON``) with the
+machine's load average. (The only asserts here check that a benchmarked command ran and gave the
+right output.)
 
 * SDE engine: the full SCB (V, A) minibatch SDE — diffrax ``Euler`` (the previous engine, kept
   here as the baseline) vs the numba backend (``solve_sde(..., backend="numba")``: compiled path
@@ -31,7 +35,7 @@ from theory import scb
 from theory.scb import reduced_sde as R
 
 pytestmark = pytest.mark.benchmark
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _best_of(fn, n=3):
@@ -41,7 +45,7 @@ def _best_of(fn, n=3):
 @lru_cache(maxsize=4)
 def _diffrax_ensemble(sde, dt: float, max_steps: int):
     """The previous solve_sde engine (diffrax Euler, UnsafeBrownianPath), kept as the baseline."""
-    simulate.ode._enable_x64()
+    simulate.enable_x64()
     import diffrax
     import jax
     import jax.numpy as jnp

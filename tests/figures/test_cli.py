@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from figures.cli import main
+from helpers.trajectories import assert_same
 from theory import scb
 
 
@@ -155,3 +156,30 @@ def test_diverging_sde_exit_2_keeps_partial(runner, tmp_path):
     line = _one_error_line(res)
     assert "non-finite at t=" in line
     assert [p.name for p in tmp_path.iterdir()] == ["sde.partial.nc"]
+
+
+def test_train_from_file_reruns_with_the_same_numbers(tmp_path):
+    import simulate
+    from figures.cli import main
+
+    a, b = tmp_path / "a.nc", tmp_path / "b.nc"
+    res = CliRunner().invoke(main, ["train", "scb", "--device", "cpu", "--no-progress", "--variant", "sgd",
+                                    "--set", "T=8", "--set", "steps=20", "--set", "batch=16", "--set", "task_seed=7",
+                                    "--out", str(a)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["train", "--from", str(a), "--no-progress", "--out", str(b)])
+    assert res.exit_code == 0, res.output
+    A, B = simulate.load(a), simulate.load(b)
+    assert_same(A, B)
+    assert json.loads(B.attrs["invocation"])["variant"] == "sgd"
+    cfg = json.loads(A.attrs["config"])
+    assert cfg["task_seed"] == 7 and cfg["seed"] == 0 and cfg["T"] == 8 and "code_version" in A.attrs
+
+
+@pytest.mark.parametrize("args", [["figures", "joma", "--corpus", "/nonexistent/wt2"],
+                                  ["reproduce", "--corpus", "/nonexistent/wt2"]])
+def test_cli_missing_corpus_exits_2_with_one_line(args):
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: corpus: "), res.stderr

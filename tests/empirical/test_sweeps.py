@@ -21,16 +21,16 @@ from click.testing import CliRunner
 
 from empirical.sweeps import grid_cells, open_sweep, read_index, run_cells
 
-ROOT = Path(__file__).resolve().parent.parent
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = Path(__file__).resolve().parents[1]  # holds helpers/
 LINE = "helpers.sweep_cells:line"
 
 
 @pytest.fixture(autouse=True)
 def _importable_helpers(monkeypatch):
     """Spawned workers import the cell function from tests/helpers."""
-    monkeypatch.syspath_prepend(str(HERE))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(HERE)]))
+    monkeypatch.syspath_prepend(str(TESTS))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(TESTS)]))
 
 
 def _cells(xs, **options):
@@ -155,33 +155,6 @@ def ray_cluster(monkeypatch):
 
 def test_ray_cluster_sweep_with_a_killed_worker(tmp_path, ray_cluster):
     _sweep_with_a_killed_worker(tmp_path, ray=ray_cluster)
-
-
-def test_sweep_scb_through_the_cli_matches_the_train_slot(tmp_path):
-    """`tdyn sweep scb` over eta_V x 2 seeds; rerun with one more value only runs the new cells; the
-    stored trajectory equals running the train slot directly with that cell's config."""
-    from figures.cli import main
-    from figures.papers import PAPERS
-    from figures.sweep import sweep
-
-    store = tmp_path / "st"
-    args = ["sweep", "scb", "--grid", "eta_V=0.02,0.05", "--seeds", "2", "--set", "T=8", "--set", "steps=10",
-            "--set", "batch=16", "--set", "log_every=5", "--store", str(store)]
-    res = CliRunner().invoke(main, args)
-    assert res.exit_code == 0, res.output
-    assert res.stdout.strip().endswith(f"4/4 cells done in {store / 'index.csv'}")
-    seen = []
-    ds = sweep("scb", ["eta_V=0.02,0.05,0.1"], seeds=2, overrides=["T=8", "steps=10", "batch=16", "log_every=5"],
-               store=store, progress=lambda *a: seen.append(a))
-    assert len(seen) == 2 and ds.sizes["cell"] == 6
-    cell = ds.where((ds["eta_V"] == 0.05) & (ds["seed"] == 1), drop=True).isel(cell=0)
-    row = PAPERS["scb"]
-    direct = row.slot("train")(row.make_config(["T=8", "steps=10", "batch=16", "log_every=5", "eta_V=0.05", "seed=1"]),
-                               device="cpu")
-    for v in ("value_transition_correlation", "population_loss"):
-        np.testing.assert_array_equal(cell[v].values, direct[v].values)
-    bad = CliRunner().invoke(main, ["sweep", "scb", "--grid", "eta_V=0.1,-1", "--store", str(tmp_path / "no")])
-    assert bad.exit_code == 2 and bad.stderr.startswith("error: eta_V:") and not (tmp_path / "no").exists()
 
 
 def test_unreachable_ray_address_is_refused_before_anything_is_written(tmp_path):

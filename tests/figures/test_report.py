@@ -1,0 +1,40 @@
+"""figures/report.py: one Report shape for every paper — judged vs diagnostic observables, claims,
+Break rows with the same keys everywhere, strict JSON."""
+
+import json
+import math
+
+from figures.report import BREAK_KEYS, REPORT_KEYS, Break, Claim, Observable, Report
+
+
+def _report():
+    return Report("p", "N=3", [Observable("a", 0.01, 0.05), Observable("b", 0.2, None, "diagnostic"),
+                               Observable("c", math.nan, 0.1)],
+                  [Claim("grows", "x grows like log T", True, {"slope": 1.02, "T": [1, 2, 3]}, "5 seeds")],
+                  [Break("batch", {"batch": 16}, {"a": 0.3}, False, "small batches"), {"factor": "legacy"}])
+
+
+def test_passed_is_judged_observables_only():
+    rep = _report()
+    assert [o.passed for o in rep.observables] == [True, None, False]  # NaN never passes
+    assert rep.passed is False
+    assert Report("p", "", [Observable("a", 0.01, 0.05), Observable("b", 9.0)]).passed is True
+    assert rep.observable("b").note == "diagnostic" and rep.claim("grows").holds
+
+
+def test_json_has_one_shape_and_is_strict():
+    doc = _report().to_json()
+    assert tuple(doc) == REPORT_KEYS
+    assert doc["observables"]["c"] == {"rel_l2": None, "tolerance": 0.1, "passed": False, "note": ""}
+    row = doc["where_agreement_breaks"][0]
+    assert tuple(row) == BREAK_KEYS and row["setting"] == {"batch": 16} and row["within_tolerance"] is False
+    assert doc["claims"][0]["evidence"] == {"slope": 1.02, "T": [1, 2, 3]}
+    json.loads(json.dumps(doc, allow_nan=False))  # strict JSON: NaN written as null
+
+
+def test_table_lists_every_row():
+    lines = _report().table().splitlines()
+    assert lines[0] == "p: N=3" and lines[-1] == "passed: False"
+    assert any(ln.split()[:4] == ["a", "0.01", "0.05", "pass"] for ln in lines)
+    assert any(ln.split()[:3] == ["b", "0.2", "-"] and ln.endswith("diagnostic") for ln in lines)
+    assert any(ln.startswith("  breaks: factor=batch") for ln in lines)
