@@ -28,7 +28,7 @@ import pytest
 
 import simulate
 from theory import scb
-from theory.scb import reduced_sde as R
+from theory.scb import sde as R
 
 pytestmark = pytest.mark.benchmark
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""SCB SDEs (theory/scb/reduced_sde.py): the reduced SDE of spec §3.6 against the full (V, A) one.
+"""SCB SDEs (theory/scb/sde.py): the reduced SDE of spec §3.6 against the full (V, A) one.
 
 References are independent: the full preconditioned flow (theory.scb.preconditioned_flow), full
 per-sample gradients written out here in numpy from spec §3.2, the exact population gradient, and
@@ -11,7 +11,7 @@ import pytest
 import simulate
 from helpers.moments import moment_z_scores
 from theory import scb
-from theory.scb import reduced_sde as R
+from theory.scb import sde as R
 
 CFG = scb.SCBConfig(N=3, T=16, Q=2, eta_V=0.2, eta_A=0.2, batch=32, steps=120, log_every=40)
 
@@ -176,10 +176,10 @@ def test_outcome_tables_give_the_exact_population_gradient_and_the_sampled_secon
 
 
 def test_unrolled_step_equals_the_array_step(task):
-    """reduced_step.reduced_terms_unrolled (the fast path) == drift + projected_per_sample arrays."""
+    """sde.reduced_terms_unrolled (the fast path) == drift + projected_per_sample arrays."""
     import jax.numpy as jnp
 
-    from theory.scb.reduced_step import reduced_terms_unrolled
+    from theory.scb.sde import reduced_terms_unrolled
 
     simulate.ode._enable_x64()
     sde = R.ReducedMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 2)

@@ -15,7 +15,7 @@ from helpers.moments import moment_z_scores
 from theory import scb
 from theory.counter_rng import normals, splitmix64
 from theory.errors import ConfigError, SolverError
-from theory.scb import reduced_sde as R
+from theory.scb import sde as R
 from theory.scb import sde_numba as K
 
 CFG = scb.SCBConfig(N=3, T=16, Q=2, eta_V=0.2, eta_A=0.2, batch=32, steps=100, log_every=25)

@@ -7,14 +7,18 @@ positions per query (``rho = 1/Q``); model ``yhat = V X a^(k)``; squared loss; p
 
 Modules, by concern:
 
+* :mod:`.config` — ``PAPER``/``SPEC``, :class:`SCBConfig` (all variants' settings; time unit =
+  optimiser step), the task instance and the size estimator;
 * :mod:`.derive` — loss -> reduced flows (symmetric, general, l1), stage-1 linearisation, escape time;
-* :mod:`.config` — :class:`SCBConfig` (all variants' settings; time unit = optimiser step), the task;
 * :mod:`.population` — population loss/gradient/observables of the full ``(V, A)`` (``xp=`` numpy/jax);
-* :mod:`.sde` — the minibatch-SGD SDE on the full parameters;
-* :mod:`.problem` — ``systems(config)`` and ``problem(config) -> Problem`` for the paper table.
+* :mod:`.problem` — ``systems(config)`` and ``problem(config) -> Problem`` for the paper table;
+* :mod:`.sde` — the minibatch-SGD SDEs: full ``(V, A)`` and reduced (the table's ``sde`` slot);
+* :mod:`.sde_numba` — the full SDE's step compiled in numba (a separate job: a compiled kernel).
 """
 
 from .config import (
+    PAPER,
+    SPEC,
     VARIANT_SETTINGS,
     VARIANTS,
     SCBConfig,
@@ -27,8 +31,6 @@ from .config import (
 from .derive import (
     CORRELATION_OBSERVABLES,
     ESCAPE_LEVEL,
-    PAPER,
-    SPEC,
     K,
     Q,
     T,
@@ -62,8 +64,14 @@ from .population import (
     system_parameters,
 )
 from .problem import SOLVE_OPTIONS, problem, systems
-from .reduced_sde import FastMinibatchSDE, ReducedMinibatchSDE, minibatch_sde_fast, minibatch_sde_reduced
-from .sde import MinibatchSDE, minibatch_sde
+from .sde import (
+    FastMinibatchSDE,
+    MinibatchSDE,
+    ReducedMinibatchSDE,
+    minibatch_sde,
+    minibatch_sde_fast,
+    minibatch_sde_reduced,
+)
 
 #: the paper table's ``config`` slot
 Config = SCBConfig

@@ -16,8 +16,12 @@ from ..errors import ConfigError, check_choice
 from ..limits import F64, Term, field_value
 from ..params import ParamsBase
 
-__all__ = ["estimate", "SCBConfig", "SCBTask", "make_task", "stationary_distribution", "initial_parameters",
+__all__ = ["PAPER", "SPEC", "estimate", "SCBConfig", "SCBTask", "make_task", "stationary_distribution", "initial_parameters",
            "VARIANTS", "VARIANT_SETTINGS", "check_variant_settings"]
+
+#: the paper's key in the paper table and its specification
+PAPER = "scb"
+SPEC = "papers/scb.md"
 
 #: Training variants (empirical.scb): preconditioned proximal SGD, plain SGD, softmax attention.
 VARIANTS = ("preconditioned", "sgd", "softmax")

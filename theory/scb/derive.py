@@ -26,12 +26,10 @@ import sympy as sp
 from ..algebra import BilinearForm, Coords, natural_gradient_flow
 from ..core import TIME, ReducedSystem
 from ..errors import ConfigError
-
-PAPER = "scb"
-SPEC = "papers/scb.md"
+from .config import PAPER, SPEC
 
 __all__ = [
-    "PAPER", "SPEC", "symmetric_system", "general_system", "l1_symmetric_system", "l1_general_system",
+    "symmetric_system", "general_system", "l1_symmetric_system", "l1_general_system",
     "loss_symmetric", "stage1_linearisation", "escape_time_formula", "moment_form", "query_loss",
     "CORRELATION_OBSERVABLES", "ESCAPE_LEVEL",
     "zeta", "omega", "xi", "eta", "u", "w", "T", "Q", "rho", "K", "m2", "eta_V", "eta_A",
