@@ -215,3 +215,30 @@ def test_reduced_observables_equal_the_full_ones_off_the_manifold(task):
         obs = sde.observables(R.reduced_coordinates(V, A, task)[None])
         assert np.isclose(obs["population_loss"][0], scb.population_loss(V, A, task), rtol=1e-10)
         assert np.isclose(obs["attention_target_overlap"][0], (A * task.Qm).sum(0).mean(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("make", ["minibatch_sde_reduced", "minibatch_sde_fast", "minibatch_sde"])
+def test_sde_times_are_the_config_ode_times(make):
+    """The SDE entry points (the paper table's ``sde`` slot among them) sample the SDE on
+    ``config.ode_times()``, the grid the Trainer logs on: log_every=3 does not divide steps=10,
+    so the grid is 0, 3, 6, 9 and the last step 10 (a linspace would give 0, 3.33, 6.67, 10)."""
+    from figures.papers import get
+
+    cfg = scb.SCBConfig(steps=10, log_every=3)
+    _, t = getattr(R, make)(cfg)
+    np.testing.assert_array_equal(t, [0.0, 3.0, 6.0, 9.0, 10.0])
+    np.testing.assert_array_equal(t, cfg.ode_times())
+    np.testing.assert_array_equal(get("scb").slot("sde")(cfg)[1], cfg.ode_times())
+
+
+def test_sde_observables_build_no_callable_per_call(task, monkeypatch):
+    """The SDE models' observables are plain numpy formulas: evaluating them never lambdifies."""
+    import sympy
+
+    sde = R.ReducedMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 2)
+    full = scb.MinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 2)
+    monkeypatch.setattr(sympy, "lambdify", lambda *a, **k: pytest.fail("observables lambdified"))
+    Y = np.tile(sde.initial_state(), (3, 1))
+    assert np.allclose(sde.observables(Y)["value_mean_scale"], 1.0)
+    Yf = np.tile(full.initial_state(), (3, 1))
+    assert np.allclose(full.observables(Yf)["value_mean_scale"], 1.0)

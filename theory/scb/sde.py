@@ -685,17 +685,15 @@ def minibatch_sde(config: SCBConfig, mc_samples: int = 64) -> tuple[MinibatchSDE
     return MinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples), config.ode_times()
 
 
-def _grid(config: SCBConfig) -> np.ndarray:
-    return np.linspace(0.0, float(config.steps), config.steps // config.log_every + 1)
-
-
 def minibatch_sde_reduced(config: SCBConfig, mc_samples: int = 2):
-    """``(sde, t)`` for `tdyn simulate scb --sde`: the reduced minibatch-SGD SDE (spec §3.6)."""
+    """``(sde, t)`` for `tdyn simulate scb --sde` (the paper table's ``sde`` slot): the reduced
+    minibatch-SGD SDE (spec §3.6), sampled at ``config.ode_times()``."""
     task = make_task(config)
-    return ReducedMinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples), _grid(config)
+    return ReducedMinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples), config.ode_times()
 
 
 def minibatch_sde_fast(config: SCBConfig, mc_samples: int = 64):
-    """``(sde, t)``: minibatch SGD on the full (V, A) (spec §3.6 option A), fast sampler."""
+    """``(sde, t)``: minibatch SGD on the full (V, A) (spec §3.6 option A), fast sampler, sampled at
+    ``config.ode_times()``."""
     task = make_task(config)
-    return FastMinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples), _grid(config)
+    return FastMinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples), config.ode_times()
