@@ -8,7 +8,7 @@ as JSON (``.benchmarks/speed.json``, or ``$TDYN_BENCH_JSON``) with the machine's
   chunks on threads) with the fast sampler (FastMinibatchSDE: alias-drawn token tuples) and alone.
 * Reduced SCB SDE: 1000 paths x 1e4 steps, warm; goal < 5 s. The CLI command
   ``tdyn simulate scb --sde --paths 1000 --set steps=10000`` in a fresh process; goal < 15 s.
-* SCB real SGD at N=500, T=1e5, batch 256: empirical.scb_fast vs empirical.scb; goal >= 2 steps/s.
+* SCB real SGD at N=500, T=1e5, batch 256: empirical.scb.fast vs empirical.scb.experiment; goal >= 2 steps/s.
 * ``tdyn derive`` per paper: cached vs fresh (and a cached run in a fresh interpreter); goal < 10 s.
 * ODE: diffrax vs scipy per solve, with observables; goal >= 5x.
 """
@@ -124,7 +124,7 @@ def test_bench_scb_sgd_at_scale(bench_row, benchmark):
     import torch
 
     from empirical import scb as E
-    from empirical import scb_fast as F
+    from empirical.scb import fast as F
 
     cfg = scb.SCBConfig(N=500, T=100_000, Q=2, eta_V=1e-5, eta_A=1e-5, batch=256, steps=10, log_every=5)
     task = scb.make_task(cfg)

@@ -1,11 +1,11 @@
-"""SCB SGD at scale (empirical/scb_fast.py) against empirical.scb and the exact theory."""
+"""SCB SGD at scale (empirical/scb/fast.py) against empirical.scb.experiment and the exact theory."""
 
 import numpy as np
 import pytest
 import torch
 
 from empirical import scb as E
-from empirical import scb_fast as F
+from empirical.scb import fast as F
 from theory import scb
 
 CFG = scb.SCBConfig(N=4, T=12, Q=3, eta_V=0.1, eta_A=0.1, batch=8, steps=20, log_every=5)
@@ -98,9 +98,9 @@ def test_escape_time_points_match_the_ode_at_large_batch():
 
 
 # ------------------------------------------------------------------------------------------------
-# the numba kernels (empirical/scb_kernels.py) against closed forms and torch re-implementations
+# the numba kernels (empirical/scb/kernels.py) against closed forms and torch re-implementations
 # ------------------------------------------------------------------------------------------------
-from empirical import scb_kernels as K  # noqa: E402
+from empirical.scb import kernels as K  # noqa: E402
 
 
 def _int_table(mu):

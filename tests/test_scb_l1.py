@@ -1,4 +1,4 @@
-"""The SCB l1-vs-SGD study (empirical/scb_l1.py, figures/scb_l1.py): gradients, prox step, lr
+"""The SCB l1-vs-SGD study (empirical/scb/l1.py, figures/scb/l1.py): gradients, prox step, lr
 search and support recovery checked against independent computations (spec §2, §3.2, §3.5)."""
 
 from pathlib import Path
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from empirical import scb_l1 as el1
+from empirical.scb import l1 as el1
 from figures.scb import l1 as fl1
 from theory import scb
 

@@ -148,7 +148,7 @@ def escape_time_claim(df) -> Claim:
          "sgd_fast_vs_ode_rel": rel_fast.tolist(), "sgd_fast_slope_vs_lnT": sgd_slope,
          "predicted_sgd_fast_slope_vs_lnT": 1.0, "tolerance_ode": ESCAPE_TOL, "tolerance_sgd": SGD_ESCAPE_TOL},
         f"ODE: spec setting K=0.1 rho=1/3 eta=1, T={ode['T'].tolist()}; SGD (empirical.scb): N=3 Q=2 lr=0.8/T "
-        f"batch {int(df[df.source == 'sgd'].batch.iloc[0])}, T={ref.index.tolist()}; SGD (scb_fast): N=3 Q=2 "
+        f"batch {int(df[df.source == 'sgd'].batch.iloc[0])}, T={ref.index.tolist()}; SGD (empirical.scb.fast): N=3 Q=2 "
         f"lr=2/(m2 T)/2 batch {int(f.batch.iloc[0])}, T={fast.index.tolist()}; "
         f"{int(df[df.source == 'sgd'].seed.nunique())}/{int(f.seed.nunique())} seeds",
     )

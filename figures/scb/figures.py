@@ -5,7 +5,7 @@ given) and returns the data it plotted, so tests and :func:`figures.scb.compare`
 * :func:`fig_overlay` — ODE line, SDE bands (minibatch SGD on the full (V, A)) at nominal 50/80/90%,
   SGD runs; band coverage with t = 0 excluded.
 * :func:`fig_escape_time` — escape time vs T: ODE, the §3.4 formula, SGD runs vs their task's ODE
-  (empirical.scb at small T, the fused-kernel empirical.scb_fast up to T = 4096 with --full).
+  (empirical.scb at small T, the fused-kernel empirical.scb.fast up to T = 4096 with --full).
 * :func:`figures.scb.l1.fig_l1_vs_sgd` — the l1 study: distance to ground truth vs samples (l1-proximal vs vanilla SGD).
 * :func:`fig_transfer` — samples to escape from scratch vs pretrained V only (attention uniform;
   the paper's claim) vs pretrained V + attention (ablation), on a correlated transition task.
@@ -26,7 +26,7 @@ import xarray as xr
 
 import simulate
 from empirical import scb as escb
-from empirical.scb_fast import escape_time_points
+from empirical.scb.fast import escape_time_points
 from empirical.trainer import stack_runs
 from theory import Problem, scb
 
@@ -125,7 +125,7 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
 
     * ``source == "ode"``: ODE and formula on the spec's setting for T = 1e2..1e4 (1e5 with --full);
     * ``"sgd"``: :mod:`empirical.scb` (the reference SGD) at small T, lr = 0.8/T, batch 512/2048;
-    * ``"sgd_fast"``: :func:`empirical.scb_fast.escape_time_points` (fused kernels) at larger T
+    * ``"sgd_fast"``: :func:`empirical.scb.fast.escape_time_points` (fused kernels) at larger T
       (``real_sgd_Ts``; quick 64, 256; --full 64..4096), lr = half the stability bound 2/(m2 T)
       (spec §2), batch ``real_sgd_batch`` (512).
 
@@ -165,7 +165,7 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
     axes[0].semilogx(d["T"], d["formula"], "r--", label=r"formula $\log(T\sqrt{\rho})/\sqrt{\eta_V\eta_A\rho K}$")
     axes[0].set_title("population flow, K=0.1, rho=1/3, eta=1")
     for src, colour, label in (("sgd", "tab:orange", f"SGD empirical.scb (batch {batch}, lr 0.8/T)"),
-                               ("sgd_fast", "tab:blue", f"SGD scb_fast (batch {real_sgd_batch}, lr 1/(m2 T))")):
+                               ("sgd_fast", "tab:blue", f"SGD empirical.scb.fast (batch {real_sgd_batch}, lr 1/(m2 T))")):
         g = df[df.source == src]
         per_T = g.groupby("T").agg(sgd=("escape_time", "mean"), ode=("ode_same_task", "first"),
                                    formula=("formula", "first"), lr=("lr", "first"), rel=("rel_err_vs_ode", "mean"))

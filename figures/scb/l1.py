@@ -4,19 +4,19 @@ Protocol (issue 9, deliver 2):
 
 * Task: N=3, Q=2, uniform q on Q random positions, Dirichlet(1) transition (``task_seed`` 0, not
   chosen by outcome), query outside the context (Decisions 1-3).
-* Methods (:mod:`empirical.scb_l1`): ``l1`` = preconditioned proximal SGD (the paper's method,
+* Methods (:mod:`empirical.scb.l1`): ``l1`` = preconditioned proximal SGD (the paper's method,
   V D^{-1}, a_k/mu_k, soft-threshold at lr*lam once <a,q>T >= 2, end-only normalisation: the spec's
   default, Decision 6); ``sgd`` = plain SGD, no preconditioner, no prox; ``l1_proj`` (full mode
   only, an ablation) = ``l1`` plus the per-step projection 1^T a_k = 1 (Decision 6 option). Each
   updates V and A with one learning rate.
-* Learning rates: each method at its OWN rate, from :func:`empirical.scb_l1.largest_stable_lr`
+* Learning rates: each method at its OWN rate, from :func:`empirical.scb.l1.largest_stable_lr`
   (geometric grid lr_min*sqrt(2)^j; stable = population loss finite and < 1.5x its initial value at
   every logged step of a ``horizon``-step run on every seed; lr_max = largest grid rate with all
   smaller ones stable; used: lr_max/sqrt(2), one grid step back), searched per (method, batch).
 * lambda grid per batch B: 0 (preconditioned, no prox: an ablation), the paper's
   ``lam_paper = eps K/(Q^2 N^3)`` (spec §1.3, §6.1; eps = 0.1 target accuracy, K = tr(P Sigma P^T)),
   and ``c * sigma_B`` for c in ``lam_multiples``, where ``sigma_B`` is the per-step minibatch noise
-  scale of the attention update (:func:`empirical.scb_l1.attention_noise_scale`: RMS off-support
+  scale of the attention update (:func:`empirical.scb.l1.attention_noise_scale`: RMS off-support
   std of the preconditioned minibatch gradient at the ground truth). The per-step threshold lr*lam
   vs per-step noise lr*sigma_B is ``lam/sigma_B`` (column ``lam_over_sigma``).
 * Early stopping (spec §6.1 decision): the logged step of minimal exact population loss (= the
@@ -59,7 +59,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from empirical import scb_l1 as el1
+from empirical.scb import l1 as el1
 from empirical.sweeps import Cell, CellsFailed, load_cells, run_cells
 from theory import scb
 
@@ -78,7 +78,7 @@ class L1Settings:
     """Sizes of the study. Every run gets the same sample budget ``samples`` (``samples // batch``
     steps; 0 = ``64 * max(5000, 20 T)``), logged (early-stop candidates) at ``n_log`` evenly spaced
     steps; lr search: ``horizon`` steps on the grid ``lr_min * sqrt(2)^j``, j < n_grid; ``methods`` of
-    :data:`empirical.scb_l1.METHODS`."""
+    :data:`empirical.scb.l1.METHODS`."""
 
     N: int = 3
     Ts: tuple[int, ...] = (128,)
@@ -133,7 +133,7 @@ def study_cell(paper: str, config: dict, *, device: str = "cpu") -> xr.Dataset:
     ``config["part"] == "lr"``: the lr search of one (T, batch, method) over every seed (attrs
     ``lr_max, lr, ratio``; vars ``grid``, ``stable``). ``"runs"``: every run of one (T, batch) —
     methods x lambdas x seeds x lr backoffs, learning rates ``config["lr"][method]`` from the "lr"
-    cells — in ONE batched :func:`empirical.scb_l1.train_runs` call, as before the sweep (the
+    cells — in ONE batched :func:`empirical.scb.l1.train_runs` call, as before the sweep (the
     batch composition is kept: the numbers are identical); vars over (run, log) of :data:`_KEEP`,
     attrs ``sigma`` (sigma_B), ``lam_paper``, ``K``."""
     c = config

@@ -1,7 +1,7 @@
-"""SCB in PyTorch: the data of papers/scb.md §1.2, the linear transformer of §2, its
-preconditioned proximal SGD, plain SGD, a softmax-attention variant and transfer learning.
-
-Read top to bottom: sampler -> models -> update rules -> experiment -> ``train``.
+"""SCB training runs (papers/scb.md §2, §6): :class:`SCBExperiment` (one network on one task, for
+the :class:`~empirical.trainer.Trainer`), :func:`train` and :func:`run` (the paper table's train
+slot). Variants: preconditioned proximal SGD, plain SGD, softmax attention; transfer through
+``init``.
 
 Precision: float64 by default (the comparison with the float64 ODE is the point); ``dtype``
 may be set to float32 for speed on a GPU.
@@ -14,98 +14,19 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from theory.errors import ConfigError
-from theory.scb import (PAPER, VARIANTS, SCBConfig, SCBTask, check_variant_settings, initial_parameters,
-                        make_task, observables_from_parameters, stationary_distribution)
+from theory.scb import (PAPER, SCBConfig, SCBTask, check_variant_settings, initial_parameters, make_task,
+                        observables_from_parameters)
 
-from .trainer import ModuleState, Trainer
+from ..trainer import ModuleState, Trainer
+from .data import SCBSampler
+from .model import LinearSCB, SoftmaxSCB, squared_loss
+from .update import soft_threshold_
 
-__all__ = ["SCBSampler", "LinearSCB", "SoftmaxSCB", "SCBExperiment", "train", "run",
-           "correlated_transition", "VARIANTS"]
-
-
-# ------------------------------------------------------------------------------------------------
-# Data (spec §1.2): x_1..x_T ~ mu iid, k ~ mu (query outside the context, Decision 1 A),
-# s ~ q^(k), x_o ~ P[:, x_s].
-# ------------------------------------------------------------------------------------------------
-class SCBSampler:
-    """Draws minibatches on a device from a seeded generator. Returns ``x`` (B, T) token ids,
-    ``k`` (B,) query ids, ``y`` (B,) target ids."""
-
-    def __init__(self, task: SCBTask, device: torch.device, generator: torch.Generator, dtype=torch.float64):
-        self.task, self.gen, self.device = task, generator, device
-        self.mu = torch.as_tensor(task.mu, dtype=dtype, device=device)
-        self.PT = torch.as_tensor(task.P.T, dtype=dtype, device=device)  # row j = P[:, j]
-        self.QT = torch.as_tensor(task.Qm.T, dtype=dtype, device=device)  # row k = q^(k)
-        self.query_last = task.config.query == "last"
-
-    def sample(self, B: int):
-        T = self.task.T
-        x = torch.multinomial(self.mu, B * T, replacement=True, generator=self.gen).view(B, T)
-        if self.query_last:  # Decision 1 option B: the query is x_T
-            k = x[:, -1]
-        else:
-            k = torch.multinomial(self.mu, B, replacement=True, generator=self.gen)
-        pos = torch.multinomial(self.QT[k], 1, generator=self.gen)  # (B, 1)
-        xs = x.gather(1, pos)[:, 0]
-        y = torch.multinomial(self.PT[xs], 1, generator=self.gen)[:, 0]
-        return x, k, y
+__all__ = ["SCBExperiment", "train", "run"]
 
 
-# ------------------------------------------------------------------------------------------------
-# Models (spec §2): yhat = V X a^(k), computed by scatter-add (X a = bincount of x weighted by a)
-# ------------------------------------------------------------------------------------------------
-def _context_mix(x: torch.Tensor, a_sel: torch.Tensor, N: int) -> torch.Tensor:
-    """``X_b a_b`` for every sample: (B, N) from token ids ``x`` (B, T) and weights ``a_sel``
-    (B, T), without forming the N x T one-hot."""
-    out = torch.zeros(x.shape[0], N, dtype=a_sel.dtype, device=x.device)
-    return out.scatter_add_(1, x, a_sel)
-
-
-class LinearSCB(nn.Module):
-    """One-layer linear transformer with one-hot embeddings and query-dependent positional
-    attention. Parameters: ``V`` (N, N), ``A`` (T, N) with column k = a^(k)."""
-
-    def __init__(self, V0: np.ndarray, A0: np.ndarray, dtype=torch.float64):
-        super().__init__()
-        self.V = nn.Parameter(torch.as_tensor(V0, dtype=dtype).clone())
-        self.A = nn.Parameter(torch.as_tensor(A0, dtype=dtype).clone())
-
-    def attention(self) -> torch.Tensor:
-        return self.A
-
-    def forward(self, x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        Xa = _context_mix(x, self.attention()[:, k].T, self.V.shape[0])
-        return Xa @ self.V.T
-
-
-class SoftmaxSCB(LinearSCB):
-    """Softmax attention over positions: ``a^(k) = softmax(W[:, k])`` (Decision 9 / §6.1).
-    ``W = 0`` reproduces the uniform initial attention of the linear model."""
-
-    def __init__(self, V0: np.ndarray, A0: np.ndarray, dtype=torch.float64):
-        super().__init__(V0, A0, dtype)
-        self.A = nn.Parameter(torch.log(torch.as_tensor(A0, dtype=dtype).clamp_min(1e-300)))  # logits W
-
-    def attention(self) -> torch.Tensor:
-        return torch.softmax(self.A, dim=0)
-
-
-def squared_loss(yhat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``(1/2B) sum_b |y_b - yhat_b|^2`` with one-hot targets (spec §2)."""
-    onehot = torch.zeros_like(yhat).scatter_(1, y[:, None], 1.0)
-    return 0.5 * ((yhat - onehot) ** 2).sum(1).mean()
-
-
-def soft_threshold_(a: torch.Tensor, thr: float) -> None:
-    a.copy_(torch.sign(a) * torch.clamp(a.abs() - thr, min=0.0))
-
-
-# ------------------------------------------------------------------------------------------------
-# Experiment
-# ------------------------------------------------------------------------------------------------
 @dataclass
 class SCBExperiment(ModuleState):
     """One training run on an SCB task.
@@ -219,18 +140,6 @@ def train(config: SCBConfig, *, variant: str = "preconditioned", device: str = "
     traj.attrs["early_stop_value_distance"] = float(traj["value_relative_distance_to_truth"].values[best])
     traj.attrs["early_stop_attention_distance"] = float(traj["attention_distance_to_truth"].values[best])
     return traj, exp
-
-
-def correlated_transition(P_pre: np.ndarray, mix: float, seed: int, alpha: float = 1.0) -> np.ndarray:
-    """Downstream transition for transfer (Decision 10): ``mix * P_pre + (1 - mix) * P_indep`` with
-    ``P_indep`` fresh Dirichlet columns; column-stochastic for any mix in [0, 1]."""
-    if not 0 <= mix <= 1:
-        raise ConfigError("transfer_mix", f"must be in [0, 1], got {mix}")
-    rng = np.random.default_rng(seed)
-    N = P_pre.shape[0]
-    P = mix * P_pre + (1 - mix) * rng.dirichlet(np.full(N, alpha), size=N).T
-    stationary_distribution(P)  # validates irreducibility
-    return P
 
 
 def run(config: SCBConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False,

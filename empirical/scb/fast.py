@@ -1,7 +1,7 @@
 """SCB real minibatch SGD at the authors' scale (N = 500, T = 1e5): gathers and scatter-adds only.
 
-The same SGD as :class:`empirical.scb.SCBExperiment` (variants ``preconditioned`` and ``sgd``,
-the l1 proximal step with its switch, per-step normalisation), written for large ``T``:
+The same SGD as :class:`empirical.scb.experiment.SCBExperiment` (variants ``preconditioned`` and
+``sgd``, the l1 proximal step with its switch, per-step normalisation), written for large ``T``:
 
 * the attention is stored transposed, ``At`` (N, T) with row k = a^(k); the forward pass adds the
   rows of the batch's queries into the weighted histograms ``h_b = X_b a^(k_b)`` (B, N) (spec §2);
@@ -9,7 +9,7 @@ the l1 proximal step with its switch, per-step normalisation), written for large
   plus an add into the rows of the queries present, never a dense (T, N) gradient. It needs every
   position's token (the attention varies over positions once trained), so tokens are drawn, not
   only their counts, and kept as int16 (N <= 32767; 51 MB at B=256, T=1e5) between the passes;
-* ``engine="numba"`` (the default on the CPU): fused kernels of :mod:`empirical.scb_kernels` — a
+* ``engine="numba"`` (the default on the CPU): fused kernels of :mod:`empirical.scb.kernels` — a
   counter-based SplitMix64 stream and an integer alias table draw each token and add its weight
   to ``h`` in one pass (parallel over samples); the attention update is one pass per distinct
   query row; the l1 prox + projection one pass over ``At``. ``engine="torch"`` (any device, e.g.
@@ -22,14 +22,15 @@ the l1 proximal step with its switch, per-step normalisation), written for large
   support mass) and of ``V``: :func:`observables_from_statistics` equals
   :func:`theory.scb.observables_from_parameters` without forming the (T, N) support mask.
 
-Randomness differs from ``empirical.scb``: the same data distribution (spec §1.2), not the same
-numbers; tests check the distribution of one step's update against ``empirical.scb`` and its mean
-against the exact population gradient, and the kernels against torch re-implementations.
+Randomness differs from :mod:`empirical.scb.experiment`: the same data distribution (spec §1.2),
+not the same numbers; tests check the distribution of one step's update against
+:mod:`empirical.scb.experiment` and its mean against the exact population gradient, and the
+kernels against torch re-implementations.
 Float64 by default (parameters and the kernels' accumulators); ``dtype=torch.float32`` stores
 ``V`` and ``At`` in float32 (halves the attention's memory traffic; accumulators stay float64).
 Measured at N=500, T=1e5, batch 256 on the shared 2-core machine (load ~2-4): 3.6-12 steps/s
 (0.9e8-3e8 token positions/s) with the numba engine vs 0.3-0.45 for the torch engine and 0.1-0.24
-for :mod:`empirical.scb`.
+for :mod:`empirical.scb.experiment`.
 """
 from __future__ import annotations
 
@@ -44,8 +45,8 @@ from theory.sampling import alias_table  # Walker/Vose table (accept, alias), sh
 from theory.counter_rng import int_alias_table
 from theory.scb import PAPER, SCBConfig, SCBTask, initial_parameters, make_task
 
-from . import scb_kernels as K
-from .trainer import Trainer
+from ..trainer import Trainer
+from . import kernels as K
 
 __all__ = ["FastSCBExperiment", "train_fast", "observables_from_statistics", "alias_table",
            "escape_time_points", "VARIANTS", "ENGINES"]
@@ -92,7 +93,7 @@ def observables_from_statistics(V: np.ndarray, s, n, c, mass_on, task: SCBTask, 
 @dataclass
 class FastSCBExperiment:
     """One SGD run on an SCB task at scale (module docstring). ``engine``: ``numba`` (fused CPU
-    kernels of :mod:`empirical.scb_kernels`), ``torch`` (gathers/scatter-adds in torch, any
+    kernels of :mod:`empirical.scb.kernels`), ``torch`` (gathers/scatter-adds in torch, any
     device) or ``auto`` (numba on CPU, torch elsewhere). ``block``: positions per sampling block of
     the torch engine (bounds its float working set to ``batch * block``)."""
 
@@ -280,7 +281,7 @@ def train_fast(config: SCBConfig, *, variant: str = "preconditioned", device: st
                task: SCBTask | None = None, dtype=torch.float64, progress: bool = False, stop_when=None,
                engine: str = "auto"):
     """Train one network with :class:`FastSCBExperiment`; returns ``(trajectory, experiment)``,
-    observables logged at ``config.log_steps()`` (time ``config.ode_time``, as ``empirical.scb``)."""
+    observables logged at ``config.log_steps()`` (time ``config.ode_time``, as :func:`empirical.scb.train`)."""
     exp = FastSCBExperiment(config, variant=variant, task=task, dtype=dtype, engine=engine)
     trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress)
     return trainer.run(exp, stop_when=stop_when), exp
