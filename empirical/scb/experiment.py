@@ -20,9 +20,9 @@ from theory.scb import (PAPER, SCBConfig, SCBTask, check_variant_settings, initi
                         observables_from_parameters)
 
 from ..trainer import ModuleState, Trainer
+from . import update
 from .data import SCBSampler
 from .model import LinearSCB, SoftmaxSCB, squared_loss
-from .update import soft_threshold_
 
 __all__ = ["SCBExperiment", "train", "run"]
 
@@ -59,33 +59,20 @@ class SCBExperiment(ModuleState):
         self.sampler = SCBSampler(self.task, device, generator, self.dtype)
         self.mu = self.sampler.mu
         self.Qm = torch.as_tensor(self.task.Qm, dtype=self.dtype, device=device)
-        self.lam_on = False
+        self.hyper = update.hyper(self.config, self.variant, self.task.T)
+        self.opt_state = update.init((self.model.V, self.model.A), xp=torch)
 
     def step(self, step: int) -> dict[str, float]:
-        c = self.config
-        x, k, y = self.sampler.sample(c.batch)
+        x, k, y = self.sampler.sample(self.config.batch)
         m = self.model
         m.zero_grad(set_to_none=True)
         loss = squared_loss(m(x, k), y)
         loss.backward()
-        with torch.no_grad():
-            gV, gA = m.V.grad, m.A.grad
-            if self.variant == "preconditioned":
-                m.V -= c.eta_V * gV / self.mu[None, :]  # V <- V - eta_V grad D^{-1}
-                m.A -= c.eta_A * gA / self.mu[None, :]  # a_k <- a_k - eta_A grad / mu_k
-                if c.lam > 0:
-                    if not self.lam_on:  # Decision 7: stage 2 starts once <a,q> T >= lam_switch
-                        self.lam_on = bool((m.A * self.Qm).sum(0).mean() * self.task.T >= c.lam_switch)
-                    if self.lam_on:
-                        soft_threshold_(m.A, c.eta_A * c.lam)  # mu_k-weighted penalty -> threshold eta_A lam
-                if c.normalise == "step":  # projection onto 1^T a_k = 1 (Decision 6)
-                    m.A += (1.0 - m.A.sum(0, keepdim=True)) / self.task.T
-            elif self.variant == "sgd":
-                m.V -= c.eta_V * gV
-                m.A -= c.eta_A * gA
-            else:  # softmax: plain SGD, attention lr x T^power (spec §6.1 decision: T^2)
-                m.V -= c.eta_V * gV
-                m.A -= c.eta_A * float(self.task.T) ** c.softmax_lr_power * gA
+        with torch.no_grad():  # the rule of .update (spec §2): gradient step, l1 switch, prox, projection
+            (V, A), self.opt_state = update.update((m.V.grad, m.A.grad), self.opt_state, (m.V, m.A), hyper=self.hyper,
+                                                   mu=self.mu, overlap=update.target_overlap(self.Qm), xp=torch)
+            m.V.copy_(V)
+            m.A.copy_(A)
         return {"loss": float(loss.detach())}
 
     def parameters_numpy(self) -> tuple[np.ndarray, np.ndarray]:
@@ -108,11 +95,11 @@ class SCBExperiment(ModuleState):
 
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "lam_on": self.lam_on}
+        return {**super().state_dict(), "lam_on": bool(self.opt_state.lam_on)}
 
     def load_state_dict(self, state):
         super().load_state_dict(state)
-        self.lam_on = state["lam_on"]
+        self.opt_state = update.State(bool(state["lam_on"]))
 
     def parameters_info(self) -> dict[str, Any]:
         t = self.task

@@ -47,6 +47,7 @@ from theory.scb import PAPER, SCBConfig, SCBTask, initial_parameters, make_task
 
 from ..trainer import Trainer
 from . import kernels as K
+from . import update
 
 __all__ = ["FastSCBExperiment", "train_fast", "observables_from_statistics", "alias_table",
            "escape_time_points", "VARIANTS", "ENGINES"]
@@ -139,7 +140,8 @@ class FastSCBExperiment:
         self.cdf_mu = torch.as_tensor(np.cumsum(t.mu), device=device)
         self.cdf_q = torch.cumsum(self.qw.double(), 1)
         self.cdf_P = torch.as_tensor(np.cumsum(t.P.T, 1), device=device)  # row j: cdf of P[:, j]
-        self.lam_on = False
+        self.hyper = update.hyper(self.config, self.variant, t.T)
+        self.opt_state = update.init((self.V, self.At.T), xp=torch)
         self._x = None
 
     def _categorical(self, cdf: torch.Tensor, rows: torch.Tensor | None = None, B: int | None = None):
@@ -181,25 +183,8 @@ class FastSCBExperiment:
             h.scatter_add_(1, xb.long(), self.At[k, lo:hi])
         return k, x, h
 
-    def _update_attention(self, x, w, rows, inv, scale):
-        """``At[rows] -= scale * gA`` with ``gA[u, t] = sum_{b: k_b = rows[u]} w[b, x[b, t]]``."""
-        if self.engine_used == "numba":
-            order = torch.argsort(inv, stable=True)
-            starts = torch.zeros(rows.numel() + 1, dtype=torch.int64)
-            starts[1:] = torch.cumsum(torch.bincount(inv, minlength=rows.numel()), 0)
-            upd = K.kernel("attention_update", x.numel())
-            upd(self.At.numpy(), x.numpy(), w.contiguous().numpy(), rows.numpy(), starts.numpy(), order.numpy(),
-                scale.double().numpy())
-            return
-        T_ = self.task.T
-        gA = torch.zeros(rows.numel(), T_, dtype=self.dtype, device=self.device)
-        for lo in range(0, T_, self.block):
-            hi = min(lo + self.block, T_)
-            gA[:, lo:hi].index_add_(0, inv, w.gather(1, x[:, lo:hi].long()))
-        self.At[rows] -= scale[:, None] * gA
-
     def step(self, step: int) -> dict[str, float]:
-        c, t = self.config, self.task
+        c, t, hy = self.config, self.task, self.hyper
         B = c.batch
         k, x, h = self._draw(B)
         ar = torch.arange(B, device=self.device)
@@ -210,35 +195,44 @@ class FastSCBExperiment:
         r[ar, y] -= 1.0  # V X a - e_y
         loss = 0.5 * (r**2).sum(1).mean()
         gV = r.T @ h / B  # spec §3.2: mean_b r_b (X_b a_b)^T
-        w = r @ self.V / B  # (B, N): V^T r_b / B
+        w = r @ self.V / B  # (B, N): V^T r_b / B; the attention gradient is gA[t, k] = sum_{b: k_b = k} w[b, x_bt]
+        if self.engine_used == "torch":  # the rule of empirical.scb.update on the dense gradient
+            (self.V, A), self.opt_state = update.update(
+                (gV, self._attention_gradient(x, w, k).T), self.opt_state, (self.V, self.At.T), hyper=hy, mu=self.mu,
+                overlap=lambda A: self._overlap(A.T), xp=torch)
+            self.At = A.T.contiguous()
+            return {"loss": float(loss)}
+        # numba: the rule's V step and l1 switch around the kernels (tested equal to update.update)
+        self.V = update.descend(self.V, gV, hy.lr_V, hy.precondition, self.mu, xp=torch)
         rows, inv = torch.unique(k, return_inverse=True)
-        pre = self.variant == "preconditioned"
-        self.V -= c.eta_V * (gV / self.mu[None, :] if pre else gV)
-        self._update_attention(x, w, rows, inv, c.eta_A / self.mu[rows] if pre else torch.full_like(
-            self.mu[rows], c.eta_A))
-        if pre:
-            thr = 0.0
-            if c.lam > 0:
-                if not self.lam_on:
-                    self.lam_on = bool(self._overlap().mean() * t.T >= c.lam_switch)
-                thr = c.eta_A * c.lam if self.lam_on else 0.0
-            if thr > 0 or c.normalise == "step":
-                self._prox(thr, c.normalise == "step")
+        scale = hy.lr_A / self.mu[rows] if hy.precondition else torch.full_like(self.mu[rows], hy.lr_A)
+        order = torch.argsort(inv, stable=True)
+        starts = torch.zeros(rows.numel() + 1, dtype=torch.int64)
+        starts[1:] = torch.cumsum(torch.bincount(inv, minlength=rows.numel()), 0)
+        upd = K.kernel("attention_update", x.numel())  # At[rows] -= scale * gA[:, rows].T
+        upd(self.At.numpy(), x.numpy(), w.contiguous().numpy(), rows.numpy(), starts.numpy(), order.numpy(),
+            scale.double().numpy())
+        lam_on = update.switch_on(self.opt_state.lam_on, hy, lambda: self._overlap(self.At), t.T)
+        self.opt_state = update.State(lam_on)
+        thr = update.threshold(hy, lam_on)
+        if thr > 0 or hy.project:  # prox, then the projection (update.prox, update.project)
+            prox = K.kernel("soft_threshold_project", B * t.T)
+            prox(self.At.numpy(), float(thr), bool(hy.project))
         return {"loss": float(loss)}
 
-    def _prox(self, thr: float, project: bool):
-        """Soft-threshold at ``thr`` (l1 proximal step), then optionally project ``1^T a_k = 1``."""
-        if self.engine_used == "numba":
-            prox = K.kernel("soft_threshold_project", self.config.batch * self.task.T)
-            prox(self.At.numpy(), float(thr), bool(project))
-            return
-        if thr > 0:
-            self.At.copy_(torch.sign(self.At) * torch.clamp(self.At.abs() - thr, min=0.0))
-        if project:
-            self.At += (1.0 - self.At.sum(1, keepdim=True)) / self.task.T
+    def _attention_gradient(self, x, w, k) -> torch.Tensor:
+        """The dense attention gradient, transposed: (N, T) with row k = ``sum_{b: k_b = k} w[b, x_b]``
+        (spec §3.2), accumulated in position blocks of ``block``."""
+        T_ = self.task.T
+        gAt = torch.zeros(self.task.N, T_, dtype=self.dtype, device=self.device)
+        for lo in range(0, T_, self.block):
+            hi = min(lo + self.block, T_)
+            gAt[:, lo:hi].index_add_(0, k, w.gather(1, x[:, lo:hi].long()))
+        return gAt
 
-    def _overlap(self) -> torch.Tensor:
-        return (self.At.gather(1, self.support) * self.qw).sum(1)
+    def _overlap(self, At: torch.Tensor) -> torch.Tensor:
+        """``<a_k, q_k>`` (N,) of the attention ``At`` (N, T) from its support entries."""
+        return (At.gather(1, self.support) * self.qw).sum(1)
 
     def statistics(self) -> dict[str, np.ndarray]:
         """Sufficient statistics of the attention, float64 numpy (N,) each."""
@@ -263,12 +257,12 @@ class FastSCBExperiment:
 
 
     def state_dict(self) -> dict[str, Any]:
-        return {"V": self.V.clone(), "At": self.At.clone(), "lam_on": self.lam_on}
+        return {"V": self.V.clone(), "At": self.At.clone(), "lam_on": bool(self.opt_state.lam_on)}
 
     def load_state_dict(self, state):
         self.V.copy_(state["V"])
         self.At.copy_(state["At"])
-        self.lam_on = state["lam_on"]
+        self.opt_state = update.State(bool(state["lam_on"]))
 
     def parameters_info(self) -> dict[str, Any]:
         t = self.task

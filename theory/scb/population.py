@@ -108,9 +108,11 @@ def observables_from_parameters(V, A, task: SCBTask) -> dict[str, np.ndarray]:
     }
 
 
-def soft_threshold(x, thr):
-    """The l1 proximal operator ``sign(x) max(|x| - thr, 0)``."""
-    return np.sign(x) * np.maximum(np.abs(x) - thr, 0.0)
+def soft_threshold(x, thr, *, xp=np):
+    """The l1 proximal operator ``sign(x) max(|x| - thr, 0)`` (``xp``: numpy or torch; ``thr`` a
+    number or an array broadcasting against ``x``). The one prox of SCB: the reduced map
+    (:func:`proximal_map`) and the training update rule (``empirical.scb.update``) both use it."""
+    return xp.sign(x) * xp.clip(xp.abs(x) - thr, 0.0, None)
 
 
 def proximal_map(system: ReducedSystem):
