@@ -135,6 +135,8 @@ def _validate(command: str, paper: str | None, assignments=(), *, variant=None, 
     row.check_variant(variant)
     out_path = check_out(out)
     cfg = row.Config.from_dict(recorded, field="from") if recorded is not None else row.Config()
+    if variant is not None and row.Config.VARIANTS:  # --variant is the config's variant field
+        cfg = cfg.replace(variant=variant)
     cfg = cfg.with_overrides(list(assignments))
     kind = "sde" if command == "simulate" and options and options.get("sde") else command
     check(row.name, cfg, kind, paths=paths, allow_large=allow_large,

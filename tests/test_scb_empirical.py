@@ -104,20 +104,45 @@ def test_trainer_logs_at_config_log_steps_and_problem_uses_ode_times():
 @pytest.mark.parametrize("variant, setting", [("sgd", "lam=0.1"), ("softmax", "lam=0.1"), ("sgd", "normalise=step"),
                                               ("preconditioned", "softmax_lr_power=1.0"), ("sgd", "softmax_lr_power=1")])
 def test_setting_ignored_by_variant_is_a_config_error(variant, setting):
-    cfg = scb.SCBConfig().with_overrides([setting])
-    with pytest.raises(ConfigError) as info:
-        escb.run(cfg, device="cpu", variant=variant)
+    with pytest.raises(ConfigError) as info:  # through the train slot's --variant ...
+        escb.run(scb.SCBConfig().with_overrides([setting]), device="cpu", variant=variant)
+    assert info.value.field == setting.split("=")[0]
+    with pytest.raises(ConfigError) as info:  # ... and as the config's variant field
+        scb.SCBConfig(variant=variant).with_overrides([setting])
     assert info.value.field == setting.split("=")[0]
     with pytest.raises(ConfigError, match="lam_switch"):
         scb.SCBConfig(lam_switch=1.0)  # without lam > 0 the switch does nothing
+
+
+def test_cli_variant_is_the_config_variant(tmp_path):
+    """`tdyn train scb --variant softmax --set softmax_lr_power=1`: the variant is set before the
+    overrides (a softmax-only setting is accepted) and recorded in the trajectory's config; the
+    paper row lists the config's variants."""
+    import json
+
+    from click.testing import CliRunner
+
+    import simulate
+    from figures.cli import main
+    from figures.papers import get
+
+    out = tmp_path / "a.nc"
+    res = CliRunner().invoke(main, ["train", "scb", "--device", "cpu", "--no-progress", "--variant", "softmax",
+                                    "--set", "softmax_lr_power=1", "--set", "T=8", "--set", "steps=4",
+                                    "--set", "batch=16", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    traj = simulate.load(out)
+    cfg = json.loads(traj.attrs["config"])
+    assert cfg["variant"] == "softmax" and cfg["softmax_lr_power"] == 1.0 and traj.attrs["system"] == "softmax"
+    assert get("scb").variants == tuple(scb.SCBConfig.VARIANTS)
 
 
 def test_softmax_lr_power_reaches_the_softmax_update():
     """One softmax step moves the logits by eta_A * T**power * grad (power=1 vs the default 2)."""
     moves = {}
     for power in (2.0, 1.0):
-        cfg = scb.SCBConfig(N=3, T=8, Q=2, eta_A=0.01, batch=64, softmax_lr_power=power)
-        exp = escb.SCBExperiment(cfg, variant="softmax")
+        cfg = scb.SCBConfig(variant="softmax", N=3, T=8, Q=2, eta_A=0.01, batch=64, softmax_lr_power=power)
+        exp = escb.SCBExperiment(cfg)
         exp.setup(torch.device("cpu"), torch.Generator().manual_seed(0))
         with torch.no_grad():  # off the saddle (at V = mu 1^T the logit gradient is exactly 0)
             exp.model.V.copy_(torch.as_tensor(exp.task.P))
@@ -272,7 +297,7 @@ def test_softmax_variant_learns_the_same_attention_pattern():
     cfg = scb.SCBConfig(N=3, T=8, Q=2, eta_V=0.1, eta_A=0.1, batch=512, steps=800, log_every=100)
     task = scb.make_task(cfg)
     for variant in ("preconditioned", "softmax"):
-        _, exp = escb.train(cfg, variant=variant, device="cpu", task=task)
+        _, exp = escb.train(cfg.replace(variant=variant), device="cpu", task=task)
         A = exp.normalised_parameters()[1]
         for kk in range(3):
             top = set(np.argsort(A[:, kk])[-cfg.Q:])
@@ -288,4 +313,4 @@ def test_config_validation_names_fields():
     with pytest.raises(ConfigError, match="unknown"):
         scb.SCBConfig().with_overrides(["nope=1"])
     with pytest.raises(ConfigError, match="variant"):
-        escb.SCBExperiment(scb.SCBConfig(), variant="adam")
+        scb.SCBConfig(variant="adam")

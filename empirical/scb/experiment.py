@@ -16,8 +16,7 @@ import numpy as np
 import torch
 
 from theory.errors import ConfigError
-from theory.scb import (PAPER, SCBConfig, SCBTask, check_variant_settings, initial_parameters, make_task,
-                        observables_from_parameters)
+from theory.scb import PAPER, SCBConfig, SCBTask, initial_parameters, make_task, observables_from_parameters
 
 from ..trainer import ModuleState, Trainer
 from . import update
@@ -29,16 +28,14 @@ __all__ = ["SCBExperiment", "train", "run"]
 
 @dataclass
 class SCBExperiment(ModuleState):
-    """One training run on an SCB task.
-
-    ``variant``: ``preconditioned`` (V D^{-1}, a_k/mu_k, proximal l1 once <a,q>T >= lam_switch),
-    ``sgd`` (plain SGD, same learning rates, no l1) or ``softmax`` (a = softmax(W), plain SGD, the
-    attention learning rate scaled by ``T**softmax_lr_power``, spec §6.1). ``init`` optionally gives
-    (V0, A0), e.g. a pretrained model for transfer. A setting the variant ignores is a ConfigError.
+    """One training run on an SCB task, of the config's ``variant``: ``preconditioned`` (V D^{-1},
+    a_k/mu_k, proximal l1 once <a,q>T >= lam_switch), ``sgd`` (plain SGD, same learning rates, no
+    l1) or ``softmax`` (a = softmax(W), plain SGD, the attention learning rate scaled by
+    ``T**softmax_lr_power``, spec §6.1) — all through the rule of :mod:`.update`. ``init``
+    optionally gives (V0, A0), e.g. a pretrained model for transfer.
     """
 
     config: SCBConfig
-    variant: str = "preconditioned"
     task: SCBTask | None = None
     init: tuple[np.ndarray, np.ndarray] | None = None
     dtype: torch.dtype = torch.float64
@@ -46,20 +43,19 @@ class SCBExperiment(ModuleState):
     name: str = field(init=False)
 
     def __post_init__(self):
-        check_variant_settings(self.config, self.variant)
-        self.name = self.variant
+        self.name = self.config.variant
         self.task = self.task or make_task(self.config)
 
     def setup(self, device, generator):
         V0, A0 = self.init if self.init is not None else initial_parameters(self.config, self.task)
         if V0.shape != (self.task.N, self.task.N) or A0.shape != (self.task.T, self.task.N):
             raise ConfigError("init", f"shapes {V0.shape}, {A0.shape} do not fit N={self.task.N}, T={self.task.T}")
-        cls = SoftmaxSCB if self.variant == "softmax" else LinearSCB
+        cls = SoftmaxSCB if self.config.variant == "softmax" else LinearSCB
         self.model = cls(V0, A0, self.dtype).to(device)
         self.sampler = SCBSampler(self.task, device, generator, self.dtype)
         self.mu = self.sampler.mu
         self.Qm = torch.as_tensor(self.task.Qm, dtype=self.dtype, device=device)
-        self.hyper = update.hyper(self.config, self.variant, self.task.T)
+        self.hyper = update.hyper(self.config, self.task.T)
         self.opt_state = update.init((self.model.V, self.model.A), xp=torch)
 
     def step(self, step: int) -> dict[str, float]:
@@ -103,16 +99,17 @@ class SCBExperiment(ModuleState):
 
     def parameters_info(self) -> dict[str, Any]:
         t = self.task
-        return {**self.config.to_dict(), "variant": self.variant, "K": t.K, "m2": t.m2,
-                "rho": float(t.rho.mean()), "samples_per_step": self.config.batch}
+        """Derived quantities of the task (the config itself is recorded once, by the Trainer)."""
+        return {"K": t.K, "m2": t.m2, "rho": float(t.rho.mean())}
 
 
-def train(config: SCBConfig, *, variant: str = "preconditioned", device: str = "auto", seed: int | None = None,
-          task: SCBTask | None = None, init=None, progress: bool = False, stop_when=None,
-          checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
-    """Train one network and return ``(trajectory, experiment)``. The trajectory holds the
-    theory's observables at ``config.log_steps()``, time ``config.ode_times()`` (steps)."""
-    exp = SCBExperiment(config, variant=variant, task=task, init=init)
+def train(config: SCBConfig, *, device: str = "auto", seed: int | None = None, task: SCBTask | None = None,
+          init=None, progress: bool = False, stop_when=None, checkpoint=None, checkpoint_every: int = 0,
+          resume: bool = False):
+    """Train one network of ``config.variant`` and return ``(trajectory, experiment)``. The
+    trajectory holds the theory's observables at ``config.log_steps()``, time
+    ``config.ode_times()`` (steps)."""
+    exp = SCBExperiment(config, task=task, init=init)
     trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress,
                       checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
     traj = trainer.run(exp, stop_when=stop_when)
@@ -131,7 +128,10 @@ def train(config: SCBConfig, *, variant: str = "preconditioned", device: str = "
 
 def run(config: SCBConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False,
         checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
-    """`tdyn train scb`: one run (default variant ``preconditioned``), returns the trajectory."""
-    traj, _ = train(config, variant=variant or "preconditioned", device=device, progress=progress,
-                    checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
+    """`tdyn train scb` (the paper table's train slot): one run, returns the trajectory. ``variant``
+    (``--variant``), when given, replaces ``config.variant`` (a setting it ignores: ConfigError)."""
+    if variant is not None and variant != config.variant:
+        config = config.replace(variant=variant)
+    traj, _ = train(config, device=device, progress=progress, checkpoint=checkpoint,
+                    checkpoint_every=checkpoint_every, resume=resume)
     return traj

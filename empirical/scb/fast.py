@@ -99,7 +99,6 @@ class FastSCBExperiment:
     the torch engine (bounds its float working set to ``batch * block``)."""
 
     config: SCBConfig
-    variant: str = "preconditioned"
     task: SCBTask | None = None
     dtype: torch.dtype = torch.float64
     block: int = 8192
@@ -108,13 +107,15 @@ class FastSCBExperiment:
     name: str = field(init=False)
 
     def __post_init__(self):
-        check_choice("variant", self.variant, VARIANTS)
+        if self.config.variant not in VARIANTS:
+            raise ConfigError("variant", f"the fast path implements {' and '.join(VARIANTS)}, "
+                                         f"not {self.config.variant!r}")
         check_choice("engine", self.engine, ENGINES)
         if self.config.query != "outside":
             raise ConfigError("query", "the fast path implements Decision 1 A (query outside the context)")
         if self.config.N > 32767:
             raise ConfigError("N", "the fast path stores tokens as int16 (N <= 32767)")
-        self.name = self.variant
+        self.name = self.config.variant
         self.task = self.task or make_task(self.config)
 
     def setup(self, device, generator):
@@ -140,7 +141,7 @@ class FastSCBExperiment:
         self.cdf_mu = torch.as_tensor(np.cumsum(t.mu), device=device)
         self.cdf_q = torch.cumsum(self.qw.double(), 1)
         self.cdf_P = torch.as_tensor(np.cumsum(t.P.T, 1), device=device)  # row j: cdf of P[:, j]
-        self.hyper = update.hyper(self.config, self.variant, t.T)
+        self.hyper = update.hyper(self.config, t.T)
         self.opt_state = update.init((self.V, self.At.T), xp=torch)
         self._x = None
 
@@ -265,18 +266,18 @@ class FastSCBExperiment:
         self.opt_state = update.State(bool(state["lam_on"]))
 
     def parameters_info(self) -> dict[str, Any]:
+        """Derived quantities and the engine (the config itself is recorded once, by the Trainer)."""
         t = self.task
-        return {**self.config.to_dict(), "variant": self.variant, "K": t.K, "m2": t.m2,
-                "rho": float(t.rho.mean()), "samples_per_step": self.config.batch, "sampler": "alias",
+        return {"K": t.K, "m2": t.m2, "rho": float(t.rho.mean()), "sampler": "alias",
                 "engine": getattr(self, "engine_used", self.engine)}
 
 
-def train_fast(config: SCBConfig, *, variant: str = "preconditioned", device: str = "auto", seed: int | None = None,
-               task: SCBTask | None = None, dtype=torch.float64, progress: bool = False, stop_when=None,
-               engine: str = "auto"):
-    """Train one network with :class:`FastSCBExperiment`; returns ``(trajectory, experiment)``,
-    observables logged at ``config.log_steps()`` (time ``config.ode_time``, as :func:`empirical.scb.train`)."""
-    exp = FastSCBExperiment(config, variant=variant, task=task, dtype=dtype, engine=engine)
+def train_fast(config: SCBConfig, *, device: str = "auto", seed: int | None = None, task: SCBTask | None = None,
+               dtype=torch.float64, progress: bool = False, stop_when=None, engine: str = "auto"):
+    """Train one network of ``config.variant`` with :class:`FastSCBExperiment`; returns
+    ``(trajectory, experiment)``, observables logged at ``config.log_steps()`` (time
+    ``config.ode_time``, as :func:`empirical.scb.train`)."""
+    exp = FastSCBExperiment(config, task=task, dtype=dtype, engine=engine)
     trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress)
     return trainer.run(exp, stop_when=stop_when), exp
 

@@ -58,10 +58,11 @@ class State(NamedTuple):
     lam_on: Any
 
 
-def hyper(config: SCBConfig, variant: str, T: int) -> Hyper:
-    """The :class:`Hyper` of ``variant`` for ``config`` (context length ``T``): ``preconditioned``
+def hyper(config: SCBConfig, T: int) -> Hyper:
+    """The :class:`Hyper` of ``config.variant`` (context length ``T``): ``preconditioned``
     (proximal, with the config's l1 and normalisation settings), ``sgd`` (plain SGD) or ``softmax``
     (plain SGD, attention logits at ``eta_A T^softmax_lr_power``, spec §6.1)."""
+    variant = config.variant
     if variant == "preconditioned":
         return Hyper(config.eta_V, config.eta_A, True, config.lam, config.lam_switch, config.normalise == "step")
     if variant == "softmax":

@@ -14,7 +14,6 @@ from .compare import (
     agreement_breakdown,
     band_claim,
     compare,
-    compare_regime,
     escape_time_claim,
     transfer_claim,
 )
@@ -32,7 +31,7 @@ from .figures import (
 )
 
 __all__ = [
-    "compare", "compare_regime", "agreement_breakdown", "escape_time_claim", "transfer_claim", "band_claim",
+    "compare", "agreement_breakdown", "escape_time_claim", "transfer_claim", "band_claim",
     "make_figures", "fig_overlay", "fig_l1_vs_sgd", "l1_claims", "l1_study", "fig_escape_time", "fig_transfer",
     "fig_softmax_vs_linear", "ode_for", "escape_formula_value", "spec_escape_times",
     "TOLERANCE", "ESCAPE_TOL", "SGD_ESCAPE_TOL", "BAND_TOL", "TRANSFER_RATIO", "BAND_LEVELS",

@@ -25,7 +25,7 @@ from ..core import agreement
 from ..report import Claim, Observable, Report
 from .figures import BAND_LEVELS, escape_formula_value, fig_escape_time, fig_overlay, fig_transfer, ode_for
 
-__all__ = ["compare", "compare_regime", "agreement_breakdown", "escape_time_claim", "transfer_claim",
+__all__ = ["compare", "agreement_breakdown", "escape_time_claim", "transfer_claim",
            "band_claim", "TOLERANCE", "ESCAPE_TOL", "SGD_ESCAPE_TOL", "BAND_TOL", "TRANSFER_RATIO"]
 
 #: rel_l2 threshold for the correlation observables (small lr, large batch)
@@ -42,13 +42,6 @@ TRANSFER_RATIO = 0.5
 DIAGNOSTICS = ("attention_target_coefficient", "value_mean_scale", "attention_sum", "population_loss")
 
 
-def compare_regime(quick: bool = True) -> scb.SCBConfig:
-    """Inside the theory's assumptions: small learning rates (eta_A well below 2/(m2 T)), large
-    batch, uniform q, online samples, lambda = 0, end-only normalisation."""
-    return scb.SCBConfig(N=3, T=16, Q=2, eta_V=0.05, eta_A=0.05, batch=4096 if quick else 16384,
-                         steps=600, log_every=5)
-
-
 def _regime(cfg: scb.SCBConfig, task) -> str:
     return (f"N={cfg.N} T={cfg.T} Q={cfg.Q} eta_V={cfg.eta_V} eta_A={cfg.eta_A} batch={cfg.batch} "
             f"steps={cfg.steps} (K={task.K:.4g}, m2={task.m2:.4g}, stability eta_A<{2 / (task.m2 * cfg.T):.3g})")
@@ -58,7 +51,7 @@ def compare(*, quick: bool = True, device: str = "auto", config: scb.SCBConfig |
             breakdown: bool = True, claims: bool = True) -> Report:
     """Train one network in the regime, compare it with the ODE over the whole trajectory (through
     the stage-1 escape), report where agreement breaks and decide the paper's claims."""
-    cfg = config or compare_regime(quick)
+    cfg = config or scb.SCBConfig.preset("compare", quick)
     task = scb.make_task(cfg)
     traj, _ = escb.train(cfg, device=device, task=task)
     ode = ode_for(cfg, task=task)

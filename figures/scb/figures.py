@@ -83,13 +83,6 @@ def _finish(fig, axes, outdir, name: str, xlabel: str, ylabel: str):
 
 
 # ------------------------------------------------------------------------------------------------
-def overlay_config(quick: bool = True) -> scb.SCBConfig:
-    """Small batch (the SDE's regime): T = 8, batch 32 (quick) or T = 16, batch 64."""
-    if quick:
-        return scb.SCBConfig(N=3, T=8, Q=2, eta_V=0.1, eta_A=0.1, batch=32, steps=300, log_every=10)
-    return scb.SCBConfig(N=3, T=16, Q=2, eta_V=0.05, eta_A=0.05, batch=64, steps=600, log_every=10)
-
-
 def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str = "auto",
                 config: scb.SCBConfig | None = None, runs: int = 32, paths: int = 256, seed: int = 0) -> dict[str, Any]:
     """ODE vs SDE band vs SGD runs at small batch. ``coverage[level][name]``: the fraction of
@@ -97,7 +90,7 @@ def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str =
     every run and path starts at the same point); ``coverage_se``: its standard error over runs
     (points of one run are correlated in time, so runs are the independent units; 32 runs give
     ~2-3 points, 8 runs ~5-8)."""
-    cfg = config or overlay_config(quick)
+    cfg = config or scb.SCBConfig.preset("overlay", quick)
     task = scb.make_task(cfg)
     sde, t = scb.minibatch_sde(cfg)
     ens = simulate.solve_sde(sde, t, paths=paths, seed=seed, parameters=cfg.to_dict())
@@ -135,11 +128,11 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
     df_ode = spec_escape_times([1e2, 1e3, 1e4] if quick else [1e2, 1e3, 1e4, 1e5])
     rows = []
     sgd_T = [8, 16] if quick else [8, 16, 32, 64, 128]
-    batch = 512 if quick else 2048
+    batch = scb.SCBConfig.preset("escape_time", quick).batch
     seeds = 2 if quick else 5
     for Tv in sgd_T:
         lr = 0.8 / Tv  # a fixed fraction of the stability bound ~ 2N/T
-        base = scb.SCBConfig(N=3, T=Tv, Q=2, eta_V=lr, eta_A=lr, batch=batch, steps=1, log_every=1)
+        base = scb.SCBConfig.preset("escape_time", quick, T=Tv, eta_V=lr, eta_A=lr, steps=1, log_every=1)
         task = scb.make_task(base)
         t_form = escape_formula_value(scb.system_parameters(base, task))
         steps = int(3 * t_form)
@@ -192,7 +185,7 @@ def transfer_tasks(Tv: int, *, mix: float = 0.7, batch: int = 256):
     transition is ``mix * P_pre + (1 - mix) * P_indep``; the downstream keeps the pretraining
     targets ``q^(k)`` (so the V + attention ablation carries aligned attention)."""
     lr = 0.8 / Tv
-    pre = scb.SCBConfig(N=3, T=Tv, Q=2, eta_V=lr, eta_A=lr, batch=batch, steps=1, task_seed=1)
+    pre = scb.SCBConfig.preset("transfer", T=Tv, eta_V=lr, eta_A=lr, batch=batch, steps=1)
     pre_task = scb.make_task(pre)
     P_down = escb.correlated_transition(pre_task.P, mix, seed=7)
     down_task = scb.SCBTask(P=P_down, mu=scb.stationary_distribution(P_down), Qm=pre_task.Qm,
@@ -251,14 +244,11 @@ def fig_transfer(outdir: Path | None = None, quick: bool = True, *, device: str 
 def fig_softmax_vs_linear(outdir: Path | None = None, quick: bool = True, *, device: str = "auto") -> dict[str, Any]:
     """Learned attention patterns (normalised columns) and loss curves, linear vs softmax
     attention (spec §6 item 2, §6.1 decision: softmax lr scaled by T^2)."""
-    T_ = 16
-    steps = 1200 if quick else 6000
-    cfg = scb.SCBConfig(N=3, T=T_, Q=2, eta_V=0.05, eta_A=0.05, batch=256 if quick else 1024, steps=steps,
-                        log_every=max(1, steps // 150))
+    cfg = scb.SCBConfig.preset("softmax_vs_linear", quick)
     task = scb.make_task(cfg)
     out = {}
     for variant in ("preconditioned", "softmax"):
-        tr, exp = escb.train(cfg, variant=variant, device=device, task=task)
+        tr, exp = escb.train(cfg.replace(variant=variant), device=device, task=task)
         out[variant] = {"trajectory": tr, "attention": exp.normalised_parameters()[1], "V": exp.normalised_parameters()[0]}
     fig, axes = plt.subplots(1, 4, figsize=(14, 3.6))
     for ax, (title, M) in zip(axes[:3], [("ground truth q", task.Qm), ("linear (preconditioned)", out["preconditioned"]["attention"]),

@@ -75,14 +75,14 @@ COLORS = {"sgd": "k", "l1": "tab:red", "l1_proj": "tab:green"}
 
 @dataclasses.dataclass(frozen=True)
 class L1Settings:
-    """Sizes of the study. Every run gets the same sample budget ``samples`` (``samples // batch``
-    steps; 0 = ``64 * max(5000, 20 T)``), logged (early-stop candidates) at ``n_log`` evenly spaced
-    steps; lr search: ``horizon`` steps on the grid ``lr_min * sqrt(2)^j``, j < n_grid; ``methods`` of
+    """The study's own grid. The task and the l1 switch are the config ``config`` (default: the
+    preset ``SCBConfig.preset("l1_study")``: N, Q, task_seed, lam_switch); ``Ts`` its context
+    lengths. Every run gets the same sample budget ``samples`` (``samples // batch`` steps;
+    0 = ``64 * max(5000, 20 T)``), logged (early-stop candidates) at ``n_log`` evenly spaced steps;
+    lr search: ``horizon`` steps on the grid ``lr_min * sqrt(2)^j``, j < n_grid; ``methods`` of
     :data:`empirical.scb.l1.METHODS`."""
 
-    N: int = 3
     Ts: tuple[int, ...] = (128,)
-    Q: int = 2
     batches: tuple[int, ...] = (64,)
     seeds: tuple[int, ...] = (0, 1, 2)
     samples: int = 320_000
@@ -93,8 +93,13 @@ class L1Settings:
     n_grid: int = 16
     lam_multiples: tuple[float, ...] = (1.0, 3.0)
     eps: float = 0.1
-    task_seed: int = 0
-    lam_switch: float = 2.0
+    config: scb.SCBConfig = dataclasses.field(default_factory=lambda: scb.SCBConfig.preset("l1_study"))
+
+    def steps(self, T: int, B: int) -> tuple[int, int]:
+        """``(steps, log_every)`` of one run at context ``T`` and batch ``B``."""
+        samples = self.samples or 64 * max(5000, 20 * T)  # full mode: stage 1 needs ~T^2 samples (spec §3.4)
+        steps = max(1, samples // B)
+        return steps, max(1, steps // self.n_log)
 
 
 def settings(quick: bool = True, **overrides) -> L1Settings:
@@ -106,12 +111,6 @@ def settings(quick: bool = True, **overrides) -> L1Settings:
                           samples=0, methods=el1.METHODS, horizon=1000, lr_min=1e-5, n_grid=40,
                           lam_multiples=(0.5, 1.0, 3.0, 10.0))
     return dataclasses.replace(base, **overrides)
-
-
-def _steps(s: L1Settings, T: int, B: int) -> tuple[int, int]:
-    samples = s.samples or 64 * max(5000, 20 * T)  # full mode: stage 1 needs ~T^2 samples (spec §3.4)
-    steps = max(1, samples // B)
-    return steps, max(1, steps // s.n_log)
 
 
 def paper_lambda(task, eps: float) -> float:
@@ -163,7 +162,8 @@ def study_cell(paper: str, config: dict, *, device: str = "cpu") -> xr.Dataset:
 
 
 def _cells(s: L1Settings, part: str, device: str, **extra) -> list[Cell]:
-    base = {"N": s.N, "Q": s.Q, "task_seed": s.task_seed, "seeds": list(s.seeds)}
+    c = s.config
+    base = {"N": c.N, "Q": c.Q, "task_seed": c.task_seed, "seeds": list(s.seeds)}
     out = []
     for T in s.Ts:
         for B in s.batches:
@@ -172,10 +172,10 @@ def _cells(s: L1Settings, part: str, device: str, **extra) -> list[Cell]:
                 out += [Cell("scb", {**cfg, "part": "lr", "method": m}, "l1_study", {"device": device},
                              {"part": "lr", "T": T, "batch": B, "method": m}) for m in s.methods]
             else:
-                steps, log_every = _steps(s, T, B)
+                steps, log_every = s.steps(T, B)
                 lr = extra["lrs"]
                 cfg = {**base, "T": T, "batch": B, "part": "runs", "steps": steps, "log_every": log_every,
-                       "lam_switch": s.lam_switch, "eps": s.eps, "lam_multiples": list(s.lam_multiples),
+                       "lam_switch": c.lam_switch, "eps": s.eps, "lam_multiples": list(s.lam_multiples),
                        "methods": list(s.methods), "lr": {m: lr[(T, B, m)]["lr"] for m in s.methods},
                        "ratio": {m: lr[(T, B, m)]["ratio"] for m in s.methods}}
                 out.append(Cell("scb", cfg, "l1_study", {"device": device}, {"part": "runs", "T": T, "batch": B}))
@@ -326,7 +326,7 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
             ax.set_title(f"T={T}, batch {B}: {title}", fontsize=9)
             ax.grid(alpha=0.3)
         row[0].legend(fontsize=6)
-    fig.suptitle(f"SCB N={s.N} Q={s.Q}: l1-proximal vs vanilla SGD, each at its own largest stable lr "
+    fig.suptitle(f"SCB N={s.config.N} Q={s.config.Q}: l1-proximal vs vanilla SGD, each at its own largest stable lr "
                  f"(median, min-max over {len(s.seeds)} seeds)", fontsize=9)
     fig.tight_layout()
     png = finish_figure(fig, outdir, "scb_l1_vs_sgd.png")
@@ -363,9 +363,9 @@ def claims_from_study(df: pd.DataFrame, s: L1Settings) -> list[Claim]:
                                       "support_fraction": float(g.support_recovered.mean()),
                                       "val_loss": float(g.val_loss.median())}
                for (m, lam), g in d[d.method != "sgd"].groupby(["method", "lam"])}
-    regime = (f"N={s.N} T={T} Q={s.Q} batch {B}, {len(s.seeds)} seeds, {_steps(s, T, B)[0] * B} samples, "
+    regime = (f"N={s.config.N} T={T} Q={s.config.Q} batch {B}, {len(s.seeds)} seeds, {s.steps(T, B)[0] * B} samples, "
               f"lr l1={v['lr_l1']:.3g} sgd={v['lr_sgd']:.3g} (own largest stable/sqrt 2), lam={v['lam']:.3g} "
-              f"({v['lam_over_sigma']:.2g} sigma_B) chosen by validation loss, task_seed {s.task_seed}")
+              f"({v['lam_over_sigma']:.2g} sigma_B) chosen by validation loss, task_seed {s.config.task_seed}")
     beats = Claim(
         "l1_beats_sgd",
         "At small batch the l1-regularised proximal method reaches a smaller early-stopped distance to "
@@ -393,7 +393,7 @@ def claims_from_study(df: pd.DataFrame, s: L1Settings) -> list[Claim]:
         holds=bool(v["support_fraction"] >= 0.8),
         evidence={"support_fraction": v["support_fraction"], "lam": v["lam"],
                   "nnz_mean_seeds": sel.nnz_mean.round(2).tolist(), "nnz_max_seeds": sel.nnz_max.tolist(),
-                  "true_nnz": s.Q, "T": T,
+                  "true_nnz": s.config.Q, "T": T,
                   "best_fraction_any_lambda": max(x["support_fraction"] for x in per_lam.values()),
                   "by_regime": {k: {"support_fraction": x["support_fraction"], "lam_over_sigma": x["lam_over_sigma"]}
                                 for k, x in by_regime.items()},

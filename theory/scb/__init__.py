@@ -19,11 +19,8 @@ Modules, by concern:
 from .config import (
     PAPER,
     SPEC,
-    VARIANT_SETTINGS,
-    VARIANTS,
     SCBConfig,
     SCBTask,
-    check_variant_settings,
     initial_parameters,
     make_task,
     stationary_distribution,
@@ -77,8 +74,7 @@ from .sde import (
 Config = SCBConfig
 
 __all__ = [
-    "PAPER", "SPEC", "Config", "SCBConfig", "SCBTask", "VARIANTS", "VARIANT_SETTINGS",
-    "check_variant_settings", "make_task", "stationary_distribution", "initial_parameters",
+    "PAPER", "SPEC", "Config", "SCBConfig", "SCBTask", "make_task", "stationary_distribution", "initial_parameters",
     "symmetric_system", "general_system", "l1_symmetric_system", "l1_general_system", "loss_symmetric",
     "stage1_linearisation", "escape_time_formula", "CORRELATION_OBSERVABLES", "ESCAPE_LEVEL",
     "TaskArrays", "population_loss", "population_gradient", "preconditioned_flow",

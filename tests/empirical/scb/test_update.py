@@ -126,10 +126,10 @@ def test_switch_turns_on_at_the_level_and_stays_on():
 
 def test_hyper_of_each_variant():
     cfg = scb.SCBConfig(T=8, eta_V=0.1, eta_A=0.02, lam=0.5, lam_switch=1.0, normalise="step")
-    assert U.hyper(cfg, "preconditioned", 8) == U.Hyper(0.1, 0.02, True, 0.5, 1.0, True)
-    cfg = scb.SCBConfig(T=8, eta_V=0.1, eta_A=0.02, softmax_lr_power=1.5)
-    assert U.hyper(cfg, "softmax", 8) == U.Hyper(0.1, 0.02 * 8**1.5, False)
-    assert U.hyper(cfg.replace(softmax_lr_power=2.0), "sgd", 8) == U.Hyper(0.1, 0.02, False)
+    assert U.hyper(cfg, 8) == U.Hyper(0.1, 0.02, True, 0.5, 1.0, True)
+    cfg = scb.SCBConfig(variant="softmax", T=8, eta_V=0.1, eta_A=0.02, softmax_lr_power=1.5)
+    assert U.hyper(cfg, 8) == U.Hyper(0.1, 0.02 * 8**1.5, False)
+    assert U.hyper(scb.SCBConfig(variant="sgd", T=8, eta_V=0.1, eta_A=0.02), 8) == U.Hyper(0.1, 0.02, False)
 
 
 @pytest.mark.parametrize("project", [False, True])
