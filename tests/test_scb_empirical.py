@@ -85,7 +85,7 @@ def test_trained_network_follows_the_ode():
         assert report.observable(name).rel_l2 <= fscb.TOLERANCE, report.table()
         assert report.observable(name).tolerance == fscb.TOLERANCE
     assert report.passed
-    # the run went through the escape: eta crossed 1/2 within the run, at the ODE's time +-10%
+    # the run went through the escape: beta crossed 1/2 within the run, at the ODE's time +-10%
     esc = report.details["escape_time"]
     assert np.isfinite(esc["trained"]) and abs(esc["trained"] - esc["ode"]) / esc["ode"] < 0.1
 
@@ -285,7 +285,7 @@ def test_transfer_of_pretrained_V_only_skips_stage1():
     transition escapes in at most half the samples from scratch, as its own ODE predicts."""
     df = fscb.fig_transfer(None, quick=True, device="cpu", Ts=(16,))
     g = df.set_index("start")
-    assert g.loc["pretrained V", "eta0"] == 0.0  # the attention really starts uniform: no a-q overlap
+    assert g.loc["pretrained V", "beta0"] == 0.0  # the attention really starts uniform: no a-q overlap
     assert g.loc["pretrained V", "zeta0"] > 0.3  # non-trivial V-P correlation carried over
     assert g.loc["pretrained V", "samples"] <= fscb.TRANSFER_RATIO * g.loc["scratch", "samples"]
     for start in ("scratch", "pretrained V"):  # SGD at batch 256 escapes where the ODE says (+-15%)

@@ -85,7 +85,7 @@ def test_same_seed_same_numbers_and_l1_run_matches_statistics(task):
 
 
 def test_escape_time_points_match_the_ode_at_large_batch():
-    """Real-SGD escape time (eta = 1/2) at T=8 with a large batch vs the 4-D ODE of the same task."""
+    """Real-SGD escape time (beta = 1/2) at T=8 with a large batch vs the 4-D ODE of the same task."""
     import simulate
 
     (row,) = F.escape_time_points(Ts=(8,), seeds=1, batch=4096, device="cpu", max_steps=2000)
@@ -93,7 +93,7 @@ def test_escape_time_points_match_the_ode_at_large_batch():
     task = scb.make_task(cfg)
     ode = simulate.solve(scb.symmetric_system(), scb.system_parameters(cfg, task), scb.initial_state(cfg, task),
                          np.linspace(0, row["steps_run"], 2001))
-    t_ode = simulate.first_crossing(ode, "eta", scb.ESCAPE_LEVEL)
+    t_ode = simulate.first_crossing(ode, "beta", scb.ESCAPE_LEVEL)
     assert abs(row["escape_time"] - t_ode) < 0.1 * t_ode, (row, t_ode)
 
 

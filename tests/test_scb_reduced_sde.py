@@ -26,9 +26,9 @@ def _random_full(task, rng, scale=0.3):
     return V0 + scale * rng.standard_normal(V0.shape), A0 + scale / task.T * rng.standard_normal(A0.shape)
 
 
-def _manifold_point(task, zeta, omega, xi, eta):
+def _manifold_point(task, zeta, omega, xi, beta):
     V = zeta * task.P_tilde + omega * np.outer(task.mu, np.ones(task.N))
-    A = xi[None, :] * np.ones((task.T, 1)) + eta[None, :] * task.Qm
+    A = xi[None, :] * np.ones((task.T, 1)) + beta[None, :] * task.Qm
     return V, A
 
 
@@ -50,8 +50,8 @@ def test_reduced_drift_is_the_projected_full_flow_off_the_manifold(task):
 def test_reduced_drift_on_manifold_is_the_general_ode(task):
     S = scb.general_system(task.N)
     rng = np.random.default_rng(2)
-    xi, eta = 1 / task.T + 0.01 * rng.standard_normal(task.N), 0.3 * rng.random(task.N)
-    y = np.concatenate([[0.4, 0.9], xi, eta, np.zeros(2 + task.N)])
+    xi, beta = 1 / task.T + 0.01 * rng.standard_normal(task.N), 0.3 * rng.random(task.N)
+    y = np.concatenate([[0.4, 0.9], xi, beta, np.zeros(2 + task.N)])
     p = {"T": task.T, "K": task.K, "m2": task.m2, "eta_V": CFG.eta_V, "eta_A": CFG.eta_A,
          **{f"mu_{i+1}": task.mu[i] for i in range(task.N)}, **{f"rho_{i+1}": task.rho[i] for i in range(task.N)}}
     f = S.to_numpy()(0.0, y[: 2 + 2 * task.N], S.parameter_vector(p))
@@ -64,8 +64,8 @@ def test_projected_per_sample_gradient_matches_full_gradient(task):
     rng = np.random.default_rng(3)
     c = R._constants(task, CFG.eta_V, CFG.eta_A, CFG.batch)
     N, T_ = task.N, task.T
-    zeta, omega, xi, eta = 0.3, 1.1, 1 / T_ + 0.02 * rng.standard_normal(N), 0.2 * rng.random(N)
-    V, A = _manifold_point(task, zeta, omega, xi, eta)
+    zeta, omega, xi, beta = 0.3, 1.1, 1 / T_ + 0.02 * rng.standard_normal(N), 0.2 * rng.random(N)
+    V, A = _manifold_point(task, zeta, omega, xi, beta)
     y = R.reduced_coordinates(V, A, task)
     for _ in range(5):
         x = rng.choice(N, size=T_, p=task.mu)

@@ -7,7 +7,7 @@ import sympy as sp
 
 from theory import scb
 from theory.errors import ConfigError
-from theory.scb import K, T, eta, eta_A, eta_V, m2, omega, rho, xi, zeta
+from theory.scb import K, T, beta, eta_A, eta_V, m2, omega, rho, xi, zeta
 
 
 def _random_task(N=4, T_=12, Q_=3, attention="dirichlet", seed=3):
@@ -50,16 +50,16 @@ def test_gram_table_lemmas_hold_on_random_instances():
 # ---- derived right-hand sides equal the spec's printed equations ----------------------------------
 def test_symmetric_rhs_equals_spec_equations():
     S = scb.symmetric_system()
-    n = T * xi**2 + 2 * xi * eta + rho * eta**2
-    c = xi + rho * eta
-    s = T * xi + eta
+    n = T * xi**2 + 2 * xi * beta + rho * beta**2
+    c = xi + rho * beta
+    s = T * xi + beta
     spec = [  # papers/scb.md §3.3 (symmetric case)
         eta_V * (c - n * zeta),
         -eta_V * s * (s * omega - 1),
         -eta_A * (K * zeta**2 * xi + m2 * omega * (s * omega - 1)),
-        eta_A * K * zeta * (1 - zeta * eta),
+        eta_A * K * zeta * (1 - zeta * beta),
     ]
-    assert S.state == (zeta, omega, xi, eta)
+    assert S.state == (zeta, omega, xi, beta)
     for derived, printed in zip(S.expanded_rhs, spec):
         assert sp.simplify(derived - printed) == 0
     # the exported form keeps the spec's named quantities s = 1'a, n = |a|^2, c = <a,q> (§3.3)
@@ -72,7 +72,7 @@ def test_printed_form_is_checked_against_the_derivation():
     from theory.scb.derive import _printed, _symmetric_loss_and_flow, c_, n_, s_
 
     derived = _symmetric_loss_and_flow()[1]
-    defs = ((s_, T * xi + eta), (n_, T * xi**2 + 2 * xi * eta + rho * eta**2), (c_, xi + rho * eta))
+    defs = ((s_, T * xi + beta), (n_, T * xi**2 + 2 * xi * beta + rho * beta**2), (c_, xi + rho * beta))
     good = scb.symmetric_system().rhs
     assert _printed("t", derived, good, defs) == tuple(good)
     wrong = (eta_V * (c_ - n_ * zeta * 2), *good[1:])  # a factor 2 typo in the zeta equation
@@ -81,9 +81,9 @@ def test_printed_form_is_checked_against_the_derivation():
 
 
 def test_symmetric_loss_matches_spec_reduced_loss():
-    n = T * xi**2 + 2 * xi * eta + rho * eta**2
-    c = xi + rho * eta
-    s = T * xi + eta
+    n = T * xi**2 + 2 * xi * beta + rho * beta**2
+    c = xi + rho * beta
+    s = T * xi + beta
     spec = K / 2 * (n * zeta**2 - 2 * c * zeta + rho) + m2 / 2 * (s * omega - 1) ** 2 + sp.Rational(1, 2) * (1 - m2 - K * rho)
     assert sp.simplify(scb.loss_symmetric() - spec) == 0
 
@@ -96,7 +96,7 @@ def test_general_rhs_equals_spec_equations():
     spec_zeta, spec_omega = 0, 0
     spec_att = []
     for k in range(1, N + 1):
-        x, e, mu_k, r = sym[f"xi_{k}"], sym[f"eta_{k}"], sym[f"mu_{k}"], sym[f"rho_{k}"]
+        x, e, mu_k, r = sym[f"xi_{k}"], sym[f"beta_{k}"], sym[f"mu_{k}"], sym[f"rho_{k}"]
         s = T * x + e
         n = T * x**2 + 2 * x * e + r * e**2
         c = x + r * e
@@ -108,7 +108,7 @@ def test_general_rhs_equals_spec_equations():
     assert sp.simplify(rhs[omega_] - spec_omega) == 0
     for k in range(1, N + 1):
         assert sp.simplify(rhs[sym[f"xi_{k}"]] - spec_att[k - 1][0]) == 0
-        assert sp.simplify(rhs[sym[f"eta_{k}"]] - spec_att[k - 1][1]) == 0
+        assert sp.simplify(rhs[sym[f"beta_{k}"]] - spec_att[k - 1][1]) == 0
 
 
 def test_l1_uw_rhs_equals_spec_equations():
@@ -123,9 +123,9 @@ def test_l1_uw_rhs_equals_spec_equations():
 
 
 # ---- the reduced flow equals the full (V, A) preconditioned population flow ----------------------
-def _manifold_point(task, zeta_v, omega_v, xis, etas):
+def _manifold_point(task, zeta_v, omega_v, xis, betas):
     V = zeta_v * task.P_tilde + omega_v * np.outer(task.mu, np.ones(task.N))
-    A = np.ones((task.T, 1)) * np.asarray(xis)[None, :] + task.Qm * np.asarray(etas)[None, :]
+    A = np.ones((task.T, 1)) * np.asarray(xis)[None, :] + task.Qm * np.asarray(betas)[None, :]
     return V, A
 
 
@@ -155,10 +155,10 @@ def test_general_flow_equals_numpy_full_population_flow_nonuniform_q():
     p.update({f"rho_{k+1}": task.rho[k] for k in range(3)})
     for _ in range(5):
         z, o = rng.normal(), 1 + 0.3 * rng.normal()
-        xis, etas = 0.1 * rng.normal(size=3), rng.normal(size=3)
-        y = np.concatenate([[z, o], xis, etas])
+        xis, betas = 0.1 * rng.normal(size=3), rng.normal(size=3)
+        y = np.concatenate([[z, o], xis, betas])
         dy = f(0.0, y, G.parameter_vector(p))
-        V, A = _manifold_point(task, z, o, xis, etas)
+        V, A = _manifold_point(task, z, o, xis, betas)
         dV, dA = scb.preconditioned_flow(V, A, task, 0.5, 0.8)
         dV_red, dA_red = _manifold_point(task, dy[0], dy[1], dy[2:5], dy[5:8])
         assert np.max(np.abs(dV - dV_red)) < 1e-8
@@ -312,25 +312,25 @@ def test_escape_time_closed_form_numpy_equals_sympy_formula():
 
 @pytest.mark.parametrize("backend", ["scipy", "diffrax"])
 def test_escape_times_within_10_percent_of_formula(backend):
-    """Acceptance 4: ODE escape (eta reaches 1/2) for T = 1e2, 1e3, 1e4 vs log(T sqrt(rho))/sqrt(eta_V eta_A rho K)."""
+    """Acceptance 4: ODE escape (beta reaches 1/2) for T = 1e2, 1e3, 1e4 vs log(T sqrt(rho))/sqrt(eta_V eta_A rho K)."""
     import simulate
 
     S = scb.symmetric_system()
     formula = scb.escape_time_formula()
     for Tv in (1e2, 1e3, 1e4):
         p = dict(T=Tv, rho=1 / 3, K=0.1, m2=1 / 3, eta_V=1.0, eta_A=1.0)
-        tr = simulate.solve(S, p, dict(zeta=0.0, omega=1.0, xi=1 / Tv, eta=0.0), np.linspace(0, 100, 5001),
+        tr = simulate.solve(S, p, dict(zeta=0.0, omega=1.0, xi=1 / Tv, beta=0.0), np.linspace(0, 100, 5001),
                             backend=backend)
-        t_ode = simulate.first_crossing(tr, "eta", scb.ESCAPE_LEVEL)
+        t_ode = simulate.first_crossing(tr, "beta", scb.ESCAPE_LEVEL)
         t_formula = float(formula.subs({T: Tv, rho: sp.Rational(1, 3), K: sp.Rational(1, 10), eta_V: 1, eta_A: 1}))
         assert abs(t_ode - t_formula) / t_formula < 0.10, (Tv, t_ode, t_formula)
 
 
 def test_fixed_points_are_rescaled_ground_truth():
-    """Spec §3.5: xi = 0, zeta*eta = 1, s*omega = 1 is a fixed point for every scale c."""
+    """Spec §3.5: xi = 0, zeta*beta = 1, s*omega = 1 is a fixed point for every scale c."""
     S = scb.symmetric_system()
     c = sp.Symbol("c", positive=True)
-    pt = {zeta: 1 / c, omega: 1 / c, xi: 0, eta: c}
+    pt = {zeta: 1 / c, omega: 1 / c, xi: 0, beta: c}
     assert all(sp.simplify(r.subs(pt)) == 0 for r in S.expanded_rhs)
 
 

@@ -285,7 +285,7 @@ def train_fast(config: SCBConfig, *, device: str = "auto", seed: int | None = No
 def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 512, seeds=2,
                        lr_fraction: float = 0.5, max_steps: int = 200_000, device: str = "auto",
                        dtype=torch.float64) -> list[dict]:
-    """Real-SGD escape times (first step with eta >= 1/2, spec §3.4) vs T, one row per (T, seed):
+    """Real-SGD escape times (first step with beta >= 1/2, spec §3.4) vs T, one row per (T, seed):
     ``{T, seed, lr, N, batch, steps_run, escape_time (nan if not reached within the run), ode_same_task,
     rel_err_vs_ode, formula, token_positions, seconds}``.
 

@@ -140,7 +140,7 @@ def escape_time_claim(df) -> Claim:
          "sgd_fast_escape_mean": fast.sgd.tolist(), "sgd_fast_ode_same_task": fast.ode.tolist(),
          "sgd_fast_vs_ode_rel": rel_fast.tolist(), "sgd_fast_slope_vs_lnT": sgd_slope,
          "predicted_sgd_fast_slope_vs_lnT": 1.0, "tolerance_ode": ESCAPE_TOL, "tolerance_sgd": SGD_ESCAPE_TOL},
-        f"ODE: spec setting K=0.1 rho=1/3 eta=1, T={ode['T'].tolist()}; SGD (empirical.scb): N=3 Q=2 lr=0.8/T "
+        f"ODE: spec setting K=0.1 rho=1/3 eta_V=eta_A=1, T={ode['T'].tolist()}; SGD (empirical.scb): N=3 Q=2 lr=0.8/T "
         f"batch {int(df[df.source == 'sgd'].batch.iloc[0])}, T={ref.index.tolist()}; SGD (empirical.scb.fast): N=3 Q=2 "
         f"lr=2/(m2 T)/2 batch {int(f.batch.iloc[0])}, T={fast.index.tolist()}; "
         f"{int(df[df.source == 'sgd'].seed.nunique())}/{int(f.seed.nunique())} seeds",
@@ -171,7 +171,7 @@ def transfer_claim(df) -> Claim:
          "escape_x_lr_pretrained_V": (piv["pretrained V"] / df.batch.iloc[0] * lr).tolist(),
          "zeta0_pretrained_V": zeta0.tolist(), "threshold_ratio": TRANSFER_RATIO},
         f"N=3 Q=2 lr=0.8/T batch {int(df.batch.iloc[0])}, downstream P = {df.mix.iloc[0]} P_pre + "
-        f"{1 - df.mix.iloc[0]:.2g} P_indep, same q; escape = eta reaches 1/2; one seed per T",
+        f"{1 - df.mix.iloc[0]:.2g} P_indep, same q; escape = beta reaches 1/2; one seed per T",
     )
 
 

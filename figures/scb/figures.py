@@ -58,16 +58,16 @@ def escape_formula_value(params: dict[str, float]) -> float:
 
 
 def spec_escape_times(Ts, *, backend: str = "diffrax") -> pd.DataFrame:
-    """ODE escape times (eta reaches 1/2) on the spec's setting (K = 0.1, rho = 1/3, m2 = 1/3,
+    """ODE escape times (beta reaches 1/2) on the spec's setting (K = 0.1, rho = 1/3, m2 = 1/3,
     eta_V = eta_A = 1; spec §3.4 table) and the formula, for each T in ``Ts``."""
     rows = []
     S = scb.symmetric_system()
     for Tv in Ts:
         p = dict(T=float(Tv), rho=1 / 3, K=0.1, m2=1 / 3, eta_V=1.0, eta_A=1.0)
-        prob = Problem(S, p, dict(zeta=0.0, omega=1.0, xi=1 / Tv, eta=0.0), np.linspace(0, 120, 4001),
+        prob = Problem(S, p, dict(zeta=0.0, omega=1.0, xi=1 / Tv, beta=0.0), np.linspace(0, 120, 4001),
                        scb.SOLVE_OPTIONS)
         ode = simulate.solve(prob, backend=backend)
-        rows.append({"source": "ode", "T": float(Tv), "escape_time": simulate.first_crossing(ode, "eta", scb.ESCAPE_LEVEL),
+        rows.append({"source": "ode", "T": float(Tv), "escape_time": simulate.first_crossing(ode, "beta", scb.ESCAPE_LEVEL),
                      "formula": escape_formula_value(p)})
     return pd.DataFrame(rows)
 
@@ -114,7 +114,7 @@ def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str =
 
 def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: str = "auto",
                     real_sgd_Ts=None, real_sgd_batch: int = 512) -> pd.DataFrame:
-    """Escape time (eta reaches 1/2) vs T; also written as ``scb_escape_time.csv``.
+    """Escape time (beta reaches 1/2) vs T; also written as ``scb_escape_time.csv``.
 
     * ``source == "ode"``: ODE and formula on the spec's setting for T = 1e2..1e4 (1e5 with --full);
     * ``"sgd"``: :mod:`empirical.scb` (the reference SGD) at small T, lr = 0.8/T, batch 512/2048;
@@ -156,7 +156,7 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
     d = df[df.source == "ode"]
     axes[0].semilogx(d["T"], d["escape_time"], "ko-", label="ODE (4-D)")
     axes[0].semilogx(d["T"], d["formula"], "r--", label=r"formula $\log(T\sqrt{\rho})/\sqrt{\eta_V\eta_A\rho K}$")
-    axes[0].set_title("population flow, K=0.1, rho=1/3, eta=1")
+    axes[0].set_title("population flow, K=0.1, rho=1/3, eta_V=eta_A=1")
     for src, colour, label in (("sgd", "tab:orange", f"SGD empirical.scb (batch {batch}, lr 0.8/T)"),
                                ("sgd_fast", "tab:blue", f"SGD empirical.scb.fast (batch {real_sgd_batch}, lr 1/(m2 T))")):
         g = df[df.source == src]
@@ -206,7 +206,7 @@ def transfer_starts(V_pre: np.ndarray, A_pre: np.ndarray, down_task, config) -> 
 
 def fig_transfer(outdir: Path | None = None, quick: bool = True, *, device: str = "auto", Ts=None,
                  mix: float = 0.7) -> pd.DataFrame:
-    """Samples to escape (eta >= 1/2) on a downstream task whose transition is correlated with the
+    """Samples to escape (beta >= 1/2) on a downstream task whose transition is correlated with the
     pretraining task's: from scratch, from the pretrained V with the attention re-initialised
     uniform (the paper's transfer claim, spec §5/§6.1), and from pretrained V + attention
     (ablation). Batch 256; each row also carries the ODE's escape from the same start."""
@@ -227,17 +227,17 @@ def fig_transfer(outdir: Path | None = None, quick: bool = True, *, device: str 
             rows.append({"T": float(Tv), "start": label, "escape_steps": t_esc, "samples": t_esc * pre.batch,
                          "ode_escape_steps": simulate.first_crossing(ode, "attention_target_coefficient",
                                                                      scb.ESCAPE_LEVEL),
-                         "zeta0": y0["zeta"], "eta0": y0["eta"], "batch": pre.batch, "lr": pre.eta_A, "mix": mix})
+                         "zeta0": y0["zeta"], "beta0": y0["beta"], "batch": pre.batch, "lr": pre.eta_A, "mix": mix})
     df = pd.DataFrame(rows)
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for label, g in df.groupby("start", sort=False):
-        at_start = bool((g["samples"] == 0).all())  # eta0 >= 1/2 already: nothing to draw on a log axis
+        at_start = bool((g["samples"] == 0).all())  # beta0 >= 1/2 already: nothing to draw on a log axis
         line, = ax.plot(g["T"], g["samples"], "o-", label=f"SGD, {label}" + (" (escaped at step 0)" if at_start else ""))
         ax.plot(g["T"], g["ode_escape_steps"] * g["batch"], "x--", color=line.get_color(), alpha=0.6)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_title(f"SCB transfer (correlated P, mix {mix}), batch 256; x = ODE", fontsize=9)
-    _finish(fig, [ax], outdir, "scb_transfer.png", "T", "samples to escape (eta >= 1/2)")
+    _finish(fig, [ax], outdir, "scb_transfer.png", "T", "samples to escape (beta >= 1/2)")
     return df
 
 

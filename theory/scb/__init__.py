@@ -32,7 +32,7 @@ from .derive import (
     Q,
     T,
     escape_time_formula,
-    eta,
+    beta,
     eta_A,
     eta_V,
     general_system,
@@ -82,5 +82,5 @@ __all__ = [
     "systems", "problem", "SOLVE_OPTIONS", "MinibatchSDE", "minibatch_sde",
     "ReducedMinibatchSDE", "FastMinibatchSDE", "minibatch_sde_reduced", "minibatch_sde_fast",
     # symbols of the reduced systems (tests and exports refer to them)
-    "zeta", "omega", "xi", "eta", "u", "w", "T", "Q", "rho", "K", "m2", "eta_V", "eta_A",
+    "zeta", "omega", "xi", "beta", "u", "w", "T", "Q", "rho", "K", "m2", "eta_V", "eta_A",
 ]

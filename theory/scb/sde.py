@@ -10,29 +10,30 @@ steps (``SCBConfig.ode_time``), sampled at ``config.ode_times()``.
   its per-component (unrolled) step for small N (:func:`reduced_terms_unrolled`).
 
 **Reduced SDE** (spec §3.6 "Reduced SDE", with the exact decomposition below). Any full state
-``(V, A)`` is written, exactly, as
+``(V, A)`` is written, exactly, as (``beta_k``: the spec's ``eta_k``, renamed so that it does not
+read as a learning rate)
 
-    v = V mu = omega mu + r_v,            mu . r_v = 0,             E_v   = |r_v|^2
-    V - v 1^T = zeta P_tilde + R,         tr(R Sigma P_tilde^T) = 0, E_V   = tr(R Sigma R^T)
-    a_k = xi_k 1 + eta_k q_k + delta_k,   delta_k _|_ 1, q_k,       E_a,k = |delta_k|^2
+    v = V mu = omega mu + r_v,             mu . r_v = 0,              E_v   = |r_v|^2
+    V - v 1^T = zeta P_tilde + R,          tr(R Sigma P_tilde^T) = 0, E_V   = tr(R Sigma R^T)
+    a_k = xi_k 1 + beta_k q_k + delta_k,   delta_k _|_ 1, q_k,        E_a,k = |delta_k|^2
 
 (``zeta`` is the Sigma-projection of V onto P_tilde; with it ``tr(V Sigma V^T) = K zeta^2 + E_V``
 has no cross term). The preconditioned population flow (spec §3.2-3.3) in these coordinates is
 *closed* and exact — the off-manifold parts decay isotropically:
 
-    zeta'  = -eta_V [(mu.n) zeta - mu.c]          E_V'   = -2 eta_V (mu.n) E_V
-    omega' = -eta_V [S2 omega - S1]               E_v'   = -2 eta_V S2 E_v
-    xi_k'  = -eta_A [vv xi_k + s_k |v|^2 - mu.v]  eta_k' = -eta_A [vv eta_k - vp]
+    zeta'  = -eta_V [(mu.n) zeta - mu.c]          E_V'    = -2 eta_V (mu.n) E_V
+    omega' = -eta_V [S2 omega - S1]               E_v'    = -2 eta_V S2 E_v
+    xi_k'  = -eta_A [vv xi_k + s_k |v|^2 - mu.v]  beta_k' = -eta_A [vv beta_k - vp]
     E_a,k' = -2 eta_A vv E_a,k
 
-with ``n_k = T xi_k^2 + 2 xi_k eta_k + rho_k eta_k^2 + E_a,k``, ``s_k = T xi_k + eta_k``,
-``c_k = xi_k + rho_k eta_k``, ``vv = K zeta^2 + E_V``, ``vp = K zeta``, ``|v|^2 = m2 omega^2 + E_v``,
+with ``n_k = T xi_k^2 + 2 xi_k beta_k + rho_k beta_k^2 + E_a,k``, ``s_k = T xi_k + beta_k``,
+``c_k = xi_k + rho_k beta_k``, ``vv = K zeta^2 + E_V``, ``vp = K zeta``, ``|v|^2 = m2 omega^2 + E_v``,
 ``mu.v = m2 omega``, ``S1 = sum mu_k s_k``, ``S2 = sum mu_k s_k^2``.
 
 Noise (the closure, spec §3.6 [inferred]): minibatch noise is estimated from ``mc_samples``
 per-sample gradients evaluated at the on-manifold point of the current reduced state (energies
 set to 0), drawn from sufficient statistics only (query k, the Q support tokens, the off-support
-token counts, the target) and projected onto (zeta, omega, xi_k, eta_k); they are centred on the
+token counts, the target) and projected onto (zeta, omega, xi_k, beta_k); they are centred on the
 exact population mean, so ``(g_m - E g)(g_m - E g)^T / (M B)`` is an unbiased covariance estimate.
 Each energy gains its Itô term ``tr Cov(off-manifold part)/B = E|g_off|^2/B`` (the population
 gradient has no off-manifold part on the manifold); the energies' own martingale terms
@@ -283,7 +284,7 @@ JOINT_MAX = 2**15
 
 
 def reduced_coordinates(V, A, task: SCBTask) -> np.ndarray:
-    """The exact reduced coordinates (zeta, omega, xi_1..N, eta_1..N, E_V, E_v, E_a,1..N) of full
+    """The exact reduced coordinates (zeta, omega, xi_1..N, beta_1..N, E_V, E_v, E_a,1..N) of full
     parameters ``V`` (..., N, N), ``A`` (..., T, N) (module docstring; spec §3.6)."""
     V, A = np.asarray(V, float), np.asarray(A, float)
     mu, Pt, Sig, Qm, K, m2 = task.mu, task.P_tilde, task.Sigma, task.Qm, task.K, task.m2
@@ -298,10 +299,10 @@ def reduced_coordinates(V, A, task: SCBTask) -> np.ndarray:
     i1, iq = A.sum(-2), (A * Qm).sum(-2)  # <a_k, 1>, <a_k, q_k>
     det = task.T * rho - 1.0
     xi = (rho * i1 - iq) / det
-    eta = (task.T * iq - i1) / det
+    beta = (task.T * iq - i1) / det
     n = (A**2).sum(-2)
-    E_a = n - (task.T * xi**2 + 2 * xi * eta + rho * eta**2)
-    return np.concatenate([zeta[..., None], omega[..., None], xi, eta, E_V[..., None], E_v[..., None], E_a], -1)
+    E_a = n - (task.T * xi**2 + 2 * xi * beta + rho * beta**2)
+    return np.concatenate([zeta[..., None], omega[..., None], xi, beta, E_V[..., None], E_v[..., None], E_a], -1)
 
 
 def _split(y, N):
@@ -311,18 +312,18 @@ def _split(y, N):
 def _drift(y, c, xp):
     """Reduced drift (module docstring), ``c``: dict of task constants; ``xp``: numpy or jax.numpy."""
     N = c["mu"].shape[0]
-    zeta, omega, xi, eta, E_V, E_v, E_a = _split(y, N)
+    zeta, omega, xi, beta, E_V, E_v, E_a = _split(y, N)
     mu, T, rho, K, m2 = c["mu"], c["T"], c["rho"], c["K"], c["m2"]
-    s = T * xi + eta
-    n = T * xi**2 + 2 * xi * eta + rho * eta**2 + E_a
-    cc = xi + rho * eta
+    s = T * xi + beta
+    n = T * xi**2 + 2 * xi * beta + rho * beta**2 + E_a
+    cc = xi + rho * beta
     vv, vp = K * zeta**2 + E_V, K * zeta
     v2, mv = m2 * omega**2 + E_v, m2 * omega
     mn, S1, S2 = mu @ n, mu @ s, mu @ s**2
     lV, lA = c["lr_V"], c["lr_A"]
     return xp.concatenate([
         xp.stack([-lV * (mn * zeta - mu @ cc), -lV * (S2 * omega - S1)]),
-        -lA * (vv * xi + s * v2 - mv), -lA * (vv * eta - vp),
+        -lA * (vv * xi + s * v2 - mv), -lA * (vv * beta - vp),
         xp.stack([-2 * lV * mn * E_V, -2 * lV * S2 * E_v]), -2 * lA * vv * E_a,
     ])
 
@@ -350,12 +351,12 @@ def projected_per_sample(y, koh, b, cnt, yoh, c, xp=np):
 
     Sufficient statistics of one sample: query ``koh`` (one-hot, (N,)), ``b = X q_k`` (N,),
     all-context token counts ``cnt = X 1`` (N,), target ``yoh`` (one-hot, (N,)). Returns ``(g_red (2+2N,), off (2+N,))``: the gradient's (zeta, omega, xi,
-    eta) components (xi, eta nonzero at query k only) and the squared norms of its off-manifold
+    beta) components (xi, beta nonzero at query k only) and the squared norms of its off-manifold
     parts (R in the Sigma norm, r_v, delta_k at query k), learning rates included (spec §3.2, §3.6)."""
     N = c["mu"].shape[0]
-    zeta, omega, xi, eta, *_ = _split(y, N)
+    zeta, omega, xi, beta, *_ = _split(y, N)
     mu, T, rho, K, m2, Pt = c["mu"], c["T"], c["rho"], c["K"], c["m2"], c["Pt"]
-    xk, ek, rk, muk = koh @ xi, koh @ eta, koh @ rho, koh @ mu
+    xk, ek, rk, muk = koh @ xi, koh @ beta, koh @ rho, koh @ mu
     h = xk * cnt + ek * b  # X a_k
     s = T * xk + ek
     Pth = Pt @ h
@@ -417,7 +418,7 @@ def _inverse_cdf(u, cdf):
 
 @dataclass(frozen=True, eq=False)
 class ReducedMinibatchSDE:
-    """The reduced minibatch-SGD SDE (module docstring), state (zeta, omega, xi_1..N, eta_1..N,
+    """The reduced minibatch-SGD SDE (module docstring), state (zeta, omega, xi_1..N, beta_1..N,
     E_V, E_v, E_a,1..N), time in optimiser steps. ``noise_dim = mc_samples``."""
 
     task: SCBTask
@@ -445,7 +446,7 @@ class ReducedMinibatchSDE:
     @property
     def state_names(self) -> tuple[str, ...]:
         N = self.task.N
-        return ("zeta", "omega", *(f"xi_{i}" for i in range(1, N + 1)), *(f"eta_{i}" for i in range(1, N + 1)),
+        return ("zeta", "omega", *(f"xi_{i}" for i in range(1, N + 1)), *(f"beta_{i}" for i in range(1, N + 1)),
                 "E_V", "E_v", *(f"E_a_{i}" for i in range(1, N + 1)))
 
     def initial_state(self) -> np.ndarray:
@@ -550,11 +551,11 @@ class ReducedMinibatchSDE:
         N, task = self.task.N, self.task
         Y = np.asarray(Y, float)
         zeta, omega = Y[..., 0], Y[..., 1]
-        xi, eta = Y[..., 2:2 + N], Y[..., 2 + N:2 + 2 * N]
+        xi, beta = Y[..., 2:2 + N], Y[..., 2 + N:2 + 2 * N]
         E_V, E_v, E_a = Y[..., 2 + 2 * N], Y[..., 3 + 2 * N], Y[..., 4 + 2 * N:]
         rho, T_, mu = task.rho, task.T, task.mu
-        s, cc = T_ * xi + eta, xi + rho * eta
-        n = T_ * xi**2 + 2 * xi * eta + rho * eta**2 + E_a
+        s, cc = T_ * xi + beta, xi + rho * beta
+        n = T_ * xi**2 + 2 * xi * beta + rho * beta**2 + E_a
         vv, vp = task.K * zeta**2 + E_V, task.K * zeta
         v2, mv = task.m2 * omega**2 + E_v, task.m2 * omega
         # population loss sum_k mu_k per_k (spec §3.3) with the mu-sums taken first (fewer (..., N) temporaries):
@@ -586,23 +587,23 @@ class ReducedMinibatchSDE:
 UNROLL_MAX_N = 8
 
 
-def _drift_list(z, om, xi, eta, EV, Ev, Ea, c, N):
+def _drift_list(z, om, xi, beta, EV, Ev, Ea, c, N):
     """Reduced drift (module docstring) as a list of scalars."""
     mu, rho, T, K, m2, lV, lA = c["mu"], c["rho"], c["T"], c["K"], c["m2"], c["lr_V"], c["lr_A"]
-    s = [T * xi[i] + eta[i] for i in range(N)]
-    n = [T * xi[i] ** 2 + 2 * xi[i] * eta[i] + rho[i] * eta[i] ** 2 + Ea[i] for i in range(N)]
+    s = [T * xi[i] + beta[i] for i in range(N)]
+    n = [T * xi[i] ** 2 + 2 * xi[i] * beta[i] + rho[i] * beta[i] ** 2 + Ea[i] for i in range(N)]
     mn = sum(mu[i] * n[i] for i in range(N))
-    mc = sum(mu[i] * (xi[i] + rho[i] * eta[i]) for i in range(N))
+    mc = sum(mu[i] * (xi[i] + rho[i] * beta[i]) for i in range(N))
     S1 = sum(mu[i] * s[i] for i in range(N))
     S2 = sum(mu[i] * s[i] ** 2 for i in range(N))
     vv, vp, v2, mv = K * z * z + EV, K * z, m2 * om * om + Ev, m2 * om
     return ([-lV * (mn * z - mc), -lV * (S2 * om - S1)]
             + [-lA * (vv * xi[i] + s[i] * v2 - mv) for i in range(N)]
-            + [-lA * (vv * eta[i] - vp) for i in range(N)]
+            + [-lA * (vv * beta[i] - vp) for i in range(N)]
             + [-2 * lV * mn * EV, -2 * lV * S2 * Ev] + [-2 * lA * vv * Ea[i] for i in range(N)])
 
 
-def _per_sample(z, om, xi, eta, F, c, N):
+def _per_sample(z, om, xi, beta, F, c, N):
     """Projected per-sample gradient of one sample with features ``F`` (4N,): (koh, b, cnt, yoh).
     Returns (g_zeta, g_omega, g_xi, g_eta, off_R, off_v, off_a) as scalars (g_xi, g_eta, off_a at
     the sample's query k; the caller spreads them with koh)."""
@@ -611,7 +612,7 @@ def _per_sample(z, om, xi, eta, F, c, N):
     inv_mu, iK, im2 = [1.0 / v for v in mu], 1.0 / K, 1.0 / m2  # reciprocals: no divisions per path
     koh, b, cnt, yoh = F[:N], F[N:2 * N], F[2 * N:3 * N], F[3 * N:]
     xk = sum(koh[i] * xi[i] for i in range(N))
-    ek = sum(koh[i] * eta[i] for i in range(N))
+    ek = sum(koh[i] * beta[i] for i in range(N))
     rk = sum(koh[i] * rho[i] for i in range(N))
     inv_muk = sum(koh[i] * inv_mu[i] for i in range(N))
     inv_det = sum(koh[i] * (1.0 / (T * rho[i] - 1.0)) for i in range(N))
@@ -657,14 +658,14 @@ def reduced_terms_unrolled(y, F, c, N: int, M: int):
     import jax.numpy as jnp
 
     z, om = y[0], y[1]
-    xi, eta = [y[2 + i] for i in range(N)], [y[2 + N + i] for i in range(N)]
+    xi, beta = [y[2 + i] for i in range(N)], [y[2 + N + i] for i in range(N)]
     EV, Ev, Ea = y[2 + 2 * N], y[3 + 2 * N], [y[4 + 2 * N + i] for i in range(N)]
-    f = _drift_list(z, om, xi, eta, EV, Ev, Ea, c, N)
-    mean = [-v for v in _drift_list(z, om, xi, eta, 0.0, 0.0, [0.0] * N, c, N)[: 2 + 2 * N]]  # E g on the manifold
+    f = _drift_list(z, om, xi, beta, EV, Ev, Ea, c, N)
+    mean = [-v for v in _drift_list(z, om, xi, beta, 0.0, 0.0, [0.0] * N, c, N)[: 2 + 2 * N]]  # E g on the manifold
     inv_norm = 1.0 / jnp.sqrt(M * c["batch"])
     # all M samples at once: every per-sample scalar is an (M,) vector
     koh = [F[:, i] for i in range(N)]
-    gz, go, gx, ge, oR, ov, oa = _per_sample(z, om, xi, eta, [F[:, j] for j in range(4 * N)], c, N)
+    gz, go, gx, ge, oR, ov, oa = _per_sample(z, om, xi, beta, [F[:, j] for j in range(4 * N)], c, N)
     g = [gz, go] + [gx * koh[i] for i in range(N)] + [ge * koh[i] for i in range(N)]
     zero = jnp.zeros_like(gz)
     D = jnp.stack([(mean[i] - g[i]) * inv_norm for i in range(2 + 2 * N)] + [zero] * (2 + N))  # (dim, M)
