@@ -194,13 +194,11 @@ def test_real_sgd_escape_at_larger_T_matches_its_ode(Tv):
 def test_escape_time_figure_csv_and_claim_use_the_real_sgd_points(tmp_path):
     """Quick escape-time figure: its CSV holds the fused-kernel SGD rows with their relative error
     to the ODE, and the escape_time_log_T claim's evidence is recomputed from the CSV."""
-    import importlib
-
     import pandas as pd
 
+    from figures.scb import claims as compare
     from figures.scb import figures as S
 
-    compare = importlib.import_module("figures.scb.compare")
     S.fig_escape_time(tmp_path, True, device="cpu")
     df = pd.read_csv(tmp_path / "scb_escape_time.csv")
     fast = df[df.source == "sgd_fast"]

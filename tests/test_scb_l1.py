@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from empirical.scb import l1 as el1
+from figures.scb import claims as fcl
 from figures.scb import l1 as fl1
 from theory import scb
 
@@ -128,7 +129,7 @@ def test_claims_names_keys_and_verdict():
             "dist_A", "samples_at_early_stop"} <= set(df.columns)
     assert len(df) == 2 * 3 * (1 + 3 + 3)  # 2 lr backoffs x 3 seeds x (sgd + l1, l1_proj at 3 lams)
     df = df[df.lr_backoff == 1]
-    claims = {c.name: c for c in fl1.l1_claims(True, device="cpu", **kw)}
+    claims = {c.name: c for c in fcl.l1_claims(True, device="cpu", **kw)}
     assert set(claims) == {"l1_beats_sgd", "l1_recovers_support"}
     for c in claims.values():
         j = c.to_json()

@@ -24,7 +24,7 @@ Protocol (issue 9, deliver 2):
   ``V/colsum(V)``, ``a_k/1^T a_k`` (spec §3.5, §4): ``dist_P = |V/colsum - P|_F/|P~|_F``,
   ``dist_A = rms_k |a_k/1'a_k - q_k|``; support = exact non-zeros of the raw a_k (normalisation does
   not change it).
-* Claims (:func:`l1_claims`), at the smallest batch: the l1 run's lambda > 0 is chosen by the
+* Claims (:func:`figures.scb.claims.l1_claims`), at the smallest batch: the l1 run's lambda > 0 is chosen by the
   median early-stopped population (validation) loss — never by the distances the claims test.
 
 Sizes: quick = T 128, batches 64 and 256, 3 seeds, 320k samples per run (5000 / 1250 steps), lambda
@@ -64,10 +64,10 @@ from empirical.sweeps import Cell, CellsFailed, load_cells, run_cells
 from theory import scb
 
 from ..core import finish_figure, save_table
-from ..report import Claim
+from ..sweep import sweep_settings
 
-__all__ = ["L1Settings", "settings", "l1_study", "fig_l1_vs_sgd", "l1_claims", "claims_from_study",
-           "paper_lambda", "study_cell", "CELL_FN"]
+__all__ = ["L1Settings", "settings", "l1_study", "study", "selected", "fig_l1_vs_sgd", "paper_lambda", "study_cell",
+           "CELL_FN"]
 
 
 COLORS = {"sgd": "k", "l1": "tab:red", "l1_proj": "tab:green"}
@@ -273,11 +273,16 @@ def l1_study(quick: bool = True, device: str = "auto", *, store=None, workers: i
     return _study(settings(quick, **overrides), device, _store_key(store), workers, ray)[0].copy()
 
 
+def study(s: L1Settings, device: str = "auto", store=None, workers: int = 1, ray: str | None = None) -> pd.DataFrame:
+    """The study's table for the settings ``s`` (as :func:`l1_study`; shared, once per process)."""
+    return _study(s, device, _store_key(store), workers, ray)[0].copy()
+
+
 def _store_key(store) -> str | None:
     return None if store is None else str(Path(store).resolve())
 
 
-def _selected(df: pd.DataFrame, method: str = "l1") -> pd.DataFrame:
+def selected(df: pd.DataFrame, method: str = "l1") -> pd.DataFrame:
     """``method``'s rows at the lambda > 0 with the smallest median early-stopped validation loss,
     per (T, B)."""
     l1 = df[(df.method == method) & (df.lam > 0)]
@@ -287,17 +292,21 @@ def _selected(df: pd.DataFrame, method: str = "l1") -> pd.DataFrame:
 
 
 def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str = "auto", store=None,
-                  workers: int = 1, ray: str | None = None, **overrides) -> dict[str, Any]:
+                  workers: int | None = None, ray: str | None = None, **overrides) -> dict[str, Any]:
     """Distance to ground truth (after normalisation) vs samples: l1 and l1_proj (validation-selected
     lambda > 0; l1's other lambdas dashed) vs vanilla SGD, median and min-max band over seeds, one row per (T, batch).
-    Writes ``scb_l1_vs_sgd.png`` and ``scb_l1_study.csv`` into ``outdir``; the sweep store (see
-    :func:`l1_study`) defaults to ``outdir/scb_l1_store`` (a rerun reads the finished cells)."""
+    Writes ``scb_l1_vs_sgd.png`` and ``scb_l1_study.csv`` into ``outdir``. The study is a grid of
+    runs (see :func:`l1_study`): ``store``, ``workers``, ``ray`` default to the CLI's
+    ``--store/--workers/--ray`` (store ``DIR/scb-l1``) inside ``tdyn figures``, else to
+    ``outdir/scb_l1_store``, one worker, no Ray (a rerun reads the finished cells)."""
     s = settings(quick, **overrides)
-    if store is None and outdir is not None:
-        store = Path(outdir) / "scb_l1_store"
+    opts = sweep_settings("scb-l1", None if outdir is None else Path(outdir) / "scb_l1_store")
+    store = opts["store"] if store is None else store
+    workers = opts["workers"] if workers is None else workers
+    ray = opts["ray"] if ray is None else ray
     df_all, curves = _study(s, device, _store_key(store), workers, ray)
     df = df_all[df_all.lr_backoff == 1]
-    sel = pd.concat([_selected(df, m) for m in s.methods if m != "sgd"])
+    sel = pd.concat([selected(df, m) for m in s.methods if m != "sgd"])
     keys = list(curves)
     fig, axes = plt.subplots(len(keys), 2, figsize=(10, 3.3 * len(keys)), squeeze=False)
     for row, (T, B) in zip(axes, keys):
@@ -332,78 +341,3 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
     png = finish_figure(fig, outdir, "scb_l1_vs_sgd.png")
     save_table(df_all, outdir, "scb_l1_study.csv")
     return {"study": df_all.copy(), "curves": curves, "selected": sel, "png": png}
-
-
-def _verdict(d: pd.DataFrame) -> dict[str, Any]:
-    """l1 (validation-selected lambda > 0) vs vanilla SGD on one (T, batch) slice: medians over seeds
-    of the early-stopped distances, support fraction, and whether l1 is smaller on both."""
-    sel, sgd = _selected(d), d[d.method == "sgd"]
-    med = {f"{m}_{k}": float(g[k].median()) for m, g in (("l1", sel), ("sgd", sgd)) for k in ("dist_P", "dist_A")}
-    return {**{f"median_{k}": v for k, v in med.items()},
-            "l1_beats_sgd": bool(med["l1_dist_P"] < med["sgd_dist_P"] and med["l1_dist_A"] < med["sgd_dist_A"]),
-            "support_fraction": float(sel.support_recovered.mean()), "lam": float(sel.lam.iloc[0]),
-            "lam_over_sigma": float(sel.lam_over_sigma.iloc[0]), "lr_l1": float(sel.lr.iloc[0]),
-            "lr_sgd": float(sgd.lr.iloc[0]), "sigma_B": float(d.sigma.iloc[0])}
-
-
-def claims_from_study(df: pd.DataFrame, s: L1Settings) -> list[Claim]:
-    """``l1_beats_sgd`` and ``l1_recovers_support`` decided at the smallest batch and largest T of
-    the study, the l1 lambda > 0 chosen by median early-stopped validation loss; the verdicts at
-    the other (T, batch) slices are evidence (``by_regime``)."""
-    df_all, df = df, df[df.lr_backoff == 1]
-    B, T = min(df.batch), max(df["T"])
-    d = df[(df.batch == B) & (df["T"] == T)]
-    v = _verdict(d)
-    back = {f"T={t},B={b}": _verdict(g) for (t, b), g in df_all[df_all.lr_backoff == 2].groupby(["T", "batch"])}
-    sel, sgd = _selected(d), d[d.method == "sgd"]
-    by_regime = {f"T={t},B={b}": _verdict(g) for (t, b), g in df.groupby(["T", "batch"])}
-    per_lam = {f"{m},lam={lam:.3g}": {"lam_over_sigma": float(g.lam_over_sigma.iloc[0]),
-                                      "dist_P": float(g.dist_P.median()), "dist_A": float(g.dist_A.median()),
-                                      "nnz_mean": float(g.nnz_mean.median()),
-                                      "support_fraction": float(g.support_recovered.mean()),
-                                      "val_loss": float(g.val_loss.median())}
-               for (m, lam), g in d[d.method != "sgd"].groupby(["method", "lam"])}
-    regime = (f"N={s.config.N} T={T} Q={s.config.Q} batch {B}, {len(s.seeds)} seeds, {s.steps(T, B)[0] * B} samples, "
-              f"lr l1={v['lr_l1']:.3g} sgd={v['lr_sgd']:.3g} (own largest stable/sqrt 2), lam={v['lam']:.3g} "
-              f"({v['lam_over_sigma']:.2g} sigma_B) chosen by validation loss, task_seed {s.config.task_seed}")
-    beats = Claim(
-        "l1_beats_sgd",
-        "At small batch the l1-regularised proximal method reaches a smaller early-stopped distance to "
-        "the ground truth, for P and for the attention, than vanilla SGD (each at its own largest "
-        "stable learning rate).",
-        holds=v["l1_beats_sgd"],
-        evidence={**{k: x for k, x in v.items() if k not in ("l1_beats_sgd", "support_fraction")},
-                  "lam_paper": float(d.lam_paper.iloc[0]),
-                  "l1_dist_P_seeds": sel.dist_P.round(4).tolist(), "sgd_dist_P_seeds": sgd.dist_P.round(4).tolist(),
-                  "l1_dist_A_seeds": sel.dist_A.round(4).tolist(), "sgd_dist_A_seeds": sgd.dist_A.round(4).tolist(),
-                  "per_lambda": per_lam,
-                  "by_regime": {k: {"holds": x["l1_beats_sgd"], "l1_dist_P": x["median_l1_dist_P"],
-                                    "sgd_dist_P": x["median_sgd_dist_P"], "l1_dist_A": x["median_l1_dist_A"],
-                                    "sgd_dist_A": x["median_sgd_dist_A"], "lam_over_sigma": x["lam_over_sigma"]}
-                                for k, x in by_regime.items()},
-                  "one_more_lr_step_back": {k: {"holds": x["l1_beats_sgd"], "lr_l1": x["lr_l1"], "lr_sgd": x["lr_sgd"],
-                                                "l1_dist_P": x["median_l1_dist_P"], "sgd_dist_P": x["median_sgd_dist_P"],
-                                                "l1_dist_A": x["median_l1_dist_A"], "sgd_dist_A": x["median_sgd_dist_A"]}
-                                            for k, x in back.items()}},
-        regime=regime)
-    support = Claim(
-        "l1_recovers_support",
-        "After early stopping and the final normalisation, the attention support equals the true one "
-        "(in at least 80% of seeds).",
-        holds=bool(v["support_fraction"] >= 0.8),
-        evidence={"support_fraction": v["support_fraction"], "lam": v["lam"],
-                  "nnz_mean_seeds": sel.nnz_mean.round(2).tolist(), "nnz_max_seeds": sel.nnz_max.tolist(),
-                  "true_nnz": s.config.Q, "T": T,
-                  "best_fraction_any_lambda": max(x["support_fraction"] for x in per_lam.values()),
-                  "by_regime": {k: {"support_fraction": x["support_fraction"], "lam_over_sigma": x["lam_over_sigma"]}
-                                for k, x in by_regime.items()},
-                  "one_more_lr_step_back": {k: x["support_fraction"] for k, x in back.items()}},
-        regime=regime)
-    return [beats, support]
-
-
-def l1_claims(quick: bool = True, device: str = "auto", *, store=None, workers: int = 1, ray: str | None = None,
-              **overrides) -> list[Claim]:
-    """The two claims of the study (see :func:`claims_from_study`; sweep options as :func:`l1_study`)."""
-    s = settings(quick, **overrides)
-    return claims_from_study(_study(s, device, _store_key(store), workers, ray)[0], s)
