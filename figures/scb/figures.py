@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 from empirical import scb as escb
@@ -72,8 +71,9 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
     axes[0].semilogx(d["T"], d["escape_time"], "ko-", label="ODE (4-D)")
     axes[0].semilogx(d["T"], d["formula"], "r--", label=r"formula $\log(T\sqrt{\rho})/\sqrt{\eta_V\eta_A\rho K}$")
     axes[0].set_title(r"population flow, $K=0.1$, $\rho=1/3$, $\eta_V=\eta_A=1$")
-    for src, colour, label in (("sgd", "tab:orange", f"SGD empirical.scb (batch {batch}, lr 0.8/T)"),
-                               ("sgd_fast", "tab:blue", f"SGD empirical.scb.fast (batch {real_sgd_batch}, lr 1/(m2 T))")):
+    for src, colour, label in (
+            ("sgd", "tab:orange", f"SGD empirical.scb (batch {batch}, lr 0.8/T)"),
+            ("sgd_fast", "tab:blue", f"SGD empirical.scb.fast (batch {real_sgd_batch}, lr 1/(m2 T))")):
         g = df[df.source == src]
         per_T = g.groupby("T").agg(sgd=("escape_time", "mean"), ode=("ode_same_task", "first"),
                                    formula=("formula", "first"), lr=("lr", "first"), rel=("rel_err_vs_ode", "mean"))

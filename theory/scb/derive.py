@@ -51,7 +51,7 @@ ESCAPE_LEVEL = 0.5
 
 
 # ------------------------------------------------------------------------------------------------
-# 1. Gram tables: the lemmas behind the reduction (each checked numerically in tests/test_scb_theory)
+# 1. Gram tables: the lemmas behind the reduction (each checked numerically in tests/theory/scb/test_derive.py)
 # ------------------------------------------------------------------------------------------------
 # Matrix basis (P_tilde, mu 1^T); P = P_tilde + mu 1^T has coordinates (1, 1).  papers/scb.md §3.3
 #   tr(X Sigma Y^T):  Sigma 1 = 0 kills mu1^T;  P_tilde Sigma = P Sigma  -> tr(P Sigma P^T) = K

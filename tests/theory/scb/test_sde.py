@@ -1,17 +1,21 @@
-"""SCB SDEs (theory/scb/sde.py): the reduced SDE of spec §3.6 against the full (V, A) one.
+"""SCB SDEs (theory/scb/sde.py): the reduced SDE of spec §3.6 against the full (V, A) one, and the
+full SDE's drift and noise against torch per-sample gradients.
 
 References are independent: the full preconditioned flow (theory.scb.preconditioned_flow), full
-per-sample gradients written out here in numpy from spec §3.2, the exact population gradient, and
-the full SDE ensemble.
+per-sample gradients written out here in numpy from spec §3.2, the exact population gradient, the
+full SDE ensemble and torch's per-sample gradients.
 """
 
 import numpy as np
 import pytest
+import torch
 
 import simulate
+from empirical import scb as escb
 from helpers.moments import moment_z_scores
 from theory import scb
 from theory.scb import sde as R
+
 
 CFG = scb.SCBConfig(N=3, T=16, Q=2, eta_V=0.2, eta_A=0.2, batch=32, steps=120, log_every=40)
 
@@ -242,3 +246,55 @@ def test_sde_observables_build_no_callable_per_call(task, monkeypatch):
     assert np.allclose(sde.observables(Y)["value_mean_scale"], 1.0)
     Yf = np.tile(full.initial_state(), (3, 1))
     assert np.allclose(full.observables(Yf)["value_mean_scale"], 1.0)
+
+
+def _setup(cfg, seed=0):
+    exp = escb.SCBExperiment(cfg)
+    gen = torch.Generator().manual_seed(seed)
+    exp.setup(torch.device("cpu"), gen)
+    return exp
+
+
+def test_minibatch_sde_drift_and_noise_match_sgd_statistics():
+    """The SDE's drift is the preconditioned population flow and its diffusion covariance equals
+    lr^2 Cov(per-sample preconditioned gradient)/B (checked against torch per-sample gradients)."""
+    cfg = scb.SCBConfig(N=3, T=6, Q=2, batch=16)
+    task = scb.make_task(cfg)
+    sde, _ = scb.minibatch_sde(cfg, mc_samples=20000)
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    rng = np.random.default_rng(0)
+    V, A = task.P + 0.1 * rng.normal(size=(3, 3)), task.Qm + 0.05
+    yv = jnp.asarray(np.concatenate([V.ravel(), A.ravel()]))
+    drift = np.asarray(sde.drift(0.0, yv, sde.args()))
+    dV, dA = scb.preconditioned_flow(V, A, task, cfg.eta_V, cfg.eta_A)
+    assert np.allclose(drift, np.concatenate([dV.ravel(), dA.ravel()]), atol=1e-12)
+    G = np.asarray(sde.per_sample_gradients(yv, sde.args(), jax.random.PRNGKey(0)))
+    assert np.allclose(-G.mean(0), drift, atol=0.02 * np.abs(drift).max() + 2e-3)
+    # variances from torch per-sample gradients (independent implementation, same law), compared
+    # in units of their Monte-Carlo standard errors
+    exp = _setup(cfg, seed=1)
+    x, k, y = exp.sampler.sample(20000)
+    params = {"V": torch.as_tensor(V), "A": torch.as_tensor(A)}
+
+    def one_loss(p, xb, kb, yb):
+        a = (p["A"] * (torch.arange(3) == kb).to(p["A"].dtype)).sum(1)
+        Xa = torch.zeros(3, dtype=a.dtype).scatter_add(0, xb, a)
+        r = p["V"] @ Xa - (torch.arange(3) == yb).to(p["A"].dtype)
+        return 0.5 * (r**2).sum()
+
+    g = torch.func.vmap(torch.func.grad(one_loss), in_dims=(None, 0, 0, 0))(params, x, k, y)
+    mu = torch.as_tensor(task.mu)
+    grads = torch.cat([(cfg.eta_V * g["V"] / mu).flatten(1), (cfg.eta_A * g["A"] / mu).flatten(1)], 1).numpy()
+
+    def var_and_se(M):
+        d2 = (M - M.mean(0)) ** 2
+        return d2.mean(0), d2.std(0) / np.sqrt(M.shape[0])
+
+    v_t, se_t = var_and_se(grads)
+    v_s, se_s = var_and_se(G)
+    big = v_s > 1e-6 * v_s.max()
+    assert big.sum() > 20
+    assert np.all(np.abs(v_t[big] - v_s[big]) < 5 * (se_t[big] + se_s[big]))
