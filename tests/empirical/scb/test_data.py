@@ -1,17 +1,9 @@
 """SCB data (empirical/scb/data.py): the sampler follows the generative process of spec §1.2."""
 
 import numpy as np
-import torch
 
-from empirical import scb as escb
+from helpers.scb import set_up_experiment as _setup
 from theory import scb
-
-
-def _setup(cfg, seed=0):
-    exp = escb.SCBExperiment(cfg)
-    gen = torch.Generator().manual_seed(seed)
-    exp.setup(torch.device("cpu"), gen)
-    return exp
 
 
 def test_sampler_follows_the_generative_process():

@@ -8,15 +8,9 @@ import pytest
 import torch
 
 from empirical import scb as escb
+from helpers.scb import set_up_experiment as _setup
 from theory import scb
 from theory.errors import ConfigError, DivergenceError
-
-
-def _setup(cfg, seed=0):
-    exp = escb.SCBExperiment(cfg)
-    gen = torch.Generator().manual_seed(seed)
-    exp.setup(torch.device("cpu"), gen)
-    return exp
 
 
 def test_trainer_logs_at_config_log_steps_and_problem_uses_ode_times():

@@ -5,14 +5,8 @@ import numpy as np
 import torch
 
 from empirical import scb as escb
+from helpers.scb import set_up_experiment as _setup
 from theory import scb
-
-
-def _setup(cfg, seed=0):
-    exp = escb.SCBExperiment(cfg)
-    gen = torch.Generator().manual_seed(seed)
-    exp.setup(torch.device("cpu"), gen)
-    return exp
 
 
 def test_autograd_gradients_equal_spec_per_sample_formulas():

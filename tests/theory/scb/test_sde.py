@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import simulate
-from empirical import scb as escb
 from helpers.moments import moment_z_scores
+from helpers.scb import set_up_experiment as _setup
 from theory import scb
 from theory.scb import sde as R
 
@@ -246,13 +246,6 @@ def test_sde_observables_build_no_callable_per_call(task, monkeypatch):
     assert np.allclose(sde.observables(Y)["value_mean_scale"], 1.0)
     Yf = np.tile(full.initial_state(), (3, 1))
     assert np.allclose(full.observables(Yf)["value_mean_scale"], 1.0)
-
-
-def _setup(cfg, seed=0):
-    exp = escb.SCBExperiment(cfg)
-    gen = torch.Generator().manual_seed(seed)
-    exp.setup(torch.device("cpu"), gen)
-    return exp
 
 
 def test_minibatch_sde_drift_and_noise_match_sgd_statistics():
