@@ -1,6 +1,6 @@
 """The Trainer: device, seeds, progress, observable logging, checkpoints, divergence detection.
 
-A paper's experiment is an object with this interface (see ``empirical/scb.py``):
+A paper's experiment is an object with this interface (see ``empirical/scb/experiment.py``):
 
 * ``paper``, ``name``: strings for the trajectory's attributes;
 * ``config``: the run's Config — the **one place time lives**: the Trainer runs ``config.steps``

@@ -175,7 +175,7 @@ register(Paper(
     sde="theory.scb:minibatch_sde_reduced",  # spec §3.6 reduced state + off-manifold energies
     train="empirical.scb:run",
     compare="figures.scb:compare",
-    figures="figures.scb:make_figures",
+    figures="figures.scb.figures:FIGURES",
     estimate="theory.scb.config:estimate",
     variants=("preconditioned", "sgd", "softmax"),
     missing={"text": "the SCB paper's claims are about synthetic sparse contextual bigrams; it has no real-text protocol"},

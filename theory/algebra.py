@@ -2,7 +2,7 @@
 
 Reduced dynamics of linear-algebraic models are derived by writing a parameter (a matrix ``V`` or
 a vector ``a``) as a combination of a few fixed basis elements (``V = zeta*P_tilde + omega*mu1^T``,
-``a = xi*1 + eta*q``) and evaluating every bilinear quantity the loss needs (traces, inner
+``a = xi*1 + beta*q``) and evaluating every bilinear quantity the loss needs (traces, inner
 products, the preconditioner's metric) through a Gram table of the basis. Each table entry is a
 lemma about the basis (e.g. ``tr(P_tilde Sigma P_tilde^T) = K``); the paper module states them and
 the tests check them on random instances. With the tables, the loss and the metric become sympy

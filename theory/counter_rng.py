@@ -1,7 +1,7 @@
 """Counter-based random numbers and integer alias tables for numba kernels (CPU).
 
 Shared by the numba SDE backend (:mod:`simulate._numba_em`, the SCB step in
-:mod:`theory.scb.sde_numba`) and the fused SGD kernels (:mod:`empirical.scb_kernels`).
+:mod:`theory.scb.sde_numba`) and the fused SGD kernels (:mod:`empirical.scb.kernels`).
 
 SplitMix64 (Steele, Lea & Flood 2014, the generator of Java's SplittableRandom) evaluated at counter
 ``n`` — output ``n`` of the stream seeded with ``seed`` — so any thread can draw any number: results

@@ -212,7 +212,9 @@ class ParamsBase:
                 raise ConfigError(k, f"unknown parameter; known: {', '.join(sorted(known))}")
         if not self.VARIANTS:
             return dataclasses.replace(self, **changes)
-        follow = {f.name for f in dataclasses.fields(self) if f.default is None} - set(self.explicit)
+        per_variant = {name for defaults in self.VARIANT_DEFAULTS.values() for name in defaults}
+        follow = {f.name for f in dataclasses.fields(self) if f.default is None and f.name in per_variant} - set(
+            self.explicit)  # a None-default field without per-variant defaults (SCB's P) is a plain setting
         keep = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in follow}
         if "variant" in changes:  # values the old variant imposed are not settings of the new one
             for name, value in self._variant_fixed(self.variant).items():

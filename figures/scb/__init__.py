@@ -1,39 +1,46 @@
 """SCB figures and the theory-vs-practice comparison (papers/scb.md §3.4, §4, §5, §6).
 
-:func:`compare` (the paper table's ``compare`` slot) returns a :class:`~figures.report.Report`;
-:func:`make_figures` (the ``figures`` slot) writes every figure. See :mod:`.compare` and
-:mod:`.figures`.
+* :mod:`.compare` — :func:`compare` (the paper table's ``compare`` slot) -> a
+  :class:`~figures.report.Report`, and the data the report and the figures share;
+* :mod:`.claims` — the headline claims and the code deciding them;
+* :mod:`.figures` — :data:`FIGURES` (the table's ``figures`` slot; ``figures.core.make_figures``
+  collects their files and writes ``report.json``);
+* :mod:`.l1` — the l1-proximal vs vanilla SGD study (a grid of runs through the sweep store) and its
+  figure.
+
+Direction: figures -> compare -> claims -> l1; compare never imports figures.
 """
 
-from .compare import (
+from .claims import (
     BAND_TOL,
     ESCAPE_TOL,
     SGD_ESCAPE_TOL,
-    TOLERANCE,
     TRANSFER_RATIO,
-    agreement_breakdown,
     band_claim,
-    compare,
-    compare_regime,
+    claims_from_study,
     escape_time_claim,
+    l1_claims,
     transfer_claim,
 )
-from .l1 import fig_l1_vs_sgd, l1_claims, l1_study
-from .figures import (
+from .compare import (
     BAND_LEVELS,
+    TOLERANCE,
+    agreement_breakdown,
+    compare,
     escape_formula_value,
-    fig_escape_time,
-    fig_overlay,
-    fig_softmax_vs_linear,
-    fig_transfer,
-    make_figures,
+    escape_time_table,
     ode_for,
+    overlay_data,
     spec_escape_times,
+    transfer_table,
 )
+from .figures import FIGURES, fig_escape_time, fig_overlay, fig_softmax_vs_linear, fig_transfer
+from .l1 import fig_l1_vs_sgd, l1_study
 
 __all__ = [
-    "compare", "compare_regime", "agreement_breakdown", "escape_time_claim", "transfer_claim", "band_claim",
-    "make_figures", "fig_overlay", "fig_l1_vs_sgd", "l1_claims", "l1_study", "fig_escape_time", "fig_transfer",
-    "fig_softmax_vs_linear", "ode_for", "escape_formula_value", "spec_escape_times",
+    "compare", "agreement_breakdown", "overlay_data", "escape_time_table", "transfer_table", "ode_for",
+    "escape_formula_value", "spec_escape_times",
+    "escape_time_claim", "transfer_claim", "band_claim", "l1_claims", "claims_from_study",
+    "FIGURES", "fig_overlay", "fig_escape_time", "fig_transfer", "fig_softmax_vs_linear", "fig_l1_vs_sgd", "l1_study",
     "TOLERANCE", "ESCAPE_TOL", "SGD_ESCAPE_TOL", "BAND_TOL", "TRANSFER_RATIO", "BAND_LEVELS",
 ]

@@ -1,52 +1,50 @@
-"""SCB theory vs practice: :func:`compare` -> :class:`~figures.report.Report` (papers/scb.md §3.4, §5, §6).
+"""SCB theory vs practice: :func:`compare` -> :class:`~figures.report.Report` (papers/scb.md §3.4,
+§5, §6), and the computations the report and the figures share.
 
-* observables — one network trained inside the theory's regime (small lr, large batch, lambda = 0)
-  against the 4-D ODE on ``config.ode_times()``; the correlation observables are judged at rel_l2
-  <= :data:`TOLERANCE`, the rest are diagnostics;
-* where_agreement_breaks — the same rel_l2 as the batch shrinks (noise) and as the learning rate
-  approaches the stability bound 2/(m2 T) (discretisation);
-* claims — ``escape_time_log_T`` (spec §3.4), ``transfer_skips_stage1`` (spec §5, pretrained V
-  only), ``sde_band_calibrated`` (spec §3.6), plus the l1 study's claims
-  (``figures/scb/l1.py``: ``l1_beats_sgd``, ``l1_recovers_support``).
+* observables — one network trained inside the theory's regime (``SCBConfig.preset("compare")``:
+  small lr, large batch, lambda = 0) against the 4-D ODE on ``config.ode_times()``; the
+  correlation observables are judged at rel_l2 <= :data:`TOLERANCE`, the rest are diagnostics;
+* where_agreement_breaks — :class:`~figures.report.Break` rows: the same rel_l2 as the batch
+  shrinks (noise) and as the learning rate approaches the stability bound 2/(m2 T)
+  (discretisation);
+* claims — decided in :mod:`.claims` from the data computed here: :func:`escape_time_table`
+  (``escape_time_log_T``, spec §3.4), :func:`transfer_table` (``transfer_skips_stage1``, spec §5),
+  :func:`overlay_data` (``sde_band_calibrated``, spec §3.6) and the l1 study (:mod:`.l1`).
+
+The data functions are computed once per process and arguments (the figures of
+:mod:`.figures` draw the same data the report judged; ``tdyn figures scb`` computes it once).
+Treat what they return as read-only. This module never imports :mod:`.figures`.
 """
 
 from __future__ import annotations
 
-import dataclasses
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
+import pandas as pd
+import xarray as xr
 
 import simulate
 from empirical import scb as escb
-from theory import scb
+from empirical.scb.fast import escape_time_points
+from empirical.trainer import stack_runs
+from theory import Problem, scb
 
-from ..core import agreement
-from ..report import Claim, Observable, Report
-from .figures import BAND_LEVELS, escape_formula_value, fig_escape_time, fig_overlay, fig_transfer, ode_for
+from ..core import agreement, band_coverage
+from ..report import Break, Observable, Report
+from . import claims as C
 
-__all__ = ["compare", "compare_regime", "agreement_breakdown", "escape_time_claim", "transfer_claim",
-           "band_claim", "TOLERANCE", "ESCAPE_TOL", "SGD_ESCAPE_TOL", "BAND_TOL", "TRANSFER_RATIO"]
+__all__ = ["compare", "agreement_breakdown", "overlay_data", "escape_time_table", "transfer_table",
+           "transfer_tasks", "transfer_starts", "ode_for", "escape_formula_value", "spec_escape_times",
+           "TOLERANCE", "DIAGNOSTICS", "BAND_LEVELS"]
 
 #: rel_l2 threshold for the correlation observables (small lr, large batch)
 TOLERANCE = 0.05
-#: escape_time_log_T: ODE vs formula (relative), ODE slope per decade vs ln(10)/sqrt(rho K) (relative)
-ESCAPE_TOL = 0.10
-#: escape_time_log_T: mean SGD escape vs its own task's ODE escape (relative)
-SGD_ESCAPE_TOL = 0.15
-#: sde_band_calibrated: |coverage - nominal| in probability (the issue's +-5 points)
-BAND_TOL = 0.05
-#: transfer_skips_stage1: samples to escape from the pretrained V at most this fraction of scratch
-TRANSFER_RATIO = 0.5
-
+#: observables reported without a tolerance
 DIAGNOSTICS = ("attention_target_coefficient", "value_mean_scale", "attention_sum", "population_loss")
-
-
-def compare_regime(quick: bool = True) -> scb.SCBConfig:
-    """Inside the theory's assumptions: small learning rates (eta_A well below 2/(m2 T)), large
-    batch, uniform q, online samples, lambda = 0, end-only normalisation."""
-    return scb.SCBConfig(N=3, T=16, Q=2, eta_V=0.05, eta_A=0.05, batch=4096 if quick else 16384,
-                         steps=600, log_every=5)
+#: nominal SDE band levels (central quantile intervals) whose coverage is reported
+BAND_LEVELS = (0.5, 0.8, 0.9)
 
 
 def _regime(cfg: scb.SCBConfig, task) -> str:
@@ -58,7 +56,7 @@ def compare(*, quick: bool = True, device: str = "auto", config: scb.SCBConfig |
             breakdown: bool = True, claims: bool = True) -> Report:
     """Train one network in the regime, compare it with the ODE over the whole trajectory (through
     the stage-1 escape), report where agreement breaks and decide the paper's claims."""
-    cfg = config or compare_regime(quick)
+    cfg = config or scb.SCBConfig.preset("compare", quick)
     task = scb.make_task(cfg)
     traj, _ = escb.train(cfg, device=device, task=task)
     ode = ode_for(cfg, task=task)
@@ -76,134 +74,203 @@ def compare(*, quick: bool = True, device: str = "auto", config: scb.SCBConfig |
     if breakdown:
         report.where_agreement_breaks = agreement_breakdown(cfg, device=device, task=task)
     if claims:
-        overlay = fig_overlay(None, quick, device=device)
+        overlay = overlay_data(quick, device=device)
         details["band_coverage"] = overlay["coverage"]
-        report.claims = [escape_time_claim(fig_escape_time(None, quick, device=device)),
-                         transfer_claim(fig_transfer(None, quick, device=device)),
-                         band_claim(overlay),
-                         *_extra_claims(quick, device)]
+        report.claims = [C.escape_time_claim(escape_time_table(quick, device=device)),
+                         C.transfer_claim(transfer_table(quick, device=device)),
+                         C.band_claim(overlay),
+                         *C.l1_claims(quick, device)]
     return report
 
 
-def agreement_breakdown(cfg: scb.SCBConfig, device: str = "auto", task=None) -> list[dict[str, Any]]:
+def agreement_breakdown(cfg: scb.SCBConfig, device: str = "auto", task=None) -> list[Break]:
     """Where agreement breaks: rel_l2 of the correlation observables as the batch shrinks (noise)
     and as the learning rate approaches the stability bound 2/(m2 T) (discretisation)."""
     task = task or scb.make_task(cfg)
     names = list(scb.CORRELATION_OBSERVABLES)
-    runs = [("batch", dataclasses.replace(cfg, batch=B)) for B in (cfg.batch, 256, 16)]
+    runs = [("batch", f"batch {B}", cfg.replace(batch=B)) for B in (cfg.batch, 256, 16)]
     bound = 2 / (task.m2 * cfg.T)
     for frac in (0.25, 0.9):
         lr = frac * bound
         steps = int(np.ceil(cfg.steps * cfg.eta_A / lr))
-        runs.append((f"learning_rate ({frac:g} x bound)",
-                     dataclasses.replace(cfg, eta_V=lr, eta_A=lr, steps=steps, log_every=max(1, steps // 120))))
+        runs.append(("learning_rate", f"eta_V = eta_A = {frac:g} x the stability bound 2/(m2 T) = {bound:.3g}, "
+                                      f"{steps} steps (the same time)",
+                     cfg.replace(eta_V=lr, eta_A=lr, steps=steps, log_every=max(1, steps // 120))))
     rows = []
-    for factor, c in runs:
+    for factor, note, c in runs:
         tr, _ = escb.train(c, device=device, task=task)
         rel = agreement(ode_for(c, task=task), tr, names)
-        rows.append({"factor": factor, "batch": c.batch, "lr": c.eta_A, **{f"rel_l2 {n}": rel[n] for n in names},
-                     "within_tolerance": bool(all(rel[n] <= TOLERANCE for n in names))})
+        rows.append(Break(factor, {"batch": c.batch, "lr": c.eta_A}, {n: rel[n] for n in names},
+                          bool(all(rel[n] <= TOLERANCE for n in names)), note))
     return rows
 
 
 # ------------------------------------------------------------------------------------------------
-# Claims
+# The theory's side
 # ------------------------------------------------------------------------------------------------
-def escape_time_claim(df) -> Claim:
-    """Stage 1 takes time ~ log T (spec §3.4): the ODE escape matches the formula within
-    :data:`ESCAPE_TOL` at every T and grows by ln(10)/sqrt(rho K) per decade (same tolerance);
-    trained SGD escapes (mean over seeds) within :data:`SGD_ESCAPE_TOL` of their own task's ODE,
-    for the reference SGD at small T and the fused-kernel SGD (``sgd_fast``) at larger T.
-    Evidence also gives the real-SGD slope of ``escape x lr x sqrt(rho K)`` against ``ln T``
-    (population prediction: 1)."""
-    ode = df[df.source == "ode"].sort_values("T")
-    rel_formula = np.abs(ode.escape_time.values - ode.formula.values) / ode.formula.values
-    slope = np.polyfit(np.log10(ode["T"].values), ode.escape_time.values, 1)[0]
-    slope_pred = np.log(10) / np.sqrt(1 / 3 * 0.1)  # the spec's setting rho = 1/3, K = 0.1
-
-    def per_T(src):
-        g = df[df.source == src]
-        t = g.groupby("T").agg(sgd=("escape_time", "mean"), ode=("ode_same_task", "first"))
-        return t, (np.abs(t.sgd - t.ode) / t.ode).values
-
-    ref, rel_sgd = per_T("sgd")
-    fast, rel_fast = per_T("sgd_fast")
-    f = df[df.source == "sgd_fast"]
-    scaled = (f.escape_time * f.lr * np.sqrt(f.rho * f.K)).values
-    sgd_slope = float(np.polyfit(np.log(f["T"].values), scaled, 1)[0]) if f["T"].nunique() > 1 else float("nan")
-    rels = np.concatenate([rel_sgd, rel_fast])
-    holds = bool(np.all(rel_formula <= ESCAPE_TOL) and abs(slope / slope_pred - 1) <= ESCAPE_TOL
-                 and np.all(np.isfinite(rels)) and np.all(rels <= SGD_ESCAPE_TOL))
-    return Claim(
-        "escape_time_log_T",
-        "Trained from scratch, the initial (sample-intensive) stage lasts a time growing like log T: "
-        "t* ~ log(T sqrt(rho))/sqrt(eta_V eta_A rho K) in the population flow.",
-        holds,
-        {"T_ode": ode["T"].tolist(), "ode_escape": ode.escape_time.tolist(), "formula": ode.formula.tolist(),
-         "ode_vs_formula_rel": rel_formula.tolist(), "ode_slope_per_decade": slope,
-         "predicted_slope_per_decade": slope_pred, "T_sgd": ref.index.tolist(),
-         "sgd_escape_mean": ref.sgd.tolist(), "ode_same_task": ref.ode.tolist(),
-         "sgd_vs_ode_rel": rel_sgd.tolist(), "T_sgd_fast": fast.index.tolist(),
-         "sgd_fast_escape_mean": fast.sgd.tolist(), "sgd_fast_ode_same_task": fast.ode.tolist(),
-         "sgd_fast_vs_ode_rel": rel_fast.tolist(), "sgd_fast_slope_vs_lnT": sgd_slope,
-         "predicted_sgd_fast_slope_vs_lnT": 1.0, "tolerance_ode": ESCAPE_TOL, "tolerance_sgd": SGD_ESCAPE_TOL},
-        f"ODE: spec setting K=0.1 rho=1/3 eta=1, T={ode['T'].tolist()}; SGD (empirical.scb): N=3 Q=2 lr=0.8/T "
-        f"batch {int(df[df.source == 'sgd'].batch.iloc[0])}, T={ref.index.tolist()}; SGD (scb_fast): N=3 Q=2 "
-        f"lr=2/(m2 T)/2 batch {int(f.batch.iloc[0])}, T={fast.index.tolist()}; "
-        f"{int(df[df.source == 'sgd'].seed.nunique())}/{int(f.seed.nunique())} seeds",
-    )
+def ode_for(config: scb.SCBConfig, times=None, task=None, init=None, backend: str = "diffrax") -> xr.Dataset:
+    """The symmetric 4-D ODE for ``config``'s task (from ``init`` if given) at ``times``
+    (default ``config.ode_times()``), with the problem's own solve options."""
+    return simulate.solve(scb.problem(config, task=task, init=init, t=times), backend=backend)
 
 
-def transfer_claim(df) -> Claim:
-    """Transfer (spec §5): from the pretrained V with uniform attention, samples to escape are at
-    most :data:`TRANSFER_RATIO` x those from scratch at every T (V + attention reported as ablation)."""
-    piv = df.pivot(index="T", columns="start", values="samples")
-    ode = df.pivot(index="T", columns="start", values="ode_escape_steps")
-    ratio = (piv["pretrained V"] / piv["scratch"]).values
-    ratio_va = (piv["pretrained V + attention"] / piv["scratch"]).values
-    zeta0 = df[df.start == "pretrained V"].groupby("T").zeta0.first()
-    lr = df.groupby("T").lr.first().values  # escape steps x lr: time in units of the flow
-    holds = bool(np.all(np.isfinite(ratio)) and np.all(ratio <= TRANSFER_RATIO))
-    return Claim(
-        "transfer_skips_stage1",
-        "Finetuning from a model pretrained on a task with a correlated transition matrix bypasses the "
-        "initial sample-intensive stage (pretrained V only; attention re-initialised uniform).",
-        holds,
-        {"T": piv.index.tolist(), "samples_scratch": piv["scratch"].tolist(),
-         "samples_pretrained_V": piv["pretrained V"].tolist(),
-         "samples_pretrained_V_and_attention": piv["pretrained V + attention"].tolist(),
-         "ratio_V_over_scratch": ratio.tolist(), "ratio_V_and_attention_over_scratch": ratio_va.tolist(),
-         "ode_ratio_V_over_scratch": (ode["pretrained V"] / ode["scratch"]).tolist(),
-         "escape_x_lr_scratch": (piv["scratch"] / df.batch.iloc[0] * lr).tolist(),
-         "escape_x_lr_pretrained_V": (piv["pretrained V"] / df.batch.iloc[0] * lr).tolist(),
-         "zeta0_pretrained_V": zeta0.tolist(), "threshold_ratio": TRANSFER_RATIO},
-        f"N=3 Q=2 lr=0.8/T batch {int(df.batch.iloc[0])}, downstream P = {df.mix.iloc[0]} P_pre + "
-        f"{1 - df.mix.iloc[0]:.2g} P_indep, same q; escape = eta reaches 1/2; one seed per T",
-    )
+@lru_cache(maxsize=1)
+def _closed_forms():
+    return scb.symmetric_system().closed_forms_numpy()
 
 
-def band_claim(overlay: dict[str, Any]) -> Claim:
-    """SDE bands calibrated: coverage of SGD points (t > 0) by the central 50/80/90% bands of the
-    minibatch SDE within :data:`BAND_TOL` of nominal, for every correlation observable
-    (``overlay`` = :func:`fig_overlay`'s data)."""
-    coverage, se, cfg = overlay["coverage"], overlay["coverage_se"], overlay["config"]
-    gaps = {f"{lvl}:{n}": cov - float(lvl) for lvl, d in coverage.items() for n, cov in d.items()}
-    return Claim(
-        "sde_band_calibrated",
-        "Minibatch SGD is described by the SDE with the minibatch-noise diffusion (spec §3.6): its "
-        "nominal 50/80/90% bands cover that fraction of SGD points.",
-        bool(all(abs(g) <= BAND_TOL for g in gaps.values())),
-        {**{f"coverage_{lvl}_{n}": cov for lvl, d in coverage.items() for n, cov in d.items()},
-         **{f"se_{lvl}_{n}": v for lvl, d in se.items() for n, v in d.items()},
-         "max_abs_gap": max(abs(g) for g in gaps.values()), "tolerance": BAND_TOL},
-        f"N={cfg.N} T={cfg.T} Q={cfg.Q} lr={cfg.eta_A} batch={cfg.batch} steps={cfg.steps}; "
-        f"levels {list(BAND_LEVELS)}; t = 0 excluded; "
-        f"{overlay['sgd'].sizes['run']} SGD runs vs {overlay['sde'].sizes['path']} SDE paths",
-    )
+def escape_formula_value(params: dict[str, float]) -> float:
+    """``log(T sqrt(rho))/sqrt(eta_V eta_A rho K)`` (spec §3.4) from the system's closed forms."""
+    p = scb.symmetric_system().parameter_vector(params)
+    return float(_closed_forms()(0.0, p)["escape_time"])
 
 
-def _extra_claims(quick: bool, device: str) -> list[Claim]:
-    """The l1 study's claims (``figures.scb.l1.l1_claims``: l1_beats_sgd, l1_recovers_support)."""
-    from .l1 import l1_claims
+def spec_escape_times(Ts, *, backend: str = "diffrax") -> pd.DataFrame:
+    """ODE escape times (beta reaches 1/2) on the spec's setting (K = 0.1, rho = 1/3, m2 = 1/3,
+    eta_V = eta_A = 1; spec §3.4 table) and the formula, for each T in ``Ts``."""
+    rows = []
+    S = scb.symmetric_system()
+    for Tv in Ts:
+        p = dict(T=float(Tv), rho=1 / 3, K=0.1, m2=1 / 3, eta_V=1.0, eta_A=1.0)
+        prob = Problem(S, p, dict(zeta=0.0, omega=1.0, xi=1 / Tv, beta=0.0), np.linspace(0, 120, 4001),
+                       scb.SOLVE_OPTIONS)
+        ode = simulate.solve(prob, backend=backend)
+        rows.append({"source": "ode", "T": float(Tv), "escape_time": simulate.first_crossing(ode, "beta", scb.ESCAPE_LEVEL),
+                     "formula": escape_formula_value(p)})
+    return pd.DataFrame(rows)
 
-    return list(l1_claims(quick, device))
+
+# ------------------------------------------------------------------------------------------------
+# Data of the claims (and of the figures)
+# ------------------------------------------------------------------------------------------------
+def overlay_data(quick: bool = True, *, device: str = "auto", config: scb.SCBConfig | None = None, runs: int = 32,
+                 paths: int = 256, seed: int = 0) -> dict[str, Any]:
+    """ODE, SDE ensemble (minibatch SGD on the full (V, A), ``paths`` paths) and ``runs`` SGD runs at
+    small batch (``SCBConfig.preset("overlay")``). ``coverage[level][name]``: the fraction of
+    (run, t > 0) points of the SGD runs inside the SDE's central ``level`` band (t = 0 excluded:
+    every run and path starts at the same point); ``coverage_se``: its standard error over runs
+    (points of one run are correlated in time, so runs are the independent units; 32 runs give
+    ~2-3 points, 8 runs ~5-8). Keys: ``ode, sde, sgd, coverage, coverage_se, config``."""
+    return dict(_overlay_data(quick, device, config or scb.SCBConfig.preset("overlay", quick), runs, paths, seed))
+
+
+@lru_cache(maxsize=4)
+def _overlay_data(quick, device, cfg, runs, paths, seed) -> dict[str, Any]:
+    task = scb.make_task(cfg)
+    sde, t = scb.minibatch_sde(cfg)
+    ens = simulate.solve_sde(sde, t, paths=paths, seed=seed, parameter_values=cfg.to_dict())
+    sgd = stack_runs([escb.train(cfg, device=device, seed=seed + 1000 + r, task=task)[0] for r in range(runs)])
+    ode = ode_for(cfg, t, task)
+    names = list(scb.CORRELATION_OBSERVABLES)
+    t_min = float(t[t > 0][0])
+    per_run = {f"{lvl:g}": {n: np.array([band_coverage(ens, sgd.isel(run=[r]), n, (1 - lvl) / 2, (1 + lvl) / 2,
+                                                      t_min=t_min) for r in range(runs)]) for n in names}
+               for lvl in BAND_LEVELS}
+    coverage = {lvl: {n: float(v.mean()) for n, v in d.items()} for lvl, d in per_run.items()}
+    coverage_se = {lvl: {n: float(v.std(ddof=1) / np.sqrt(runs)) if runs > 1 else float("nan") for n, v in d.items()}
+                   for lvl, d in per_run.items()}
+    return {"ode": ode, "sde": ens, "sgd": sgd, "coverage": coverage, "coverage_se": coverage_se, "config": cfg}
+
+
+def escape_time_table(quick: bool = True, *, device: str = "auto", real_sgd_Ts=None,
+                      real_sgd_batch: int = 512) -> pd.DataFrame:
+    """Escape time (beta reaches 1/2) vs T, one row per source and run:
+
+    * ``source == "ode"``: ODE and formula on the spec's setting for T = 1e2..1e4 (1e5 with --full);
+    * ``"sgd"``: :func:`empirical.scb.train` (the reference SGD) at small T, lr = 0.8/T, batch of
+      ``SCBConfig.preset("escape_time")`` (512 / 2048);
+    * ``"sgd_fast"``: :func:`empirical.scb.fast.escape_time_points` (fused kernels) at larger T
+      (``real_sgd_Ts``; quick 64, 256; --full 64..4096), lr = half the stability bound 2/(m2 T)
+      (spec §2), batch ``real_sgd_batch`` (512).
+
+    Every SGD row carries its own task's ODE escape (``ode_same_task``) and ``rel_err_vs_ode``.
+    Real SGD at T = 1e5 (N = 3) is out of reach: the bound forces lr ~ 1/T, so the escape takes
+    ~T log T steps of B*T positions each (~1e14 positions; pass ``real_sgd_Ts`` to try)."""
+    Ts = None if real_sgd_Ts is None else tuple(real_sgd_Ts)
+    return _escape_time_table(quick, device, Ts, real_sgd_batch).copy()
+
+
+@lru_cache(maxsize=4)
+def _escape_time_table(quick, device, real_sgd_Ts, real_sgd_batch) -> pd.DataFrame:
+    df_ode = spec_escape_times([1e2, 1e3, 1e4] if quick else [1e2, 1e3, 1e4, 1e5])
+    rows = []
+    sgd_T = [8, 16] if quick else [8, 16, 32, 64, 128]
+    seeds = 2 if quick else 5
+    for Tv in sgd_T:
+        lr = 0.8 / Tv  # a fixed fraction of the stability bound ~ 2N/T
+        base = scb.SCBConfig.preset("escape_time", quick, T=Tv, eta_V=lr, eta_A=lr, steps=1, log_every=1)
+        task = scb.make_task(base)
+        t_form = escape_formula_value(scb.system_parameters(base, task))
+        steps = int(3 * t_form)
+        cfg = base.replace(steps=steps, log_every=max(1, steps // 200))
+        t_ode = simulate.first_crossing(ode_for(cfg, np.linspace(0, steps, 801), task),
+                                        "attention_target_coefficient", scb.ESCAPE_LEVEL)
+        for s in range(seeds):
+            tr, _ = escb.train(cfg, device=device, seed=s, task=task,
+                               stop_when=lambda o: o["attention_target_coefficient"] >= 0.6)
+            t_sgd = simulate.first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL)
+            rows.append({"source": "sgd", "T": float(Tv), "seed": s, "lr": lr, "K": task.K, "batch": cfg.batch,
+                         "escape_time": t_sgd, "ode_same_task": t_ode, "rel_err_vs_ode": abs(t_sgd - t_ode) / t_ode,
+                         "formula": t_form})
+    fast_T = real_sgd_Ts or ((64, 256) if quick else (64, 256, 1024, 4096))
+    fast = pd.DataFrame(escape_time_points(fast_T, batch=real_sgd_batch, seeds=2, device=device))
+    fast = fast.assign(source="sgd_fast")
+    fast["T"] = fast["T"].astype(float)
+    return pd.concat([df_ode, pd.DataFrame(rows), fast], ignore_index=True)
+
+
+def transfer_tasks(Tv: int, *, mix: float = 0.7, batch: int = 256):
+    """Pretraining and downstream configs/tasks at context ``T`` (Decision 10,
+    ``SCBConfig.preset("transfer")``): the downstream transition is ``mix * P_pre + (1 - mix) *
+    P_indep``; the downstream keeps the pretraining targets ``q^(k)`` (so the V + attention
+    ablation carries aligned attention)."""
+    lr = 0.8 / Tv
+    pre = scb.SCBConfig.preset("transfer", T=Tv, eta_V=lr, eta_A=lr, batch=batch, steps=1)
+    pre_task = scb.make_task(pre)
+    P_down = escb.correlated_transition(pre_task.P, mix, seed=7)
+    down_task = scb.SCBTask(P=P_down, mu=scb.stationary_distribution(P_down), Qm=pre_task.Qm,
+                            support=pre_task.support, config=pre)
+    return pre, pre_task, down_task
+
+
+def transfer_starts(V_pre: np.ndarray, A_pre: np.ndarray, down_task, config) -> dict[str, Any]:
+    """Initial (V0, A0) per start. Pretrained weights get the final normalisation (V/colsum,
+    a/1'a); V is re-centred on the downstream mean (V0 mu_down = mu_down, spec §5 transfer)."""
+    N = down_task.N
+    Vn = V_pre / V_pre.sum(0, keepdims=True)
+    V0 = Vn - np.outer(Vn @ down_task.mu - down_task.mu, np.ones(N))
+    A_uniform = scb.initial_parameters(config, down_task)[1]
+    return {"scratch": None, "pretrained V": (V0, A_uniform),
+            "pretrained V + attention": (V0, A_pre / A_pre.sum(0, keepdims=True))}
+
+
+def transfer_table(quick: bool = True, *, device: str = "auto", Ts=None, mix: float = 0.7) -> pd.DataFrame:
+    """Samples to escape (beta >= 1/2) on a downstream task whose transition is correlated with the
+    pretraining task's: from scratch, from the pretrained V with the attention re-initialised
+    uniform (the paper's transfer claim, spec §5/§6.1), and from pretrained V + attention
+    (ablation). Batch 256; each row also carries the ODE's escape from the same start. Columns
+    ``T, start, escape_steps, samples, ode_escape_steps, zeta0, beta0, batch, lr, mix``."""
+    return _transfer_table(quick, device, None if Ts is None else tuple(Ts), mix).copy()
+
+
+@lru_cache(maxsize=4)
+def _transfer_table(quick, device, Ts, mix) -> pd.DataFrame:
+    rows = []
+    Ts = Ts or ([8, 16] if quick else [8, 16, 32, 64, 128])
+    for Tv in Ts:
+        pre, pre_task, down_task = transfer_tasks(Tv, mix=mix)
+        steps = int(4 * escape_formula_value(scb.system_parameters(pre, pre_task)))
+        pre = pre.replace(steps=steps, log_every=max(1, steps // 100))
+        _, exp = escb.train(pre, device=device, task=pre_task)
+        starts = transfer_starts(*exp.parameters_numpy(), down_task, pre)
+        for label, ini in starts.items():
+            tr, _ = escb.train(pre, device=device, task=down_task, init=ini,
+                               stop_when=lambda o: o["attention_target_coefficient"] >= 0.6)
+            t_esc = simulate.first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL)
+            ode = ode_for(pre, np.linspace(0, steps, 801), down_task, init=ini)
+            y0 = scb.initial_state(pre, down_task, ini)
+            rows.append({"T": float(Tv), "start": label, "escape_steps": t_esc, "samples": t_esc * pre.batch,
+                         "ode_escape_steps": simulate.first_crossing(ode, "attention_target_coefficient",
+                                                                     scb.ESCAPE_LEVEL),
+                         "zeta0": y0["zeta"], "beta0": y0["beta"], "batch": pre.batch, "lr": pre.eta_A, "mix": mix})
+    return pd.DataFrame(rows)

@@ -4,19 +4,19 @@ Protocol (issue 9, deliver 2):
 
 * Task: N=3, Q=2, uniform q on Q random positions, Dirichlet(1) transition (``task_seed`` 0, not
   chosen by outcome), query outside the context (Decisions 1-3).
-* Methods (:mod:`empirical.scb_l1`): ``l1`` = preconditioned proximal SGD (the paper's method,
+* Methods (:mod:`empirical.scb.l1`): ``l1`` = preconditioned proximal SGD (the paper's method,
   V D^{-1}, a_k/mu_k, soft-threshold at lr*lam once <a,q>T >= 2, end-only normalisation: the spec's
   default, Decision 6); ``sgd`` = plain SGD, no preconditioner, no prox; ``l1_proj`` (full mode
   only, an ablation) = ``l1`` plus the per-step projection 1^T a_k = 1 (Decision 6 option). Each
   updates V and A with one learning rate.
-* Learning rates: each method at its OWN rate, from :func:`empirical.scb_l1.largest_stable_lr`
+* Learning rates: each method at its OWN rate, from :func:`empirical.scb.l1.largest_stable_lr`
   (geometric grid lr_min*sqrt(2)^j; stable = population loss finite and < 1.5x its initial value at
   every logged step of a ``horizon``-step run on every seed; lr_max = largest grid rate with all
   smaller ones stable; used: lr_max/sqrt(2), one grid step back), searched per (method, batch).
 * lambda grid per batch B: 0 (preconditioned, no prox: an ablation), the paper's
   ``lam_paper = eps K/(Q^2 N^3)`` (spec §1.3, §6.1; eps = 0.1 target accuracy, K = tr(P Sigma P^T)),
   and ``c * sigma_B`` for c in ``lam_multiples``, where ``sigma_B`` is the per-step minibatch noise
-  scale of the attention update (:func:`empirical.scb_l1.attention_noise_scale`: RMS off-support
+  scale of the attention update (:func:`empirical.scb.l1.attention_noise_scale`: RMS off-support
   std of the preconditioned minibatch gradient at the ground truth). The per-step threshold lr*lam
   vs per-step noise lr*sigma_B is ``lam/sigma_B`` (column ``lam_over_sigma``).
 * Early stopping (spec §6.1 decision): the logged step of minimal exact population loss (= the
@@ -24,7 +24,7 @@ Protocol (issue 9, deliver 2):
   ``V/colsum(V)``, ``a_k/1^T a_k`` (spec §3.5, §4): ``dist_P = |V/colsum - P|_F/|P~|_F``,
   ``dist_A = rms_k |a_k/1'a_k - q_k|``; support = exact non-zeros of the raw a_k (normalisation does
   not change it).
-* Claims (:func:`l1_claims`), at the smallest batch: the l1 run's lambda > 0 is chosen by the
+* Claims (:func:`figures.scb.claims.l1_claims`), at the smallest batch: the l1 run's lambda > 0 is chosen by the
   median early-stopped population (validation) loss — never by the distances the claims test.
 
 Sizes: quick = T 128, batches 64 and 256, 3 seeds, 320k samples per run (5000 / 1250 steps), lambda
@@ -59,15 +59,15 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from empirical import scb_l1 as el1
+from empirical.scb import l1 as el1
 from empirical.sweeps import Cell, CellsFailed, load_cells, run_cells
 from theory import scb
 
 from ..core import finish_figure, save_table
-from ..report import Claim
+from ..sweep import sweep_settings
 
-__all__ = ["L1Settings", "settings", "l1_study", "fig_l1_vs_sgd", "l1_claims", "claims_from_study",
-           "paper_lambda", "study_cell", "CELL_FN"]
+__all__ = ["L1Settings", "settings", "l1_study", "study", "selected", "fig_l1_vs_sgd", "paper_lambda", "study_cell",
+           "CELL_FN"]
 
 
 COLORS = {"sgd": "k", "l1": "tab:red", "l1_proj": "tab:green"}
@@ -75,14 +75,14 @@ COLORS = {"sgd": "k", "l1": "tab:red", "l1_proj": "tab:green"}
 
 @dataclasses.dataclass(frozen=True)
 class L1Settings:
-    """Sizes of the study. Every run gets the same sample budget ``samples`` (``samples // batch``
-    steps; 0 = ``64 * max(5000, 20 T)``), logged (early-stop candidates) at ``n_log`` evenly spaced
-    steps; lr search: ``horizon`` steps on the grid ``lr_min * sqrt(2)^j``, j < n_grid; ``methods`` of
-    :data:`empirical.scb_l1.METHODS`."""
+    """The study's own grid. The task and the l1 switch are the config ``config`` (default: the
+    preset ``SCBConfig.preset("l1_study")``: N, Q, task_seed, lam_switch); ``Ts`` its context
+    lengths. Every run gets the same sample budget ``samples`` (``samples // batch`` steps;
+    0 = ``64 * max(5000, 20 T)``), logged (early-stop candidates) at ``n_log`` evenly spaced steps;
+    lr search: ``horizon`` steps on the grid ``lr_min * sqrt(2)^j``, j < n_grid; ``methods`` of
+    :data:`empirical.scb.l1.METHODS`."""
 
-    N: int = 3
     Ts: tuple[int, ...] = (128,)
-    Q: int = 2
     batches: tuple[int, ...] = (64,)
     seeds: tuple[int, ...] = (0, 1, 2)
     samples: int = 320_000
@@ -93,8 +93,13 @@ class L1Settings:
     n_grid: int = 16
     lam_multiples: tuple[float, ...] = (1.0, 3.0)
     eps: float = 0.1
-    task_seed: int = 0
-    lam_switch: float = 2.0
+    config: scb.SCBConfig = dataclasses.field(default_factory=lambda: scb.SCBConfig.preset("l1_study"))
+
+    def steps(self, T: int, B: int) -> tuple[int, int]:
+        """``(steps, log_every)`` of one run at context ``T`` and batch ``B``."""
+        samples = self.samples or 64 * max(5000, 20 * T)  # full mode: stage 1 needs ~T^2 samples (spec §3.4)
+        steps = max(1, samples // B)
+        return steps, max(1, steps // self.n_log)
 
 
 def settings(quick: bool = True, **overrides) -> L1Settings:
@@ -106,12 +111,6 @@ def settings(quick: bool = True, **overrides) -> L1Settings:
                           samples=0, methods=el1.METHODS, horizon=1000, lr_min=1e-5, n_grid=40,
                           lam_multiples=(0.5, 1.0, 3.0, 10.0))
     return dataclasses.replace(base, **overrides)
-
-
-def _steps(s: L1Settings, T: int, B: int) -> tuple[int, int]:
-    samples = s.samples or 64 * max(5000, 20 * T)  # full mode: stage 1 needs ~T^2 samples (spec §3.4)
-    steps = max(1, samples // B)
-    return steps, max(1, steps // s.n_log)
 
 
 def paper_lambda(task, eps: float) -> float:
@@ -133,7 +132,7 @@ def study_cell(paper: str, config: dict, *, device: str = "cpu") -> xr.Dataset:
     ``config["part"] == "lr"``: the lr search of one (T, batch, method) over every seed (attrs
     ``lr_max, lr, ratio``; vars ``grid``, ``stable``). ``"runs"``: every run of one (T, batch) —
     methods x lambdas x seeds x lr backoffs, learning rates ``config["lr"][method]`` from the "lr"
-    cells — in ONE batched :func:`empirical.scb_l1.train_runs` call, as before the sweep (the
+    cells — in ONE batched :func:`empirical.scb.l1.train_runs` call, as before the sweep (the
     batch composition is kept: the numbers are identical); vars over (run, log) of :data:`_KEEP`,
     attrs ``sigma`` (sigma_B), ``lam_paper``, ``K``."""
     c = config
@@ -163,7 +162,8 @@ def study_cell(paper: str, config: dict, *, device: str = "cpu") -> xr.Dataset:
 
 
 def _cells(s: L1Settings, part: str, device: str, **extra) -> list[Cell]:
-    base = {"N": s.N, "Q": s.Q, "task_seed": s.task_seed, "seeds": list(s.seeds)}
+    c = s.config
+    base = {"N": c.N, "Q": c.Q, "task_seed": c.task_seed, "seeds": list(s.seeds)}
     out = []
     for T in s.Ts:
         for B in s.batches:
@@ -172,10 +172,10 @@ def _cells(s: L1Settings, part: str, device: str, **extra) -> list[Cell]:
                 out += [Cell("scb", {**cfg, "part": "lr", "method": m}, "l1_study", {"device": device},
                              {"part": "lr", "T": T, "batch": B, "method": m}) for m in s.methods]
             else:
-                steps, log_every = _steps(s, T, B)
+                steps, log_every = s.steps(T, B)
                 lr = extra["lrs"]
                 cfg = {**base, "T": T, "batch": B, "part": "runs", "steps": steps, "log_every": log_every,
-                       "lam_switch": s.lam_switch, "eps": s.eps, "lam_multiples": list(s.lam_multiples),
+                       "lam_switch": c.lam_switch, "eps": s.eps, "lam_multiples": list(s.lam_multiples),
                        "methods": list(s.methods), "lr": {m: lr[(T, B, m)]["lr"] for m in s.methods},
                        "ratio": {m: lr[(T, B, m)]["ratio"] for m in s.methods}}
                 out.append(Cell("scb", cfg, "l1_study", {"device": device}, {"part": "runs", "T": T, "batch": B}))
@@ -273,11 +273,16 @@ def l1_study(quick: bool = True, device: str = "auto", *, store=None, workers: i
     return _study(settings(quick, **overrides), device, _store_key(store), workers, ray)[0].copy()
 
 
+def study(s: L1Settings, device: str = "auto", store=None, workers: int = 1, ray: str | None = None) -> pd.DataFrame:
+    """The study's table for the settings ``s`` (as :func:`l1_study`; shared, once per process)."""
+    return _study(s, device, _store_key(store), workers, ray)[0].copy()
+
+
 def _store_key(store) -> str | None:
     return None if store is None else str(Path(store).resolve())
 
 
-def _selected(df: pd.DataFrame, method: str = "l1") -> pd.DataFrame:
+def selected(df: pd.DataFrame, method: str = "l1") -> pd.DataFrame:
     """``method``'s rows at the lambda > 0 with the smallest median early-stopped validation loss,
     per (T, B)."""
     l1 = df[(df.method == method) & (df.lam > 0)]
@@ -287,17 +292,21 @@ def _selected(df: pd.DataFrame, method: str = "l1") -> pd.DataFrame:
 
 
 def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str = "auto", store=None,
-                  workers: int = 1, ray: str | None = None, **overrides) -> dict[str, Any]:
+                  workers: int | None = None, ray: str | None = None, **overrides) -> dict[str, Any]:
     """Distance to ground truth (after normalisation) vs samples: l1 and l1_proj (validation-selected
     lambda > 0; l1's other lambdas dashed) vs vanilla SGD, median and min-max band over seeds, one row per (T, batch).
-    Writes ``scb_l1_vs_sgd.png`` and ``scb_l1_study.csv`` into ``outdir``; the sweep store (see
-    :func:`l1_study`) defaults to ``outdir/scb_l1_store`` (a rerun reads the finished cells)."""
+    Writes ``scb_l1_vs_sgd.png`` and ``scb_l1_study.csv`` into ``outdir``. The study is a grid of
+    runs (see :func:`l1_study`): ``store``, ``workers``, ``ray`` default to the CLI's
+    ``--store/--workers/--ray`` (store ``DIR/scb-l1``) inside ``tdyn figures``, else to
+    ``outdir/scb_l1_store``, one worker, no Ray (a rerun reads the finished cells)."""
     s = settings(quick, **overrides)
-    if store is None and outdir is not None:
-        store = Path(outdir) / "scb_l1_store"
+    opts = sweep_settings("scb-l1", None if outdir is None else Path(outdir) / "scb_l1_store")
+    store = opts["store"] if store is None else store
+    workers = opts["workers"] if workers is None else workers
+    ray = opts["ray"] if ray is None else ray
     df_all, curves = _study(s, device, _store_key(store), workers, ray)
     df = df_all[df_all.lr_backoff == 1]
-    sel = pd.concat([_selected(df, m) for m in s.methods if m != "sgd"])
+    sel = pd.concat([selected(df, m) for m in s.methods if m != "sgd"])
     keys = list(curves)
     fig, axes = plt.subplots(len(keys), 2, figsize=(10, 3.3 * len(keys)), squeeze=False)
     for row, (T, B) in zip(axes, keys):
@@ -326,84 +335,9 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
             ax.set_title(f"T={T}, batch {B}: {title}", fontsize=9)
             ax.grid(alpha=0.3)
         row[0].legend(fontsize=6)
-    fig.suptitle(f"SCB N={s.N} Q={s.Q}: l1-proximal vs vanilla SGD, each at its own largest stable lr "
+    fig.suptitle(f"SCB N={s.config.N} Q={s.config.Q}: l1-proximal vs vanilla SGD, each at its own largest stable lr "
                  f"(median, min-max over {len(s.seeds)} seeds)", fontsize=9)
     fig.tight_layout()
     png = finish_figure(fig, outdir, "scb_l1_vs_sgd.png")
     save_table(df_all, outdir, "scb_l1_study.csv")
     return {"study": df_all.copy(), "curves": curves, "selected": sel, "png": png}
-
-
-def _verdict(d: pd.DataFrame) -> dict[str, Any]:
-    """l1 (validation-selected lambda > 0) vs vanilla SGD on one (T, batch) slice: medians over seeds
-    of the early-stopped distances, support fraction, and whether l1 is smaller on both."""
-    sel, sgd = _selected(d), d[d.method == "sgd"]
-    med = {f"{m}_{k}": float(g[k].median()) for m, g in (("l1", sel), ("sgd", sgd)) for k in ("dist_P", "dist_A")}
-    return {**{f"median_{k}": v for k, v in med.items()},
-            "l1_beats_sgd": bool(med["l1_dist_P"] < med["sgd_dist_P"] and med["l1_dist_A"] < med["sgd_dist_A"]),
-            "support_fraction": float(sel.support_recovered.mean()), "lam": float(sel.lam.iloc[0]),
-            "lam_over_sigma": float(sel.lam_over_sigma.iloc[0]), "lr_l1": float(sel.lr.iloc[0]),
-            "lr_sgd": float(sgd.lr.iloc[0]), "sigma_B": float(d.sigma.iloc[0])}
-
-
-def claims_from_study(df: pd.DataFrame, s: L1Settings) -> list[Claim]:
-    """``l1_beats_sgd`` and ``l1_recovers_support`` decided at the smallest batch and largest T of
-    the study, the l1 lambda > 0 chosen by median early-stopped validation loss; the verdicts at
-    the other (T, batch) slices are evidence (``by_regime``)."""
-    df_all, df = df, df[df.lr_backoff == 1]
-    B, T = min(df.batch), max(df["T"])
-    d = df[(df.batch == B) & (df["T"] == T)]
-    v = _verdict(d)
-    back = {f"T={t},B={b}": _verdict(g) for (t, b), g in df_all[df_all.lr_backoff == 2].groupby(["T", "batch"])}
-    sel, sgd = _selected(d), d[d.method == "sgd"]
-    by_regime = {f"T={t},B={b}": _verdict(g) for (t, b), g in df.groupby(["T", "batch"])}
-    per_lam = {f"{m},lam={lam:.3g}": {"lam_over_sigma": float(g.lam_over_sigma.iloc[0]),
-                                      "dist_P": float(g.dist_P.median()), "dist_A": float(g.dist_A.median()),
-                                      "nnz_mean": float(g.nnz_mean.median()),
-                                      "support_fraction": float(g.support_recovered.mean()),
-                                      "val_loss": float(g.val_loss.median())}
-               for (m, lam), g in d[d.method != "sgd"].groupby(["method", "lam"])}
-    regime = (f"N={s.N} T={T} Q={s.Q} batch {B}, {len(s.seeds)} seeds, {_steps(s, T, B)[0] * B} samples, "
-              f"lr l1={v['lr_l1']:.3g} sgd={v['lr_sgd']:.3g} (own largest stable/sqrt 2), lam={v['lam']:.3g} "
-              f"({v['lam_over_sigma']:.2g} sigma_B) chosen by validation loss, task_seed {s.task_seed}")
-    beats = Claim(
-        "l1_beats_sgd",
-        "At small batch the l1-regularised proximal method reaches a smaller early-stopped distance to "
-        "the ground truth, for P and for the attention, than vanilla SGD (each at its own largest "
-        "stable learning rate).",
-        holds=v["l1_beats_sgd"],
-        evidence={**{k: x for k, x in v.items() if k not in ("l1_beats_sgd", "support_fraction")},
-                  "lam_paper": float(d.lam_paper.iloc[0]),
-                  "l1_dist_P_seeds": sel.dist_P.round(4).tolist(), "sgd_dist_P_seeds": sgd.dist_P.round(4).tolist(),
-                  "l1_dist_A_seeds": sel.dist_A.round(4).tolist(), "sgd_dist_A_seeds": sgd.dist_A.round(4).tolist(),
-                  "per_lambda": per_lam,
-                  "by_regime": {k: {"holds": x["l1_beats_sgd"], "l1_dist_P": x["median_l1_dist_P"],
-                                    "sgd_dist_P": x["median_sgd_dist_P"], "l1_dist_A": x["median_l1_dist_A"],
-                                    "sgd_dist_A": x["median_sgd_dist_A"], "lam_over_sigma": x["lam_over_sigma"]}
-                                for k, x in by_regime.items()},
-                  "one_more_lr_step_back": {k: {"holds": x["l1_beats_sgd"], "lr_l1": x["lr_l1"], "lr_sgd": x["lr_sgd"],
-                                                "l1_dist_P": x["median_l1_dist_P"], "sgd_dist_P": x["median_sgd_dist_P"],
-                                                "l1_dist_A": x["median_l1_dist_A"], "sgd_dist_A": x["median_sgd_dist_A"]}
-                                            for k, x in back.items()}},
-        regime=regime)
-    support = Claim(
-        "l1_recovers_support",
-        "After early stopping and the final normalisation, the attention support equals the true one "
-        "(in at least 80% of seeds).",
-        holds=bool(v["support_fraction"] >= 0.8),
-        evidence={"support_fraction": v["support_fraction"], "lam": v["lam"],
-                  "nnz_mean_seeds": sel.nnz_mean.round(2).tolist(), "nnz_max_seeds": sel.nnz_max.tolist(),
-                  "true_nnz": s.Q, "T": T,
-                  "best_fraction_any_lambda": max(x["support_fraction"] for x in per_lam.values()),
-                  "by_regime": {k: {"support_fraction": x["support_fraction"], "lam_over_sigma": x["lam_over_sigma"]}
-                                for k, x in by_regime.items()},
-                  "one_more_lr_step_back": {k: x["support_fraction"] for k, x in back.items()}},
-        regime=regime)
-    return [beats, support]
-
-
-def l1_claims(quick: bool = True, device: str = "auto", *, store=None, workers: int = 1, ray: str | None = None,
-              **overrides) -> list[Claim]:
-    """The two claims of the study (see :func:`claims_from_study`; sweep options as :func:`l1_study`)."""
-    s = settings(quick, **overrides)
-    return claims_from_study(_study(s, device, _store_key(store), workers, ray)[0], s)

@@ -12,7 +12,7 @@ right output.)
   chunks on threads) with the fast sampler (FastMinibatchSDE: alias-drawn token tuples) and alone.
 * Reduced SCB SDE: 1000 paths x 1e4 steps, warm; goal < 5 s. The CLI command
   ``tdyn simulate scb --sde --paths 1000 --set steps=10000`` in a fresh process; goal < 15 s.
-* SCB real SGD at N=500, T=1e5, batch 256: empirical.scb_fast vs empirical.scb; goal >= 2 steps/s.
+* SCB real SGD at N=500, T=1e5, batch 256: empirical.scb.fast vs empirical.scb.experiment; goal >= 2 steps/s.
 * ``tdyn derive`` per paper: cached vs fresh (and a cached run in a fresh interpreter); goal < 10 s.
 * ODE: diffrax vs scipy per solve, with observables; goal >= 5x.
 """
@@ -32,7 +32,7 @@ import pytest
 
 import simulate
 from theory import scb
-from theory.scb import reduced_sde as R
+from theory.scb import sde as R
 
 pytestmark = pytest.mark.benchmark
 REPO = Path(__file__).resolve().parents[2]
@@ -128,7 +128,7 @@ def test_bench_scb_sgd_at_scale(bench_row, benchmark):
     import torch
 
     from empirical import scb as E
-    from empirical import scb_fast as F
+    from empirical.scb import fast as F
 
     cfg = scb.SCBConfig(N=500, T=100_000, Q=2, eta_V=1e-5, eta_A=1e-5, batch=256, steps=10, log_every=5)
     task = scb.make_task(cfg)
@@ -184,7 +184,7 @@ def test_bench_derive_cached(bench_row, benchmark, paper, tmp_path, monkeypatch)
 def test_bench_ode_diffrax_vs_scipy_with_observables(bench_row, benchmark):
     S = scb.symmetric_system()
     p = dict(T=1e3, rho=1 / 3, K=0.1, m2=1 / 3, eta_V=1.0, eta_A=1.0)
-    y0 = dict(zeta=0.0, omega=1.0, xi=1e-3, eta=0.0)
+    y0 = dict(zeta=0.0, omega=1.0, xi=1e-3, beta=0.0)
     t = np.linspace(0, 60, 601)
     simulate.solve(S, p, y0, t, backend="diffrax")
     simulate.solve(S, p, y0, t, backend="scipy")

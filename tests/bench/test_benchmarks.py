@@ -29,7 +29,7 @@ def _best_of(fn, n=5):
 def test_bench_ode_diffrax_vs_scipy(benchmark):
     S = scb.symmetric_system()
     p = dict(T=1e3, rho=1 / 3, K=0.1, m2=1 / 3, eta_V=1.0, eta_A=1.0)
-    y0 = dict(zeta=0.0, omega=1.0, xi=1e-3, eta=0.0)
+    y0 = dict(zeta=0.0, omega=1.0, xi=1e-3, beta=0.0)
     t = np.linspace(0, 60, 601)
     simulate.solve(S, p, y0, t, backend="diffrax")  # compile once
     scipy_time = _best_of(lambda: simulate.solve(S, p, y0, t, backend="scipy"))

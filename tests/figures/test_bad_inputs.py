@@ -160,7 +160,7 @@ def test_scipy_divergence_same_contract_as_diffrax(tmp_path):
         assert lines[0].startswith("error: solve: scb/symmetric failed: ") and "partial trajectory kept" in lines[0]
         part = simulate.load(tmp_path / f"{backend}.partial.nc")
         assert part.sizes["time"] >= 1 and float(part.time[0]) == 0.0
-        assert all(bool(part[v].notnull().all()) for v in ("zeta", "omega", "xi", "eta"))
+        assert all(bool(part[v].notnull().all()) for v in ("zeta", "omega", "xi", "beta"))
         assert part.attrs["status"] == -1 and json.loads(part.attrs["config"])["eta_V"] == 1e300
         assert not out.exists()
 

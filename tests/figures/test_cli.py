@@ -30,7 +30,7 @@ def test_derive_json_holds_the_4d_system(runner):
     doc = json.loads(res.stdout)
     assert doc["paper"] == "scb"
     sym = next(s for s in doc["systems"] if s["name"] == "symmetric")
-    assert sym["state"] == ["zeta", "omega", "xi", "eta"]
+    assert sym["state"] == ["zeta", "omega", "xi", "beta"]
     assert set(sym["rhs"]) == set(sym["state"]) == set(sym["latex"])
     import sympy as sp
 
@@ -69,7 +69,7 @@ def test_derive_python_source_reproduces_numpy_population_gradient(runner):
     task = scb.make_task(scb.SCBConfig(N=3, T=10, Q=2))
     y = np.array([0.3, 1.2, 0.01, 0.8])
     p = [task.T, task.rho[0], task.K, task.m2, 0.4, 0.6]
-    assert ns["STATE"] == ["zeta", "omega", "xi", "eta"] and ns["PARAMETERS"] == ["T", "rho", "K", "m2", "eta_V", "eta_A"]
+    assert ns["STATE"] == ["zeta", "omega", "xi", "beta"] and ns["PARAMETERS"] == ["T", "rho", "K", "m2", "eta_V", "eta_A"]
     dy = ns["rhs"](0.0, y, p)
     V = y[0] * task.P_tilde + y[1] * np.outer(task.mu, np.ones(3))
     A = y[2] + task.Qm * y[3]

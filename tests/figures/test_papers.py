@@ -42,8 +42,7 @@ def test_unknown_paper_and_variant():
 #: builds its own grid (linspace, arange) instead of ``config.ode_times()`` shows up
 TINY = ("steps=10", "log_every=3")
 #: known defects, each with the fix it waits for; strict, so the test flips when the fix merges
-KNOWN = {("scb", "sde"): "known bug (issue 18): theory/scb/reduced_sde.py:_grid builds its own linspace grid "
-                         "([0, 3.33, 6.67, 10] for steps=10, log_every=3); remove this mark with its fix"}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _time_slots():

@@ -39,7 +39,7 @@ def test_backends_agree_on_scb_in_tolerance_units():
 
     S = scb.symmetric_system()
     p = dict(T=50.0, rho=0.5, K=0.12, m2=0.4, eta_V=0.5, eta_A=0.5)
-    y0 = dict(zeta=0.0, omega=1.0, xi=1 / 50, eta=0.0)
+    y0 = dict(zeta=0.0, omega=1.0, xi=1 / 50, beta=0.0)
     t = np.linspace(0, 80, 161)
     rtol, atol = 1e-9, 1e-11
     a = simulate.solve(S, p, y0, t, backend="scipy", rtol=rtol, atol=atol)

@@ -7,19 +7,20 @@ positions per query (``rho = 1/Q``); model ``yhat = V X a^(k)``; squared loss; p
 
 Modules, by concern:
 
+* :mod:`.config` — ``PAPER``/``SPEC``, :class:`SCBConfig` (all variants' settings; time unit =
+  optimiser step), the task instance and the size estimator;
 * :mod:`.derive` — loss -> reduced flows (symmetric, general, l1), stage-1 linearisation, escape time;
-* :mod:`.config` — :class:`SCBConfig` (all variants' settings; time unit = optimiser step), the task;
 * :mod:`.population` — population loss/gradient/observables of the full ``(V, A)`` (``xp=`` numpy/jax);
-* :mod:`.sde` — the minibatch-SGD SDE on the full parameters;
-* :mod:`.problem` — ``systems(config)`` and ``problem(config) -> Problem`` for the paper table.
+* :mod:`.problem` — ``systems(config)`` and ``problem(config) -> Problem`` for the paper table;
+* :mod:`.sde` — the minibatch-SGD SDEs: full ``(V, A)`` and reduced (the table's ``sde`` slot);
+* :mod:`.sde_numba` — the full SDE's step compiled in numba (a separate job: a compiled kernel).
 """
 
 from .config import (
-    VARIANT_SETTINGS,
-    VARIANTS,
+    PAPER,
+    SPEC,
     SCBConfig,
     SCBTask,
-    check_variant_settings,
     initial_parameters,
     make_task,
     stationary_distribution,
@@ -27,13 +28,11 @@ from .config import (
 from .derive import (
     CORRELATION_OBSERVABLES,
     ESCAPE_LEVEL,
-    PAPER,
-    SPEC,
     K,
     Q,
     T,
     escape_time_formula,
-    eta,
+    beta,
     eta_A,
     eta_V,
     general_system,
@@ -62,15 +61,20 @@ from .population import (
     system_parameters,
 )
 from .problem import SOLVE_OPTIONS, problem, systems
-from .reduced_sde import FastMinibatchSDE, ReducedMinibatchSDE, minibatch_sde_fast, minibatch_sde_reduced
-from .sde import MinibatchSDE, minibatch_sde
+from .sde import (
+    FastMinibatchSDE,
+    MinibatchSDE,
+    ReducedMinibatchSDE,
+    minibatch_sde,
+    minibatch_sde_fast,
+    minibatch_sde_reduced,
+)
 
 #: the paper table's ``config`` slot
 Config = SCBConfig
 
 __all__ = [
-    "PAPER", "SPEC", "Config", "SCBConfig", "SCBTask", "VARIANTS", "VARIANT_SETTINGS",
-    "check_variant_settings", "make_task", "stationary_distribution", "initial_parameters",
+    "PAPER", "SPEC", "Config", "SCBConfig", "SCBTask", "make_task", "stationary_distribution", "initial_parameters",
     "symmetric_system", "general_system", "l1_symmetric_system", "l1_general_system", "loss_symmetric",
     "stage1_linearisation", "escape_time_formula", "CORRELATION_OBSERVABLES", "ESCAPE_LEVEL",
     "TaskArrays", "population_loss", "population_gradient", "preconditioned_flow",
@@ -78,5 +82,5 @@ __all__ = [
     "systems", "problem", "SOLVE_OPTIONS", "MinibatchSDE", "minibatch_sde",
     "ReducedMinibatchSDE", "FastMinibatchSDE", "minibatch_sde_reduced", "minibatch_sde_fast",
     # symbols of the reduced systems (tests and exports refer to them)
-    "zeta", "omega", "xi", "eta", "u", "w", "T", "Q", "rho", "K", "m2", "eta_V", "eta_A",
+    "zeta", "omega", "xi", "beta", "u", "w", "T", "Q", "rho", "K", "m2", "eta_V", "eta_A",
 ]

@@ -8,19 +8,22 @@ and the transfer task) and SCB's **time convention**; :func:`make_task` draws th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import ConfigError, check_choice
 from ..limits import F64, Term, field_value
-from ..params import ParamsBase
+from ..params import ParamsBase, Preset
 
-__all__ = ["estimate", "SCBConfig", "SCBTask", "make_task", "stationary_distribution", "initial_parameters",
-           "VARIANTS", "VARIANT_SETTINGS", "check_variant_settings"]
+__all__ = ["PAPER", "SPEC", "estimate", "SCBConfig", "SCBTask", "make_task", "stationary_distribution",
+           "initial_parameters"]
 
-#: Training variants (empirical.scb): preconditioned proximal SGD, plain SGD, softmax attention.
-VARIANTS = ("preconditioned", "sgd", "softmax")
+#: the paper's key in the paper table and its specification
+PAPER = "scb"
+SPEC = "papers/scb.md"
+
 
 @dataclass(frozen=True)
 class SCBConfig(ParamsBase):
@@ -34,12 +37,50 @@ class SCBConfig(ParamsBase):
     gradient descent on the batch-mean gradient: ``ode_time(step) = step``. Training logs at
     :meth:`log_steps` (``0, log_every, ..., steps``) and the ODE is solved at :meth:`ode_times`.
 
-    Variant-only settings (:data:`VARIANT_SETTINGS`): ``lam``, ``lam_switch`` and
-    ``normalise="step"`` act only in the ``preconditioned`` variant, ``softmax_lr_power`` only in
-    ``softmax``; setting one for a variant that ignores it is a :class:`ConfigError`
-    (:func:`check_variant_settings`). ``lam_switch`` without ``lam > 0`` is one too.
+    **Variants** (``variant``, :data:`VARIANTS`; ``tdyn train scb --variant V``): ``lam``,
+    ``lam_switch`` and ``normalise`` are read only by ``preconditioned``, ``softmax_lr_power`` only by
+    ``softmax`` (:data:`VARIANT_ONLY`); setting one for a variant that ignores it is a
+    :class:`ConfigError` (the generic check of :class:`~theory.params.ParamsBase`). ``lam_switch``
+    without ``lam > 0`` is one too.
+
+    **Presets** (:data:`PRESETS`, ``SCBConfig.preset(name, quick=...)``): the regimes of the
+    comparison and the figures (``figures/scb``).
     """
 
+    VARIANTS: ClassVar = {
+        "preconditioned": "V D^-1, a_k/mu_k, proximal l1 once mean_k <a_k,q_k> T >= lam_switch (the paper's method)",
+        "sgd": "plain SGD on (V, A), the same learning rates, no l1 (the baseline)",
+        "softmax": "a^(k) = softmax(W[:, k]), plain SGD, attention lr eta_A T^softmax_lr_power (spec §6.1)",
+    }
+    VARIANT_ONLY: ClassVar = {"lam": ("preconditioned",), "lam_switch": ("preconditioned",),
+                              "normalise": ("preconditioned",), "softmax_lr_power": ("softmax",)}
+    PRESETS: ClassVar = {
+        "compare": Preset(
+            "inside the theory's assumptions (spec §3.3): eta_A well below 2/(m2 T), large batch, uniform q, "
+            "online samples, lambda = 0, end-only normalisation",
+            quick=dict(N=3, T=16, Q=2, eta_V=0.05, eta_A=0.05, batch=4096, steps=600, log_every=5),
+            full=dict(N=3, T=16, Q=2, eta_V=0.05, eta_A=0.05, batch=16384, steps=600, log_every=5)),
+        "overlay": Preset(
+            "small batch, the SDE's regime (spec §3.6): ODE vs SDE band vs SGD runs",
+            quick=dict(N=3, T=8, Q=2, eta_V=0.1, eta_A=0.1, batch=32, steps=300, log_every=10),
+            full=dict(N=3, T=16, Q=2, eta_V=0.05, eta_A=0.05, batch=64, steps=600, log_every=10)),
+        "escape_time": Preset(
+            "stage-1 escape time vs T (spec §3.4); T, learning rate and steps are set per point",
+            quick=dict(N=3, Q=2, batch=512), full=dict(N=3, Q=2, batch=2048)),
+        "transfer": Preset(
+            "transfer (spec §5, Decision 10): the pretraining task; T, learning rate and steps per point",
+            quick=dict(N=3, Q=2, batch=256, task_seed=1)),
+        "softmax_vs_linear": Preset(
+            "softmax vs linear attention (spec §6 item 2): learned patterns and loss curves",
+            quick=dict(N=3, T=16, Q=2, eta_V=0.05, eta_A=0.05, batch=256, steps=1200, log_every=8),
+            full=dict(N=3, T=16, Q=2, eta_V=0.05, eta_A=0.05, batch=1024, steps=6000, log_every=40)),
+        "l1_study": Preset(
+            "l1-proximal vs vanilla SGD (spec §6 item 1): the study's task (Dirichlet(1) P, task_seed 0, not "
+            "chosen by outcome) and l1 switch; T, batch, lr and lambda come from the study's grid",
+            quick=dict(N=3, Q=2, task_seed=0, lam_switch=2.0)),
+    }
+
+    variant: str = "preconditioned"
     N: int = 3
     T: int = 16
     Q: int = 2
@@ -105,27 +146,6 @@ class SCBConfig(ParamsBase):
     def ode_time(self, step: int | float) -> float:
         """ODE time of optimiser step ``step``: the step itself (the ODE carries the learning rates)."""
         return float(step)
-
-
-#: Settings that only some variants read: variant -> the variant-only settings it uses.
-VARIANT_SETTINGS = {
-    "preconditioned": ("lam", "lam_switch", "normalise"),
-    "sgd": (),
-    "softmax": ("softmax_lr_power",),
-}
-
-
-def check_variant_settings(config: SCBConfig, variant: str) -> None:
-    """Raise :class:`ConfigError` if ``config`` changes (from its default) a setting that
-    ``variant`` ignores: every setting reaches every variant, or the user is told."""
-    check_choice("variant", variant, VARIANTS)
-    default = {f.name: f.default for f in fields(SCBConfig)}
-    used = set(VARIANT_SETTINGS[variant])
-    for name in sorted({n for names in VARIANT_SETTINGS.values() for n in names} - used):
-        if getattr(config, name) != default[name]:
-            users = [v for v, names in VARIANT_SETTINGS.items() if name in names]
-            raise ConfigError(name, f"is ignored by variant {variant!r} (used only by {', '.join(users)}); "
-                                    f"leave it at {default[name]!r} or choose that variant")
 
 
 @dataclass(frozen=True, eq=False)

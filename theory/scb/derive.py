@@ -4,7 +4,7 @@ Nothing here is typed from the paper's printed equations:
 
 1. the exact population loss from the moment identity ``E[X a b^T X^T] = <a,b> Sigma +
    (1^T a)(1^T b) mu mu^T`` (spec §3.1), evaluated on the invariant manifold
-   ``V = zeta*P_tilde + omega*mu 1^T``, ``a_k = xi_k 1 + eta_k q_k`` through Gram tables;
+   ``V = zeta*P_tilde + omega*mu 1^T``, ``a_k = xi_k 1 + beta_k q_k`` through Gram tables;
 2. the preconditioned gradient flow by differentiation, with the preconditioner's metric pulled
    back to the coordinates (spec §3.3): the symmetric 4-D system and the general 2+2N system;
 3. the l1/proximal variant in the ``(u, w)`` coordinates (spec §3.3);
@@ -26,39 +26,39 @@ import sympy as sp
 from ..algebra import BilinearForm, Coords, natural_gradient_flow
 from ..core import TIME, ReducedSystem
 from ..errors import ConfigError
-
-PAPER = "scb"
-SPEC = "papers/scb.md"
+from .config import PAPER, SPEC
 
 __all__ = [
-    "PAPER", "SPEC", "symmetric_system", "general_system", "l1_symmetric_system", "l1_general_system",
+    "symmetric_system", "general_system", "l1_symmetric_system", "l1_general_system",
     "loss_symmetric", "stage1_linearisation", "escape_time_formula", "moment_form", "query_loss",
     "CORRELATION_OBSERVABLES", "ESCAPE_LEVEL",
-    "zeta", "omega", "xi", "eta", "u", "w", "T", "Q", "rho", "K", "m2", "eta_V", "eta_A",
+    "zeta", "omega", "xi", "beta", "u", "w", "T", "Q", "rho", "K", "m2", "eta_V", "eta_A",
 ]
 
 
 # Symbols ----------------------------------------------------------------------------------------
-zeta, omega, xi, eta = sp.symbols("zeta omega xi eta", real=True)
+# a_k = xi_k 1 + beta_k q_k: beta is the spec's eta_k (papers/scb.md §3.3), renamed so that the state
+# does not read as one of the learning rates eta_V, eta_A
+zeta, omega, xi, beta = sp.symbols("zeta omega xi beta", real=True)
 u, w = sp.symbols("u w", real=True)
 T, Q, rho, K, m2 = sp.symbols("T Q rho K m2", positive=True)
 eta_V, eta_A = sp.symbols("eta_V eta_A", positive=True)
 
 #: Observables that measure learned correlation (acceptance: rel_l2 <= 0.05 against the ODE).
 CORRELATION_OBSERVABLES = ("value_transition_correlation", "attention_target_overlap")
-#: Escape = first time the attention coefficient eta reaches this level (spec §3.4 test values).
+#: Escape = first time the attention coefficient beta reaches this level (spec §3.4 test values).
 ESCAPE_LEVEL = 0.5
 
 
 # ------------------------------------------------------------------------------------------------
-# 1. Gram tables: the lemmas behind the reduction (each checked numerically in tests/test_scb_theory)
+# 1. Gram tables: the lemmas behind the reduction (each checked numerically in tests/theory/scb/test_derive.py)
 # ------------------------------------------------------------------------------------------------
 # Matrix basis (P_tilde, mu 1^T); P = P_tilde + mu 1^T has coordinates (1, 1).  papers/scb.md §3.3
 #   tr(X Sigma Y^T):  Sigma 1 = 0 kills mu1^T;  P_tilde Sigma = P Sigma  -> tr(P Sigma P^T) = K
 SIGMA_FORM = BilinearForm(sp.Matrix([[K, 0], [0, 0]]), "tr(X Sigma Y^T)")
 #   (X mu)^T (Y mu):  P_tilde mu = 0,  mu 1^T mu = mu  -> m2 = |mu|^2
 MEAN_FORM = BilinearForm(sp.Matrix([[0, 0], [0, m2]]), "(X mu)^T (Y mu)")
-#   tr(X D Y^T), D = diag(mu): the metric of the preconditioner V <- V - eta grad D^{-1}
+#   tr(X D Y^T), D = diag(mu): the metric of the preconditioner V <- V - eta_V grad D^{-1}
 #   tr(P_tilde D P_tilde^T) = sum_j mu_j |P e_j - mu|^2 = K ; tr(P_tilde D 1 mu^T) = P_tilde mu = 0
 V_METRIC = BilinearForm(sp.Matrix([[K, 0], [0, m2]]), "tr(X D Y^T)")
 P_COORDS = Coords.of(1, 1)
@@ -112,21 +112,21 @@ def _expand(expr, definitions):
     return expr
 
 
-def _sym_observables(xi_, eta_, zeta_, omega_, T_, rho_, loss):
-    s = T_ * xi_ + eta_
-    n = T_ * xi_**2 + 2 * xi_ * eta_ + rho_ * eta_**2
-    c = xi_ + rho_ * eta_
-    # |a/s - q|^2 = (xi 1 + (eta - s) q)^T (...) / s^2 in the Gram table of (1, q)
-    dist2 = (T_ * xi_**2 + 2 * xi_ * (eta_ - s) + rho_ * (eta_ - s) ** 2) / s**2
+def _sym_observables(xi_, beta_, zeta_, omega_, T_, rho_, loss):
+    s = T_ * xi_ + beta_
+    n = T_ * xi_**2 + 2 * xi_ * beta_ + rho_ * beta_**2
+    c = xi_ + rho_ * beta_
+    # |a/s - q|^2 = (xi 1 + (beta - s) q)^T (...) / s^2 in the Gram table of (1, q)
+    dist2 = (T_ * xi_**2 + 2 * xi_ * (beta_ - s) + rho_ * (beta_ - s) ** 2) / s**2
     return {
         "value_transition_correlation": zeta_,  # <V - V mu 1^T, P_tilde>/|P_tilde|^2   (§4)
         "value_mean_scale": omega_,  # mu^T V mu / m2
         "attention_offsupport_level": xi_,  # mean off-support entry of a_k
-        "attention_target_coefficient": eta_,  # (mean on-support - mean off-support)/rho
+        "attention_target_coefficient": beta_,  # (mean on-support - mean off-support)/rho
         "attention_target_overlap": c,  # <a_k, q_k>
         "attention_sum": s,  # 1^T a_k
         "attention_sq_norm": n,  # |a_k|^2
-        "attention_mass_on_support": xi_ / rho_ + eta_,  # sum over S_k (uniform q: |S_k| = 1/rho)
+        "attention_mass_on_support": xi_ / rho_ + beta_,  # sum over S_k (uniform q: |S_k| = 1/rho)
         "population_loss": loss,
         "value_relative_distance_to_truth": sp.Abs(zeta_ / omega_ - 1),  # |V/colsum - P|_F/|P_tilde|_F
         "attention_distance_to_truth": sp.sqrt(dist2),  # rms_k |a_k/1^T a_k - q_k|
@@ -142,34 +142,34 @@ def _flow_in_named_quantities(s, n, c):
 
 @lru_cache(maxsize=None)
 def symmetric_system() -> ReducedSystem:
-    """The 4-D system (zeta, omega, xi, eta) for symmetric attention targets (all rho_k = rho).
+    """The 4-D system (zeta, omega, xi, beta) for symmetric attention targets (all rho_k = rho).
 
-    Every query shares (xi, eta), so the loss is sum_k mu_k L_k = L_k and the attention metric
+    Every query shares (xi, beta), so the loss is sum_k mu_k L_k = L_k and the attention metric
     (the a_k/mu_k preconditioner's mu_k <da, da>, summed over k) is the Gram table of (1, q).
     (spec §3.3)
     """
     loss, raw_rhs = _symmetric_loss_and_flow()
-    defs = ((s_, T * xi + eta), (n_, T * xi**2 + 2 * xi * eta + rho * eta**2), (c_, xi + rho * eta))
+    defs = ((s_, T * xi + beta), (n_, T * xi**2 + 2 * xi * beta + rho * beta**2), (c_, xi + rho * beta))
     dz, do, mean = _flow_in_named_quantities(s_, n_, c_)
-    printed = (dz, do, -eta_A * (K * zeta**2 * xi + mean), eta_A * K * zeta * (1 - zeta * eta))
-    obs = _sym_observables(xi, eta, zeta, omega, T, rho, loss)
+    printed = (dz, do, -eta_A * (K * zeta**2 * xi + mean), eta_A * K * zeta * (1 - zeta * beta))
+    obs = _sym_observables(xi, beta, zeta, omega, T, rho, loss)
     lin = stage1_linearisation()
     tau_of_t = sp.sqrt(eta_V * eta_A * rho * K) * TIME
     return _system(
-        "symmetric", (zeta, omega, xi, eta), (T, rho, K, m2, eta_V, eta_A), raw_rhs, printed, defs,
+        "symmetric", (zeta, omega, xi, beta), (T, rho, K, m2, eta_V, eta_A), raw_rhs, printed, defs,
         observables=obs,
         invariants={},
         closed_forms={
             "escape_time": escape_time_formula(),
             "stage1_x": lin["x"].xreplace({lin["tau"]: tau_of_t}),  # sqrt(eta_A K) zeta, linearised
-            "stage1_y": lin["y"].xreplace({lin["tau"]: tau_of_t}),  # sqrt(eta_V rho) eta, linearised
+            "stage1_y": lin["y"].xreplace({lin["tau"]: tau_of_t}),  # sqrt(eta_V rho) beta, linearised
             "minimal_loss": sp.Rational(1, 2) * (1 - m2 - K * rho),
         },
         spec=f"{SPEC} §3.3 (symmetric case)",
         description=(
             "Preconditioned population gradient flow of the linear transformer on SCB data, "
             "restricted to its exact invariant manifold V = zeta*P_tilde + omega*mu1^T, "
-            "a_k = xi*1 + eta*q_k; s = 1^T a, n = |a|^2, c = <a, q>. "
+            "a_k = xi*1 + beta*q_k; s = 1^T a, n = |a|^2, c = <a, q>. "
             "Time is in optimiser steps (eta_V, eta_A are learning rates)."
         ),
     )
@@ -180,10 +180,10 @@ def _symmetric_loss_and_flow() -> tuple[sp.Expr, tuple[sp.Expr, ...]]:
     """Population loss on the symmetric manifold and its preconditioned flow (spec §3.3)."""
     inner, ones, qc = _attention_basis(T, rho)
     V = Coords.of(zeta, omega)
-    a = ones.scale(xi) + qc.scale(eta)
+    a = ones.scale(xi) + qc.scale(beta)
     loss = sp.expand(query_loss(V, a, inner, ones, qc))
     rhs = natural_gradient_flow(
-        loss, [((zeta, omega), V_METRIC.metric(), eta_V), ((xi, eta), inner.metric(), eta_A)])
+        loss, [((zeta, omega), V_METRIC.metric(), eta_V), ((xi, beta), inner.metric(), eta_A)])
     return loss, tuple(rhs)
 
 
@@ -199,11 +199,11 @@ def _indexed(name: str, n: int, **assumptions) -> tuple[sp.Symbol, ...]:
 @lru_cache(maxsize=None)
 def general_system(N: int) -> ReducedSystem:
     """The (2 + 2N)-D system for arbitrary q^(k) (rho_k per query) and mu: state
-    (zeta, omega, xi_1..xi_N, eta_1..eta_N).   (spec §3.3 "General reduced ODE")"""
+    (zeta, omega, xi_1..xi_N, beta_1..beta_N).   (spec §3.3 "General reduced ODE")"""
     if N < 1:
         raise ConfigError("N", "must be >= 1")
     xis = _indexed("xi", N, real=True)
-    etas = _indexed("eta", N, real=True)
+    betas = _indexed("beta", N, real=True)
     mus = _indexed("mu", N, positive=True)
     rhos = _indexed("rho", N, positive=True)
     ss, ns, cs = _indexed("s", N, real=True), _indexed("n", N, real=True), _indexed("c", N, real=True)
@@ -212,32 +212,32 @@ def general_system(N: int) -> ReducedSystem:
     blocks: list = [((zeta, omega), V_METRIC.metric(), eta_V)]
     for k in range(N):
         inner, ones, qc = _attention_basis(T, rhos[k])
-        a = ones.scale(xis[k]) + qc.scale(etas[k])
+        a = ones.scale(xis[k]) + qc.scale(betas[k])
         loss += mus[k] * query_loss(V, a, inner, ones, qc)
     loss = sp.expand(loss)
     for k in range(N):
         inner, _, _ = _attention_basis(T, rhos[k])
-        blocks.append(((xis[k], etas[k]), inner.metric(mus[k]), eta_A))  # metric mu_k <da, da>
+        blocks.append(((xis[k], betas[k]), inner.metric(mus[k]), eta_A))  # metric mu_k <da, da>
     rhs = natural_gradient_flow(loss, blocks)
-    # reorder: zeta, omega, xi_1, eta_1, ... -> zeta, omega, xi_1..xi_N, eta_1..eta_N
+    # reorder: zeta, omega, xi_1, beta_1, ... -> zeta, omega, xi_1..xi_N, beta_1..beta_N
     derived = (rhs[0], rhs[1], *(rhs[2 + 2 * k] for k in range(N)), *(rhs[3 + 2 * k] for k in range(N)))
-    defs = tuple((ss[k], T * xis[k] + etas[k]) for k in range(N)) + tuple(
-        (ns[k], T * xis[k] ** 2 + 2 * xis[k] * etas[k] + rhos[k] * etas[k] ** 2) for k in range(N)) + tuple(
-        (cs[k], xis[k] + rhos[k] * etas[k]) for k in range(N))
+    defs = tuple((ss[k], T * xis[k] + betas[k]) for k in range(N)) + tuple(
+        (ns[k], T * xis[k] ** 2 + 2 * xis[k] * betas[k] + rhos[k] * betas[k] ** 2) for k in range(N)) + tuple(
+        (cs[k], xis[k] + rhos[k] * betas[k]) for k in range(N))
     parts = [_flow_in_named_quantities(ss[k], ns[k], cs[k]) for k in range(N)]
     printed = (sp.Add(*(mus[k] * parts[k][0] for k in range(N))),
                sp.Add(*(mus[k] * parts[k][1] for k in range(N))),
                *(-eta_A * (K * zeta**2 * xis[k] + parts[k][2]) for k in range(N)),
-               *(eta_A * K * zeta * (1 - zeta * etas[k]) for k in range(N)))
+               *(eta_A * K * zeta * (1 - zeta * betas[k]) for k in range(N)))
     obs = {
         "value_transition_correlation": zeta,
         "value_mean_scale": omega,
-        "attention_target_overlap": sum(xis[k] + rhos[k] * etas[k] for k in range(N)) / N,
-        "attention_sum": sum(T * xis[k] + etas[k] for k in range(N)) / N,
+        "attention_target_overlap": sum(xis[k] + rhos[k] * betas[k] for k in range(N)) / N,
+        "attention_sum": sum(T * xis[k] + betas[k] for k in range(N)) / N,
         "population_loss": loss,
     }
     return _system(
-        "general", (zeta, omega, *xis, *etas), (T, K, m2, eta_V, eta_A, *mus, *rhos), derived, printed, defs,
+        "general", (zeta, omega, *xis, *betas), (T, K, m2, eta_V, eta_A, *mus, *rhos), derived, printed, defs,
         observables=obs,
         spec=f"{SPEC} §3.3 (general reduced ODE, N={N})",
         description="Per-query reduced flow; exact for any q^(k), mu and P (lambda = 0). "
@@ -322,7 +322,7 @@ def l1_general_system(N: int, Qn: int) -> ReducedSystem:
 # ------------------------------------------------------------------------------------------------
 # 3. Stage 1 (spec §3.4)
 # ------------------------------------------------------------------------------------------------
-SADDLE = {zeta: 0, omega: 1, xi: 1 / T, eta: 0}
+SADDLE = {zeta: 0, omega: 1, xi: 1 / T, beta: 0}
 
 
 def escape_time_formula() -> sp.Expr:
@@ -333,15 +333,15 @@ def escape_time_formula() -> sp.Expr:
 
 @lru_cache(maxsize=None)
 def stage1_linearisation() -> dict[str, Any]:
-    """Jacobian and drift of the symmetric flow at the saddle, the slow (zeta, eta) block, its
+    """Jacobian and drift of the symmetric flow at the saddle, the slow (zeta, beta) block, its
     rescaling to ``[[0,1],[1,0]]`` and the closed-form solution from 0 (spec §3.4)."""
     rhs = sp.Matrix(_symmetric_loss_and_flow()[1])
-    X = sp.Matrix([zeta, omega, xi, eta])
+    X = sp.Matrix([zeta, omega, xi, beta])
     J = sp.simplify(rhs.jacobian(X).subs(SADDLE))
     drift = sp.simplify(rhs.subs(SADDLE))
-    # slow block on (zeta, eta), dropping the fast mean block (omega, xi at their saddle values)
+    # slow block on (zeta, beta), dropping the fast mean block (omega, xi at their saddle values)
     slow = sp.Matrix([[J[0, 0], J[0, 3]], [J[3, 0], J[3, 3]]])
-    # rescale x = sqrt(eta_A K) zeta, y = sqrt(eta_V rho) eta, tau = sqrt(eta_V eta_A rho K) t
+    # rescale x = sqrt(eta_A K) zeta, y = sqrt(eta_V rho) beta, tau = sqrt(eta_V eta_A rho K) t
     tau = sp.Symbol("tau", nonnegative=True)
     Sx, Sy = sp.sqrt(eta_A * K), sp.sqrt(eta_V * rho)
     scale = sp.sqrt(eta_V * eta_A * rho * K)

@@ -95,7 +95,7 @@ def observables_from_parameters(V, A, task: SCBTask) -> dict[str, np.ndarray]:
         "value_transition_correlation": zeta_hat,
         "value_mean_scale": omega_hat,
         "attention_offsupport_level": mean_off.mean(-1),
-        # eta = (mean on-support - mean off-support) / (mean on-support entry of q_k; = rho for uniform q)
+        # beta = (mean on-support - mean off-support) / (mean on-support entry of q_k; = rho for uniform q)
         "attention_target_coefficient": ((mean_on - mean_off) / ((task.Qm * on).sum(0) / Qk)).mean(-1),
         "attention_target_overlap": c.mean(-1),
         "attention_sum": s.mean(-1),
@@ -108,9 +108,11 @@ def observables_from_parameters(V, A, task: SCBTask) -> dict[str, np.ndarray]:
     }
 
 
-def soft_threshold(x, thr):
-    """The l1 proximal operator ``sign(x) max(|x| - thr, 0)``."""
-    return np.sign(x) * np.maximum(np.abs(x) - thr, 0.0)
+def soft_threshold(x, thr, *, xp=np):
+    """The l1 proximal operator ``sign(x) max(|x| - thr, 0)`` (``xp``: numpy or torch; ``thr`` a
+    number or an array broadcasting against ``x``). The one prox of SCB: the reduced map
+    (:func:`proximal_map`) and the training update rule (``empirical.scb.update``) both use it."""
+    return xp.sign(x) * xp.clip(xp.abs(x) - thr, 0.0, None)
 
 
 def proximal_map(system: ReducedSystem):
@@ -145,7 +147,7 @@ def system_parameters(config: SCBConfig, task: SCBTask | None = None) -> dict[st
 
 def initial_state(config: SCBConfig, task: SCBTask | None = None, init=None) -> dict[str, float]:
     """Reduced coordinates of the initial parameters: ``a = 1/T``, ``V = mu 1^T`` (spec §2) give
-    zeta = 0, omega = 1, xi = 1/T, eta = 0. ``init=(V0, A0)`` (e.g. a transfer start) or
+    zeta = 0, omega = 1, xi = 1/T, beta = 0. ``init=(V0, A0)`` (e.g. a transfer start) or
     ``config.init="uniform"`` (``V = 11^T/N``) start off the manifold; they are projected."""
     from .config import make_task
 
@@ -153,4 +155,4 @@ def initial_state(config: SCBConfig, task: SCBTask | None = None, init=None) -> 
     V0, A0 = init if init is not None else initial_parameters(config, task)
     obs = observables_from_parameters(V0, A0, task)
     return {"zeta": float(obs["value_transition_correlation"]), "omega": float(obs["value_mean_scale"]),
-            "xi": float(obs["attention_offsupport_level"]), "eta": float(obs["attention_target_coefficient"])}
+            "xi": float(obs["attention_offsupport_level"]), "beta": float(obs["attention_target_coefficient"])}

@@ -1,7 +1,7 @@
 """SCB real minibatch SGD at the authors' scale (N = 500, T = 1e5): gathers and scatter-adds only.
 
-The same SGD as :class:`empirical.scb.SCBExperiment` (variants ``preconditioned`` and ``sgd``,
-the l1 proximal step with its switch, per-step normalisation), written for large ``T``:
+The same SGD as :class:`empirical.scb.experiment.SCBExperiment` (variants ``preconditioned`` and
+``sgd``, the l1 proximal step with its switch, per-step normalisation), written for large ``T``:
 
 * the attention is stored transposed, ``At`` (N, T) with row k = a^(k); the forward pass adds the
   rows of the batch's queries into the weighted histograms ``h_b = X_b a^(k_b)`` (B, N) (spec §2);
@@ -9,7 +9,7 @@ the l1 proximal step with its switch, per-step normalisation), written for large
   plus an add into the rows of the queries present, never a dense (T, N) gradient. It needs every
   position's token (the attention varies over positions once trained), so tokens are drawn, not
   only their counts, and kept as int16 (N <= 32767; 51 MB at B=256, T=1e5) between the passes;
-* ``engine="numba"`` (the default on the CPU): fused kernels of :mod:`empirical.scb_kernels` — a
+* ``engine="numba"`` (the default on the CPU): fused kernels of :mod:`empirical.scb.kernels` — a
   counter-based SplitMix64 stream and an integer alias table draw each token and add its weight
   to ``h`` in one pass (parallel over samples); the attention update is one pass per distinct
   query row; the l1 prox + projection one pass over ``At``. ``engine="torch"`` (any device, e.g.
@@ -22,14 +22,15 @@ the l1 proximal step with its switch, per-step normalisation), written for large
   support mass) and of ``V``: :func:`observables_from_statistics` equals
   :func:`theory.scb.observables_from_parameters` without forming the (T, N) support mask.
 
-Randomness differs from ``empirical.scb``: the same data distribution (spec §1.2), not the same
-numbers; tests check the distribution of one step's update against ``empirical.scb`` and its mean
-against the exact population gradient, and the kernels against torch re-implementations.
+Randomness differs from :mod:`empirical.scb.experiment`: the same data distribution (spec §1.2),
+not the same numbers; tests check the distribution of one step's update against
+:mod:`empirical.scb.experiment` and its mean against the exact population gradient, and the
+kernels against torch re-implementations.
 Float64 by default (parameters and the kernels' accumulators); ``dtype=torch.float32`` stores
 ``V`` and ``At`` in float32 (halves the attention's memory traffic; accumulators stay float64).
 Measured at N=500, T=1e5, batch 256 on the shared 2-core machine (load ~2-4): 3.6-12 steps/s
 (0.9e8-3e8 token positions/s) with the numba engine vs 0.3-0.45 for the torch engine and 0.1-0.24
-for :mod:`empirical.scb`.
+for :mod:`empirical.scb.experiment`.
 """
 from __future__ import annotations
 
@@ -44,8 +45,9 @@ from theory.sampling import alias_table  # Walker/Vose table (accept, alias), sh
 from theory.counter_rng import int_alias_table
 from theory.scb import PAPER, SCBConfig, SCBTask, initial_parameters, make_task
 
-from . import scb_kernels as K
-from .trainer import Trainer
+from ..trainer import Trainer
+from . import kernels as K
+from . import update
 
 __all__ = ["FastSCBExperiment", "train_fast", "observables_from_statistics", "alias_table",
            "escape_time_points", "VARIANTS", "ENGINES"]
@@ -92,12 +94,11 @@ def observables_from_statistics(V: np.ndarray, s, n, c, mass_on, task: SCBTask, 
 @dataclass
 class FastSCBExperiment:
     """One SGD run on an SCB task at scale (module docstring). ``engine``: ``numba`` (fused CPU
-    kernels of :mod:`empirical.scb_kernels`), ``torch`` (gathers/scatter-adds in torch, any
+    kernels of :mod:`empirical.scb.kernels`), ``torch`` (gathers/scatter-adds in torch, any
     device) or ``auto`` (numba on CPU, torch elsewhere). ``block``: positions per sampling block of
     the torch engine (bounds its float working set to ``batch * block``)."""
 
     config: SCBConfig
-    variant: str = "preconditioned"
     task: SCBTask | None = None
     dtype: torch.dtype = torch.float64
     block: int = 8192
@@ -106,13 +107,15 @@ class FastSCBExperiment:
     name: str = field(init=False)
 
     def __post_init__(self):
-        check_choice("variant", self.variant, VARIANTS)
+        if self.config.variant not in VARIANTS:
+            raise ConfigError("variant", f"the fast path implements {' and '.join(VARIANTS)}, "
+                                         f"not {self.config.variant!r}")
         check_choice("engine", self.engine, ENGINES)
         if self.config.query != "outside":
             raise ConfigError("query", "the fast path implements Decision 1 A (query outside the context)")
         if self.config.N > 32767:
             raise ConfigError("N", "the fast path stores tokens as int16 (N <= 32767)")
-        self.name = self.variant
+        self.name = self.config.variant
         self.task = self.task or make_task(self.config)
 
     def setup(self, device, generator):
@@ -138,7 +141,8 @@ class FastSCBExperiment:
         self.cdf_mu = torch.as_tensor(np.cumsum(t.mu), device=device)
         self.cdf_q = torch.cumsum(self.qw.double(), 1)
         self.cdf_P = torch.as_tensor(np.cumsum(t.P.T, 1), device=device)  # row j: cdf of P[:, j]
-        self.lam_on = False
+        self.hyper = update.hyper(self.config, t.T)
+        self.opt_state = update.init((self.V, self.At.T), xp=torch)
         self._x = None
 
     def _categorical(self, cdf: torch.Tensor, rows: torch.Tensor | None = None, B: int | None = None):
@@ -180,25 +184,8 @@ class FastSCBExperiment:
             h.scatter_add_(1, xb.long(), self.At[k, lo:hi])
         return k, x, h
 
-    def _update_attention(self, x, w, rows, inv, scale):
-        """``At[rows] -= scale * gA`` with ``gA[u, t] = sum_{b: k_b = rows[u]} w[b, x[b, t]]``."""
-        if self.engine_used == "numba":
-            order = torch.argsort(inv, stable=True)
-            starts = torch.zeros(rows.numel() + 1, dtype=torch.int64)
-            starts[1:] = torch.cumsum(torch.bincount(inv, minlength=rows.numel()), 0)
-            upd = K.kernel("attention_update", x.numel())
-            upd(self.At.numpy(), x.numpy(), w.contiguous().numpy(), rows.numpy(), starts.numpy(), order.numpy(),
-                scale.double().numpy())
-            return
-        T_ = self.task.T
-        gA = torch.zeros(rows.numel(), T_, dtype=self.dtype, device=self.device)
-        for lo in range(0, T_, self.block):
-            hi = min(lo + self.block, T_)
-            gA[:, lo:hi].index_add_(0, inv, w.gather(1, x[:, lo:hi].long()))
-        self.At[rows] -= scale[:, None] * gA
-
     def step(self, step: int) -> dict[str, float]:
-        c, t = self.config, self.task
+        c, t, hy = self.config, self.task, self.hyper
         B = c.batch
         k, x, h = self._draw(B)
         ar = torch.arange(B, device=self.device)
@@ -209,35 +196,44 @@ class FastSCBExperiment:
         r[ar, y] -= 1.0  # V X a - e_y
         loss = 0.5 * (r**2).sum(1).mean()
         gV = r.T @ h / B  # spec §3.2: mean_b r_b (X_b a_b)^T
-        w = r @ self.V / B  # (B, N): V^T r_b / B
+        w = r @ self.V / B  # (B, N): V^T r_b / B; the attention gradient is gA[t, k] = sum_{b: k_b = k} w[b, x_bt]
+        if self.engine_used == "torch":  # the rule of empirical.scb.update on the dense gradient
+            (self.V, A), self.opt_state = update.update(
+                (gV, self._attention_gradient(x, w, k).T), self.opt_state, (self.V, self.At.T), hyper=hy, mu=self.mu,
+                overlap=lambda A: self._overlap(A.T), xp=torch)
+            self.At = A.T.contiguous()
+            return {"loss": float(loss)}
+        # numba: the rule's V step and l1 switch around the kernels (tested equal to update.update)
+        self.V = update.descend(self.V, gV, hy.lr_V, hy.precondition, self.mu, xp=torch)
         rows, inv = torch.unique(k, return_inverse=True)
-        pre = self.variant == "preconditioned"
-        self.V -= c.eta_V * (gV / self.mu[None, :] if pre else gV)
-        self._update_attention(x, w, rows, inv, c.eta_A / self.mu[rows] if pre else torch.full_like(
-            self.mu[rows], c.eta_A))
-        if pre:
-            thr = 0.0
-            if c.lam > 0:
-                if not self.lam_on:
-                    self.lam_on = bool(self._overlap().mean() * t.T >= c.lam_switch)
-                thr = c.eta_A * c.lam if self.lam_on else 0.0
-            if thr > 0 or c.normalise == "step":
-                self._prox(thr, c.normalise == "step")
+        scale = hy.lr_A / self.mu[rows] if hy.precondition else torch.full_like(self.mu[rows], hy.lr_A)
+        order = torch.argsort(inv, stable=True)
+        starts = torch.zeros(rows.numel() + 1, dtype=torch.int64)
+        starts[1:] = torch.cumsum(torch.bincount(inv, minlength=rows.numel()), 0)
+        upd = K.kernel("attention_update", x.numel())  # At[rows] -= scale * gA[:, rows].T
+        upd(self.At.numpy(), x.numpy(), w.contiguous().numpy(), rows.numpy(), starts.numpy(), order.numpy(),
+            scale.double().numpy())
+        lam_on = update.switch_on(self.opt_state.lam_on, hy, lambda: self._overlap(self.At), t.T)
+        self.opt_state = update.State(lam_on)
+        thr = update.threshold(hy, lam_on)
+        if thr > 0 or hy.project:  # prox, then the projection (update.prox, update.project)
+            prox = K.kernel("soft_threshold_project", B * t.T)
+            prox(self.At.numpy(), float(thr), bool(hy.project))
         return {"loss": float(loss)}
 
-    def _prox(self, thr: float, project: bool):
-        """Soft-threshold at ``thr`` (l1 proximal step), then optionally project ``1^T a_k = 1``."""
-        if self.engine_used == "numba":
-            prox = K.kernel("soft_threshold_project", self.config.batch * self.task.T)
-            prox(self.At.numpy(), float(thr), bool(project))
-            return
-        if thr > 0:
-            self.At.copy_(torch.sign(self.At) * torch.clamp(self.At.abs() - thr, min=0.0))
-        if project:
-            self.At += (1.0 - self.At.sum(1, keepdim=True)) / self.task.T
+    def _attention_gradient(self, x, w, k) -> torch.Tensor:
+        """The dense attention gradient, transposed: (N, T) with row k = ``sum_{b: k_b = k} w[b, x_b]``
+        (spec §3.2), accumulated in position blocks of ``block``."""
+        T_ = self.task.T
+        gAt = torch.zeros(self.task.N, T_, dtype=self.dtype, device=self.device)
+        for lo in range(0, T_, self.block):
+            hi = min(lo + self.block, T_)
+            gAt[:, lo:hi].index_add_(0, k, w.gather(1, x[:, lo:hi].long()))
+        return gAt
 
-    def _overlap(self) -> torch.Tensor:
-        return (self.At.gather(1, self.support) * self.qw).sum(1)
+    def _overlap(self, At: torch.Tensor) -> torch.Tensor:
+        """``<a_k, q_k>`` (N,) of the attention ``At`` (N, T) from its support entries."""
+        return (At.gather(1, self.support) * self.qw).sum(1)
 
     def statistics(self) -> dict[str, np.ndarray]:
         """Sufficient statistics of the attention, float64 numpy (N,) each."""
@@ -262,26 +258,26 @@ class FastSCBExperiment:
 
 
     def state_dict(self) -> dict[str, Any]:
-        return {"V": self.V.clone(), "At": self.At.clone(), "lam_on": self.lam_on}
+        return {"V": self.V.clone(), "At": self.At.clone(), "lam_on": bool(self.opt_state.lam_on)}
 
     def load_state_dict(self, state):
         self.V.copy_(state["V"])
         self.At.copy_(state["At"])
-        self.lam_on = state["lam_on"]
+        self.opt_state = update.State(bool(state["lam_on"]))
 
     def parameters_info(self) -> dict[str, Any]:
+        """Derived quantities and the engine (the config itself is recorded once, by the Trainer)."""
         t = self.task
-        return {**self.config.to_dict(), "variant": self.variant, "K": t.K, "m2": t.m2,
-                "rho": float(t.rho.mean()), "samples_per_step": self.config.batch, "sampler": "alias",
+        return {"K": t.K, "m2": t.m2, "rho": float(t.rho.mean()), "sampler": "alias",
                 "engine": getattr(self, "engine_used", self.engine)}
 
 
-def train_fast(config: SCBConfig, *, variant: str = "preconditioned", device: str = "auto", seed: int | None = None,
-               task: SCBTask | None = None, dtype=torch.float64, progress: bool = False, stop_when=None,
-               engine: str = "auto"):
-    """Train one network with :class:`FastSCBExperiment`; returns ``(trajectory, experiment)``,
-    observables logged at ``config.log_steps()`` (time ``config.ode_time``, as ``empirical.scb``)."""
-    exp = FastSCBExperiment(config, variant=variant, task=task, dtype=dtype, engine=engine)
+def train_fast(config: SCBConfig, *, device: str = "auto", seed: int | None = None, task: SCBTask | None = None,
+               dtype=torch.float64, progress: bool = False, stop_when=None, engine: str = "auto"):
+    """Train one network of ``config.variant`` with :class:`FastSCBExperiment`; returns
+    ``(trajectory, experiment)``, observables logged at ``config.log_steps()`` (time
+    ``config.ode_time``, as :func:`empirical.scb.train`)."""
+    exp = FastSCBExperiment(config, task=task, dtype=dtype, engine=engine)
     trainer = Trainer(device=device, seed=config.seed if seed is None else seed, progress=progress)
     return trainer.run(exp, stop_when=stop_when), exp
 
@@ -289,7 +285,7 @@ def train_fast(config: SCBConfig, *, variant: str = "preconditioned", device: st
 def escape_time_points(Ts=(8, 16, 32), *, N: int = 3, Q: int = 2, batch: int = 512, seeds=2,
                        lr_fraction: float = 0.5, max_steps: int = 200_000, device: str = "auto",
                        dtype=torch.float64) -> list[dict]:
-    """Real-SGD escape times (first step with eta >= 1/2, spec §3.4) vs T, one row per (T, seed):
+    """Real-SGD escape times (first step with beta >= 1/2, spec §3.4) vs T, one row per (T, seed):
     ``{T, seed, lr, N, batch, steps_run, escape_time (nan if not reached within the run), ode_same_task,
     rel_err_vs_ode, formula, token_positions, seconds}``.
 

@@ -6,7 +6,8 @@ run has its own method, learning rate ``lr`` (used for both V and A, Decision 8)
 ``lam`` and data seed. Runs with the same seed see the same minibatches (common random numbers:
 the method comparison is paired).
 
-Methods (spec §2 pseudo-code):
+Methods (spec §2 pseudo-code), each a setting of the one update rule :mod:`empirical.scb.update`
+(per-run hyper-parameters):
 
 * ``"l1"`` — the paper's method: ``V <- V - lr G_V D^{-1}``, ``a_k <- a_k - lr G_{a_k}/mu_k``,
   then ``a_k <- soft_threshold(a_k, lr*lam)`` (mu_k-weighted penalty, Decision 5). The prox is off
@@ -19,12 +20,12 @@ Methods (spec §2 pseudo-code):
 * ``"sgd"`` — vanilla SGD: ``V <- V - lr G_V``, ``A <- A - lr G_A``; no preconditioner, no prox.
 
 Learning-rate search (:func:`largest_stable_lr`), the documented rule: on the geometric grid
-``lr_j = lr_min * ratio^j`` (ratio sqrt(2) by default) run ``horizon`` steps (every seed given); a rate is *stable* when the
-exact population loss stays finite and below ``1.5 x`` its initial value at every logged step (the
-initialisation is a saddle, spec §3.2: at small rates minibatch noise raises the loss slightly
-before the escape lowers it, so "below the initial value" would reject every small rate). ``lr_max`` = the largest grid rate such that it and
-every smaller grid rate is stable; the study uses ``lr_max / ratio`` (one grid step back for
-safety).
+``lr_j = lr_min * ratio^j`` (ratio sqrt(2) by default) run ``horizon`` steps (every seed given); a
+rate is *stable* when the exact population loss stays finite and below ``1.5 x`` its initial value
+at every logged step (the initialisation is a saddle, spec §3.2: at small rates minibatch noise
+raises the loss slightly before the escape lowers it, so "below the initial value" would reject
+every small rate). ``lr_max`` = the largest grid rate such that it and every smaller grid rate is
+stable; the study uses ``lr_max / ratio`` (one grid step back for safety).
 
 Precision: float64 throughout (the distances go down to ~1e-3). Shapes: ``V`` (R, N, N), ``A``
 (R, T, N) with column k = a^(k); minibatch tokens ``x`` (S, B, T), queries ``k`` (S, B), targets
@@ -40,7 +41,10 @@ import numpy as np
 import torch
 
 from theory.errors import ConfigError, check_choice
+from theory.params import log_steps
 from theory.scb import SCBTask, observables_from_parameters, population_gradient
+
+from . import update
 
 __all__ = ["METHODS", "RunSpec", "BatchedSampler", "minibatch_gradients", "train_runs",
            "attention_noise_scale", "largest_stable_lr", "initial_loss"]
@@ -162,22 +166,24 @@ def _train_runs(task, runs, batch, steps, log_every, lam_switch, dev, population
     R, N, T = len(runs), task.N, task.T
     f64 = dict(dtype=torch.float64, device=dev)
     mu = torch.as_tensor(task.mu, **f64)
-    Qm = torch.as_tensor(task.Qm, **f64)
     V0, A0 = init if init is not None else (np.outer(task.mu, np.ones(N)), np.full((T, N), 1.0 / T))
     V = torch.as_tensor(np.asarray(V0, float), **f64).expand(R, N, N).clone()
     A = torch.as_tensor(np.asarray(A0, float), **f64).expand(R, T, N).clone()
-    lr = torch.as_tensor([r.lr for r in runs], **f64)[:, None, None]
-    lam = torch.as_tensor([r.lam for r in runs], **f64)[:, None, None]
-    pre = torch.as_tensor([r.method != "sgd" for r in runs], device=dev)[:, None, None]
-    proj = torch.as_tensor([r.method == "l1_proj" for r in runs], device=dev)[:, None, None]
-    prec = torch.where(pre, 1.0 / mu[None, None, :], torch.ones((), **f64))  # D^{-1} or identity
-    lam_on = torch.zeros(R, dtype=torch.bool, device=dev)
+    lr = torch.as_tensor([r.lr for r in runs], **f64)
+    # the rule of empirical.scb.update, one value per run: projection before the prox (l1_proj)
+    hyper = update.Hyper(lr_V=lr, lr_A=lr, precondition=torch.as_tensor([r.method != "sgd" for r in runs], device=dev),
+                         lam=torch.as_tensor([r.lam for r in runs], **f64), lam_switch=lam_switch,
+                         project=torch.as_tensor([r.method == "l1_proj" for r in runs], device=dev),
+                         project_before_prox=True)
+    overlap = update.target_overlap(torch.as_tensor(task.Qm, **f64))  # <a_k, q_k> for the l1 switch
+    state = update.init((V, A), xp=torch)
     sampler = None if population else BatchedSampler(task, seeds, dev)
-    log_steps = sorted(set(range(0, steps + 1, log_every)) | {steps})
+    grid = log_steps(steps, log_every)  # 0, log_every, ..., steps: the Trainer's logging grid
+    logged = set(grid.tolist())
     Vs, As = [], []
     with torch.no_grad():
         for n in range(steps + 1):
-            if n in log_steps:
+            if n in logged:
                 Vs.append(V.cpu().numpy().copy())
                 As.append(A.cpu().numpy().copy())
             if n == steps:
@@ -189,12 +195,7 @@ def _train_runs(task, runs, batch, steps, log_every, lam_switch, dev, population
             else:
                 x, k, y = sampler.sample(batch)
                 G_V, G_A, _ = minibatch_gradients(V, A, x[sidx], k[sidx], y[sidx])
-            V -= lr * G_V * prec
-            A -= lr * G_A * prec
-            A += proj * (1.0 - A.sum(1, keepdim=True)) / T  # Decision 6 projection (l1_proj only)
-            lam_on |= pre[:, 0, 0] & ((A * Qm).sum(1).mean(1) * T >= lam_switch)  # Decision 7
-            thr = lr * lam * lam_on[:, None, None]
-            A.copy_(torch.sign(A) * torch.clamp(A.abs() - thr, min=0.0))  # prox of lr*lam*|a|_1
+            (V, A), state = update.update((G_V, G_A), state, (V, A), hyper=hyper, mu=mu, overlap=overlap, xp=torch)
     V_all, A_all = np.stack(Vs, 1), np.stack(As, 1)
     with np.errstate(all="ignore"):  # diverged runs (lr search) give inf/nan observables
         out = {k: np.asarray(v) for k, v in observables_from_parameters(V_all, A_all, task).items()}
@@ -202,7 +203,7 @@ def _train_runs(task, runs, batch, steps, log_every, lam_switch, dev, population
     on = np.zeros((T, N), dtype=bool)
     for kk in range(N):
         on[task.support[kk], kk] = True
-    out.update(step=np.asarray(log_steps), V=V_all, A=A_all, nnz_mean=nz.sum(-2).mean(-1),
+    out.update(step=grid, V=V_all, A=A_all, nnz_mean=nz.sum(-2).mean(-1),
                nnz_max=nz.sum(-2).max(-1), support=np.all(nz == on, axis=(-2, -1)))
     return out
 

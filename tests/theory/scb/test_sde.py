@@ -1,17 +1,21 @@
-"""SCB SDEs (theory/scb/reduced_sde.py): the reduced SDE of spec §3.6 against the full (V, A) one.
+"""SCB SDEs (theory/scb/sde.py): the reduced SDE of spec §3.6 against the full (V, A) one, and the
+full SDE's drift and noise against torch per-sample gradients.
 
 References are independent: the full preconditioned flow (theory.scb.preconditioned_flow), full
-per-sample gradients written out here in numpy from spec §3.2, the exact population gradient, and
-the full SDE ensemble.
+per-sample gradients written out here in numpy from spec §3.2, the exact population gradient, the
+full SDE ensemble and torch's per-sample gradients.
 """
 
 import numpy as np
 import pytest
+import torch
 
 import simulate
 from helpers.moments import moment_z_scores
+from helpers.scb import set_up_experiment as _setup
 from theory import scb
-from theory.scb import reduced_sde as R
+from theory.scb import sde as R
+
 
 CFG = scb.SCBConfig(N=3, T=16, Q=2, eta_V=0.2, eta_A=0.2, batch=32, steps=120, log_every=40)
 
@@ -26,9 +30,9 @@ def _random_full(task, rng, scale=0.3):
     return V0 + scale * rng.standard_normal(V0.shape), A0 + scale / task.T * rng.standard_normal(A0.shape)
 
 
-def _manifold_point(task, zeta, omega, xi, eta):
+def _manifold_point(task, zeta, omega, xi, beta):
     V = zeta * task.P_tilde + omega * np.outer(task.mu, np.ones(task.N))
-    A = xi[None, :] * np.ones((task.T, 1)) + eta[None, :] * task.Qm
+    A = xi[None, :] * np.ones((task.T, 1)) + beta[None, :] * task.Qm
     return V, A
 
 
@@ -50,8 +54,8 @@ def test_reduced_drift_is_the_projected_full_flow_off_the_manifold(task):
 def test_reduced_drift_on_manifold_is_the_general_ode(task):
     S = scb.general_system(task.N)
     rng = np.random.default_rng(2)
-    xi, eta = 1 / task.T + 0.01 * rng.standard_normal(task.N), 0.3 * rng.random(task.N)
-    y = np.concatenate([[0.4, 0.9], xi, eta, np.zeros(2 + task.N)])
+    xi, beta = 1 / task.T + 0.01 * rng.standard_normal(task.N), 0.3 * rng.random(task.N)
+    y = np.concatenate([[0.4, 0.9], xi, beta, np.zeros(2 + task.N)])
     p = {"T": task.T, "K": task.K, "m2": task.m2, "eta_V": CFG.eta_V, "eta_A": CFG.eta_A,
          **{f"mu_{i+1}": task.mu[i] for i in range(task.N)}, **{f"rho_{i+1}": task.rho[i] for i in range(task.N)}}
     f = S.to_numpy()(0.0, y[: 2 + 2 * task.N], S.parameter_vector(p))
@@ -64,8 +68,8 @@ def test_projected_per_sample_gradient_matches_full_gradient(task):
     rng = np.random.default_rng(3)
     c = R._constants(task, CFG.eta_V, CFG.eta_A, CFG.batch)
     N, T_ = task.N, task.T
-    zeta, omega, xi, eta = 0.3, 1.1, 1 / T_ + 0.02 * rng.standard_normal(N), 0.2 * rng.random(N)
-    V, A = _manifold_point(task, zeta, omega, xi, eta)
+    zeta, omega, xi, beta = 0.3, 1.1, 1 / T_ + 0.02 * rng.standard_normal(N), 0.2 * rng.random(N)
+    V, A = _manifold_point(task, zeta, omega, xi, beta)
     y = R.reduced_coordinates(V, A, task)
     for _ in range(5):
         x = rng.choice(N, size=T_, p=task.mu)
@@ -176,10 +180,10 @@ def test_outcome_tables_give_the_exact_population_gradient_and_the_sampled_secon
 
 
 def test_unrolled_step_equals_the_array_step(task):
-    """reduced_step.reduced_terms_unrolled (the fast path) == drift + projected_per_sample arrays."""
+    """sde.reduced_terms_unrolled (the fast path) == drift + projected_per_sample arrays."""
     import jax.numpy as jnp
 
-    from theory.scb.reduced_step import reduced_terms_unrolled
+    from theory.scb.sde import reduced_terms_unrolled
 
     simulate.enable_x64()
     sde = R.ReducedMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 2)
@@ -215,3 +219,75 @@ def test_reduced_observables_equal_the_full_ones_off_the_manifold(task):
         obs = sde.observables(R.reduced_coordinates(V, A, task)[None])
         assert np.isclose(obs["population_loss"][0], scb.population_loss(V, A, task), rtol=1e-10)
         assert np.isclose(obs["attention_target_overlap"][0], (A * task.Qm).sum(0).mean(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("make", ["minibatch_sde_reduced", "minibatch_sde_fast", "minibatch_sde"])
+def test_sde_times_are_the_config_ode_times(make):
+    """The SDE entry points (the paper table's ``sde`` slot among them) sample the SDE on
+    ``config.ode_times()``, the grid the Trainer logs on: log_every=3 does not divide steps=10,
+    so the grid is 0, 3, 6, 9 and the last step 10 (a linspace would give 0, 3.33, 6.67, 10)."""
+    from figures.papers import get
+
+    cfg = scb.SCBConfig(steps=10, log_every=3)
+    _, t = getattr(R, make)(cfg)
+    np.testing.assert_array_equal(t, [0.0, 3.0, 6.0, 9.0, 10.0])
+    np.testing.assert_array_equal(t, cfg.ode_times())
+    np.testing.assert_array_equal(get("scb").slot("sde")(cfg)[1], cfg.ode_times())
+
+
+def test_sde_observables_build_no_callable_per_call(task, monkeypatch):
+    """The SDE models' observables are plain numpy formulas: evaluating them never lambdifies."""
+    import sympy
+
+    sde = R.ReducedMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 2)
+    full = scb.MinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 2)
+    monkeypatch.setattr(sympy, "lambdify", lambda *a, **k: pytest.fail("observables lambdified"))
+    Y = np.tile(sde.initial_state(), (3, 1))
+    assert np.allclose(sde.observables(Y)["value_mean_scale"], 1.0)
+    Yf = np.tile(full.initial_state(), (3, 1))
+    assert np.allclose(full.observables(Yf)["value_mean_scale"], 1.0)
+
+
+def test_minibatch_sde_drift_and_noise_match_sgd_statistics():
+    """The SDE's drift is the preconditioned population flow and its diffusion covariance equals
+    lr^2 Cov(per-sample preconditioned gradient)/B (checked against torch per-sample gradients)."""
+    cfg = scb.SCBConfig(N=3, T=6, Q=2, batch=16)
+    task = scb.make_task(cfg)
+    sde, _ = scb.minibatch_sde(cfg, mc_samples=20000)
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    rng = np.random.default_rng(0)
+    V, A = task.P + 0.1 * rng.normal(size=(3, 3)), task.Qm + 0.05
+    yv = jnp.asarray(np.concatenate([V.ravel(), A.ravel()]))
+    drift = np.asarray(sde.drift(0.0, yv, sde.args()))
+    dV, dA = scb.preconditioned_flow(V, A, task, cfg.eta_V, cfg.eta_A)
+    assert np.allclose(drift, np.concatenate([dV.ravel(), dA.ravel()]), atol=1e-12)
+    G = np.asarray(sde.per_sample_gradients(yv, sde.args(), jax.random.PRNGKey(0)))
+    assert np.allclose(-G.mean(0), drift, atol=0.02 * np.abs(drift).max() + 2e-3)
+    # variances from torch per-sample gradients (independent implementation, same law), compared
+    # in units of their Monte-Carlo standard errors
+    exp = _setup(cfg, seed=1)
+    x, k, y = exp.sampler.sample(20000)
+    params = {"V": torch.as_tensor(V), "A": torch.as_tensor(A)}
+
+    def one_loss(p, xb, kb, yb):
+        a = (p["A"] * (torch.arange(3) == kb).to(p["A"].dtype)).sum(1)
+        Xa = torch.zeros(3, dtype=a.dtype).scatter_add(0, xb, a)
+        r = p["V"] @ Xa - (torch.arange(3) == yb).to(p["A"].dtype)
+        return 0.5 * (r**2).sum()
+
+    g = torch.func.vmap(torch.func.grad(one_loss), in_dims=(None, 0, 0, 0))(params, x, k, y)
+    mu = torch.as_tensor(task.mu)
+    grads = torch.cat([(cfg.eta_V * g["V"] / mu).flatten(1), (cfg.eta_A * g["A"] / mu).flatten(1)], 1).numpy()
+
+    def var_and_se(M):
+        d2 = (M - M.mean(0)) ** 2
+        return d2.mean(0), d2.std(0) / np.sqrt(M.shape[0])
+
+    v_t, se_t = var_and_se(grads)
+    v_s, se_s = var_and_se(G)
+    big = v_s > 1e-6 * v_s.max()
+    assert big.sum() > 20
+    assert np.all(np.abs(v_t[big] - v_s[big]) < 5 * (se_t[big] + se_s[big]))

@@ -1,18 +1,12 @@
-"""The SCB l1-vs-SGD study (empirical/scb_l1.py, figures/scb_l1.py): gradients, prox step, lr
-search and support recovery checked against independent computations (spec §2, §3.2, §3.5)."""
-
-from pathlib import Path
+"""The SCB l1-vs-SGD runs (empirical/scb/l1.py): gradients, prox step and lr search checked against
+independent computations (spec §2, §3.2, §3.5)."""
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
-from empirical import scb_l1 as el1
-from figures.scb import l1 as fl1
+from empirical.scb import l1 as el1
 from theory import scb
-
-from helpers.golden import assert_matches_golden
 
 
 def _task(T=16, N=3, Q=2):
@@ -116,74 +110,3 @@ def test_population_prox_recovers_exact_support():
     assert out["support"][0, -1] and out["nnz_max"][0, -1] == 2
     assert not out["support"][1, -1] and out["nnz_mean"][1, -1] == 16
     assert out["attention_distance_to_truth"][0, -1] < 1e-3  # uniform q: no l1 bias after normalisation
-
-
-def test_claims_names_keys_and_verdict():
-    """Tiny study: both claims present with the contract's fields, and the verdicts follow from the
-    study's rows (recomputed here from the DataFrame)."""
-    kw = dict(Ts=(16,), batches=(64,), seeds=(0, 1, 2), samples=300 * 64, n_log=15, horizon=100, n_grid=22,
-              lam_multiples=(1.0,), methods=el1.METHODS)
-    df = fl1.l1_study(True, device="cpu", **kw)
-    assert {"method", "lr", "lam", "batch", "seed", "nnz_mean", "nnz_max", "support_recovered", "dist_P",
-            "dist_A", "samples_at_early_stop"} <= set(df.columns)
-    assert len(df) == 2 * 3 * (1 + 3 + 3)  # 2 lr backoffs x 3 seeds x (sgd + l1, l1_proj at 3 lams)
-    df = df[df.lr_backoff == 1]
-    claims = {c.name: c for c in fl1.l1_claims(True, device="cpu", **kw)}
-    assert set(claims) == {"l1_beats_sgd", "l1_recovers_support"}
-    for c in claims.values():
-        j = c.to_json()
-        assert set(j) == {"name", "statement", "holds", "evidence", "regime"} and isinstance(j["holds"], bool)
-    ev = claims["l1_beats_sgd"].evidence
-    l1 = df[(df.method == "l1") & (df.lam == ev["lam"])]
-    sgd = df[df.method == "sgd"]
-    assert ev["lam"] > 0
-    want = l1.dist_P.median() < sgd.dist_P.median() and l1.dist_A.median() < sgd.dist_A.median()
-    assert claims["l1_beats_sgd"].holds == want
-    assert claims["l1_recovers_support"].holds == (l1.support_recovered.mean() >= 0.8)
-    assert set(claims["l1_beats_sgd"].evidence["by_regime"]) == {"T=16,B=64"}
-    paper = df[(df.method == "l1")].lam.unique()
-    assert np.isclose(sorted(paper)[1], 0.1 * scb.make_task(scb.SCBConfig(N=3, T=16, Q=2)).K / (4 * 27))
-
-
-def test_figure_writes_png_and_csv_of_the_study(tmp_path):
-    """The figure saves both files; the CSV holds exactly the study's rows."""
-    kw = dict(Ts=(16,), batches=(64,), seeds=(0, 1, 2), samples=300 * 64, n_log=15, horizon=100, n_grid=22,
-              lam_multiples=(1.0,), methods=el1.METHODS)  # same settings as above: cached study
-    data = fl1.fig_l1_vs_sgd(tmp_path, True, device="cpu", **kw)
-    assert (tmp_path / "scb_l1_vs_sgd.png").stat().st_size > 1000
-    csv = pd.read_csv(tmp_path / "scb_l1_study.csv")
-    pd.testing.assert_frame_equal(csv[["method", "lam", "seed", "dist_P", "dist_A"]],
-                                  data["study"][["method", "lam", "seed", "dist_P", "dist_A"]], check_exact=False, rtol=1e-12)
-    assert set(data["selected"].method) == {"l1", "l1_proj"}
-
-
-TINY = dict(Ts=(16,), batches=(32, 64), seeds=(0, 1), samples=120 * 64, n_log=10, horizon=60, n_grid=22,
-            lam_multiples=(1.0,), methods=("l1", "sgd"))
-
-
-def test_study_through_the_sweep_store_is_unchanged_and_resumes(tmp_path):
-    """The study run as sweep cells gives exactly the table the pre-sweep code gave
-    (tests/data/scb_l1_study_tiny.csv, written by the direct loop of commit 6dc906b with these
-    settings; floats within the tolerance stored beside it, as another machine's last bits may
-    differ); a second call reads the same store back, so it must give the identical table computes no cell; after losing one finished cell (an interrupted
-    sweep) a rerun computes just that cell and the table is again the same."""
-    from empirical.sweeps import read_index
-
-    store = tmp_path / "store"
-    fl1._STUDIES.clear()
-    df = fl1.l1_study(True, device="cpu", store=store, **TINY)
-    n_cells = 2 * 2 + 2  # lr searches per (batch, method) + one runs cell per batch
-    assert df.attrs["cells_computed"] == n_cells
-    assert_matches_golden(df, Path(__file__).parent / "data" / "scb_l1_study_tiny.csv")
-    idx = read_index(store)
-    assert len(idx) == n_cells and set(idx.status) == {"ok"} and set(idx.part) == {"lr", "runs"}
-    fl1._STUDIES.clear()
-    again = fl1.l1_study(True, device="cpu", store=store, **TINY)
-    assert again.attrs["cells_computed"] == 0
-    pd.testing.assert_frame_equal(again, df, check_exact=True)
-    lost = idx[idx.part == "runs"].file.iloc[0]
-    (store / lost).unlink()
-    fl1._STUDIES.clear()
-    resumed = fl1.l1_study(True, device="cpu", store=store, **TINY)
-    assert resumed.attrs["cells_computed"] == 1
-    pd.testing.assert_frame_equal(resumed, df, check_exact=True)

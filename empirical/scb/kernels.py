@@ -1,4 +1,4 @@
-"""Fused CPU kernels (numba) for SCB real SGD at scale (used by :mod:`empirical.scb_fast`).
+"""Fused CPU kernels (numba) for SCB real SGD at scale (used by :mod:`empirical.scb.fast`).
 
 One SGD step at N = 500, T = 1e5, batch 256 touches B*T = 2.56e7 token positions three times:
 draw the token, add its attention weight to the sample's histogram ``h_b = X_b a^(k_b)`` (spec §2),
