@@ -199,8 +199,6 @@ def make_figures(paper: str, outdir: str | os.PathLike, *, quick: bool = True, d
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     figs = row.slot("figures")
-    if callable(figs):  # transitional: a row still on its own make_figures (to go in this move)
-        return figs(out, quick=quick, device=device)
     with collecting() as written:
         for fig in figs:
             fig(out, quick, device=device)

@@ -222,7 +222,7 @@ def fig_layers_and_table1(outdir: Path | None = None, quick: bool = True, *, dev
 
 
 def where_agreement_breaks(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu") -> list[Break]:
-    """Trained block vs block ODE outside the comfortable regime (the report DEVELOPERS.md asks for):
+    """Trained block vs block ODE outside the comfortable regime:
     (a) larger SGD steps at the same ODE time, (b) integrating closer to the finite-time blow-up,
     (c) cross-entropy top (Assumption 1 broken: g = onehot - softmax(h) evolves; it equals the
     ODE's centred G only at init). One :class:`~figures.report.Break` per setting (diagnostics:

@@ -19,7 +19,7 @@ def test_every_slot_filled_or_explained():
                 assert row.missing.get(slot), f"{row.name}: empty slot {slot} without a reason"
                 with pytest.raises(ConfigError):
                     row.slot(slot)
-            elif slot == "figures" and not callable(row.slot(slot)):  # a FIGURES sequence of figure functions
+            elif slot == "figures":  # a FIGURES sequence of figure functions
                 assert row.slot(slot) and all(map(callable, row.slot(slot))), f"{row.name}.{slot}"
             else:
                 assert callable(row.slot(slot)), f"{row.name}.{slot}"
@@ -42,17 +42,18 @@ def test_unknown_paper_and_variant():
 #: builds its own grid (linspace, arange) instead of ``config.ode_times()`` shows up
 TINY = ("steps=10", "log_every=3")
 #: known defects, each with the fix it waits for; strict, so the test flips when the fix merges
-KNOWN: dict[tuple[str, str], str] = {}
+KNOWN: dict[tuple[str, str | None, str], str] = {}
 
 
 def _time_slots():
     for row in PAPERS.values():
-        for slot in ("problem", "sde", "train"):
-            if getattr(row, slot) is None:
-                continue
-            why = KNOWN.get((row.name, slot))
-            marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
-            yield pytest.param(row.name, slot, marks=marks, id=f"{row.name}-{slot}")
+        for variant in row.variants or (None,):
+            for slot in ("problem", "sde", "train"):
+                if getattr(row, slot) is None:
+                    continue
+                why = KNOWN.get((row.name, variant, slot))
+                marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+                yield pytest.param(row.name, variant, slot, marks=marks, id=f"{row.name}-{variant}-{slot}")
 
 
 def _times(row, slot, cfg) -> np.ndarray:
@@ -67,15 +68,20 @@ def _times(row, slot, cfg) -> np.ndarray:
     return traj["time"].values
 
 
-@pytest.mark.parametrize("name, slot", list(_time_slots()))
-def test_every_time_axis_is_the_configs(name, slot):
-    """The problem's output times, the SDE's grid and a (tiny) training run's logged times are
-    exactly ``config.ode_times()``: time lives in the Config and nowhere else."""
+@pytest.mark.parametrize("name, variant, slot", list(_time_slots()))
+def test_every_time_axis_is_the_configs(name, variant, slot):
+    """For every variant: the problem's output times, the SDE's grid and a (tiny) training run's
+    logged times are exactly ``config.ode_times()``: time lives in the Config and nowhere else."""
     row = get(name)
-    cfg = row.make_config(TINY)
+    cfg = row.make_config(TINY, variant=variant)
     steps = cfg.log_steps()
     assert steps[0] == 0 and steps[-1] == cfg.steps and np.all(np.diff(steps) > 0)
-    np.testing.assert_array_equal(_times(row, slot, cfg), cfg.ode_times())
+    try:
+        times = _times(row, slot, cfg)
+    except ConfigError as err:  # a slot that does not serve this variant says so, naming the variant
+        assert err.field == "variant" and variant is not None and repr(variant) in str(err), err
+        return
+    np.testing.assert_array_equal(times, cfg.ode_times())
 
 
 @pytest.mark.parametrize("name", list(PAPERS))
@@ -85,9 +91,6 @@ def test_slot_signatures(name):
     train_params = set(inspect.signature(row.slot("train")).parameters)
     assert {"device", "variant", "progress", "checkpoint", "checkpoint_every", "resume"} <= train_params
     figures = row.slot("figures")
-    if callable(figures):  # transitional: a row still on its own make_figures (figures.core.make_figures)
-        assert {"quick", "device"} <= set(inspect.signature(figures).parameters)
-        return
     # the figures slot: a sequence of figure functions fig_x(outdir | None, quick, *, device) -> data
     assert isinstance(figures, Sequence) and not isinstance(figures, str) and len(figures) > 0
     for fig in figures:

@@ -38,11 +38,27 @@ def systems(config: JomaConfig | None = None) -> list[ReducedSystem]:
 
 
 def problem(config: JomaConfig) -> Problem:
-    """The block ODE (spec §2.1) for the config's ``fixed`` variant, solved at
-    ``config.ode_times()`` (``t = lr * step`` at the Trainer's log steps)."""
+    """The block ODE (spec §2.1) of the config's block (variants ``fixed`` and ``ce``, whose networks
+    are that block; the ODE is the fixed-``G`` flow), solved at ``config.ode_times()``
+    (``t = lr * step`` at the Trainer's log steps). The other variants' networks are compared with
+    ODEs built from their own data in :mod:`figures.joma.compare`: a ``ConfigError`` here."""
+    check_block_variant(config, "reduced ODE")
     c = config if config.variant == "fixed" else config.replace(variant="fixed")
     sysm = block_system(c.attention, c.activation, c.Mc, c.K, c.N)
     return Problem(sysm, block_parameters(c), block_initial_state(c), c.ode_times(), SOLVE_OPTIONS, config)
+
+
+#: the variants whose network is the block of spec §1.1 (the ODE of :func:`problem`, the SDE of
+#: :func:`.sde.minibatch_sde`)
+BLOCK_VARIANTS = ("fixed", "ce")
+
+
+def check_block_variant(config: JomaConfig, what: str) -> None:
+    """``ConfigError("variant", ...)`` unless the config's variant is a block variant."""
+    if config.variant not in BLOCK_VARIANTS:
+        raise ConfigError("variant", f"the {what} of `tdyn simulate joma` is the block's (variants "
+                                     f"{', '.join(BLOCK_VARIANTS)}); the {config.variant!r} network is compared "
+                                     "with ODEs of its own data in figures.joma.compare")
 
 
 @dataclass(frozen=True, eq=False)

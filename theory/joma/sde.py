@@ -13,6 +13,7 @@ from ..core import ReducedSystem
 from .config import PAPER, JomaConfig
 from .derive import block_system
 from .population import block_flow, block_initial_state, block_parameters, make_data
+from .problem import check_block_variant
 
 __all__ = ["BlockMinibatchSDE", "minibatch_sde"]
 
@@ -95,5 +96,6 @@ class BlockMinibatchSDE:
 
 def minibatch_sde(config: JomaConfig):
     """``(sde, t)`` for `tdyn simulate joma --sde`: ``t = config.ode_times()`` (spec §2.7)."""
+    check_block_variant(config, "minibatch SDE")
     config = config.replace(variant="fixed") if config.variant != "fixed" else config
     return BlockMinibatchSDE(config), config.ode_times()
