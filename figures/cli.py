@@ -174,31 +174,53 @@ def _keep_partial(err, run: _Run):
 @main.command()
 @_paper_arg
 @click.option("--format", "fmt", type=click.Choice(["latex", "python", "jax", "json"]), default="latex",
-              show_default=True)
+              show_default=True, help="latex: align environments; python/jax: source of rhs(t, y, p); "
+                                      "json: what theory.load_system reads back.")
+@click.option("--system", "system_name", default=None, metavar="NAME",
+              help="Only the system NAME (json: a one-system document); default: every system of the paper.")
+@click.option("--standalone", is_flag=True, help="LaTeX: a complete document that compiles with pdflatex.")
 @click.option("--expanded", is_flag=True, help="LaTeX: substitute the named quantities (per-component form).")
 @click.option("--no-cache", is_flag=True, help="Derive afresh (ignore and do not use the on-disk cache).")
 @_set_option
 @_large_option
-def derive(paper, fmt, expanded, no_cache, assignments, allow_large):
+def derive(paper, fmt, system_name, standalone, expanded, no_cache, assignments, allow_large):
     """Print the derived reduced systems (LaTeX, numpy or JAX source, or JSON).
 
     The output is cached on disk keyed by a hash of the theory source (theory/cache.py)."""
     from theory.cache import cached_json, function_digest
 
     run = _validate("derive", paper, assignments, allow_large=allow_large)
+    if standalone and fmt != "latex":
+        raise ConfigError("standalone", f"only for --format latex, not {fmt}")
     systems = run.row.slot("systems")
-    key = (paper, fmt, bool(expanded), run.cfg.to_dict(), function_digest(systems))
-    text = cached_json("derive", key, lambda: _derive_text(paper, systems(run.cfg), fmt, expanded),
-                       use_cache=not no_cache)
+    key = (paper, fmt, bool(expanded), run.cfg.to_dict(), function_digest(systems), system_name, bool(standalone))
+    text = cached_json("derive", key, lambda: _derive_text(
+        paper, _pick_systems(paper, systems(run.cfg), system_name), fmt, expanded, standalone, system_name),
+        use_cache=not no_cache)
     click.echo(text, nl=False)
 
 
-def _derive_text(paper, systems, fmt, expanded) -> str:
-    from theory.export import systems_to_json
+def _pick_systems(paper, systems, name):
+    """``systems``, or only the one called ``name`` (``ConfigError("system", ...)`` naming the others)."""
+    from theory.errors import did_you_mean
+
+    if name is None:
+        return systems
+    names = [s.name for s in systems]
+    if name not in names:
+        raise ConfigError("system", f"{paper} has no system {name!r}{did_you_mean(name, names)}; "
+                                    f"its systems: {', '.join(names)}")
+    return [systems[names.index(name)]]
+
+
+def _derive_text(paper, systems, fmt, expanded, standalone=False, one=None) -> str:
+    from theory.export import latex_document, systems_to_json
 
     if fmt == "json":
-        return systems_to_json(paper, systems) + "\n"
+        return (json.dumps(systems[0].to_json(), indent=2) if one else systems_to_json(paper, systems)) + "\n"
     if fmt == "latex":
+        if standalone:
+            return latex_document(paper, [(s, s.to_latex(expanded=expanded)) for s in systems])
         return "".join(f"% {paper}/{s.name} — {s.spec}\n{s.to_latex(expanded=expanded)}\n\n" for s in systems)
     export = (lambda s, suffix: s.to_python(suffix)) if fmt == "python" else (
         lambda s, suffix: s.to_jax_source(suffix))
