@@ -23,6 +23,7 @@ cells on a cluster.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import importlib
 import itertools
@@ -118,6 +119,12 @@ def _write_index(root: Path, cells: Sequence[Cell], status: Mapping[str, tuple[s
     return df
 
 
+#: a bar factory ``(total, desc) -> tqdm-like`` (``update``, ``set_postfix_str``, ``close``) that
+#: :func:`run_cells` drives over the cells it runs; set by ``figures.progress.enabled`` (None: no bar)
+cell_progress: contextvars.ContextVar[Callable[[int, str], Any] | None] = contextvars.ContextVar(
+    "tdyn_cell_progress", default=None)
+
+
 def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers: int = 1, ray: str | None = None,
               progress: Callable[[str, str, str], None] | None = None) -> pd.DataFrame:
     """Run every cell not already in ``store``; return the index (one row per cell).
@@ -137,13 +144,28 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
         else:
             todo.append(c)
     _write_index(root, unique, status)
+    factory = cell_progress.get()
+    bar = factory(len(todo), f"{root.name}: {len(todo)} cells to run") if factory is not None and todo else None
+    swept = {c.key: ", ".join(f"{k}={v}" for k, v in c.swept.items()) or c.key[:10] for c in todo}
 
     def done(key, st, err):
         status[key] = (st, err)
         _write_index(root, unique, status)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"{swept.get(key, key[:10])} {st}")
         if progress is not None:
             progress(key, st, err)
 
+    try:
+        _run_todo(fn_ref, todo, root, workers, ray, done)
+    finally:
+        if bar is not None:
+            bar.close()
+    return _write_index(root, unique, status)
+
+
+def _run_todo(fn_ref, todo, root, workers, ray, done):
     if ray is not None:
         _run_ray(fn_ref, todo, root, ray, done)
     elif workers <= 1:
@@ -163,7 +185,6 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
                     msg = f"worker process died: {exc}"
                     _write_error(root, c.key, msg)
                     done(c.key, "failed", msg)
-    return _write_index(root, unique, status)
 
 
 def check_ray_address(address: str, timeout: float = 5.0) -> None:
