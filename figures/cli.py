@@ -88,6 +88,22 @@ def main():
     """tdyn: derive, simulate and measure transformer training dynamics from theory papers."""
 
 
+def _papers_epilog() -> str:
+    """The help's list of papers and their training variants (from the paper table)."""
+    lines = [f"  {row.name:10s} {row.title}" + (f" (variants: {', '.join(row.variants)})" if row.variants else "")
+             for row in PAPERS.values()]
+    return "\b\nPAPER is one of:\n" + "\n".join(lines)
+
+
+def _variant_help() -> str:
+    return "Training variant: " + "; ".join(f"{r.name}: {', '.join(r.variants)}" for r in PAPERS.values() if r.variants)
+
+
+def _command(**kw):
+    """``@main.command`` for a command that takes PAPER: its help lists the papers and variants."""
+    return main.command(epilog=_papers_epilog(), **kw)
+
+
 _set_option = click.option("--set", "assignments", multiple=True, metavar="KEY=VALUE",
                            help="Override a config field (repeatable).")
 _paper_arg = click.argument("paper")
@@ -171,7 +187,7 @@ def _keep_partial(err, run: _Run):
 # ------------------------------------------------------------------------------------------------
 # Commands
 # ------------------------------------------------------------------------------------------------
-@main.command()
+@_command()
 @_paper_arg
 @click.option("--format", "fmt", type=click.Choice(["latex", "python", "jax", "json"]), default="latex",
               show_default=True, help="latex: align environments; python/jax: source of rhs(t, y, p); "
@@ -229,7 +245,7 @@ def _derive_text(paper, systems, fmt, expanded, standalone=False, one=None) -> s
     return "".join(parts)
 
 
-@main.command()
+@_command()
 @click.argument("paper", required=False)
 @click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True)
 @click.option("--sde", is_flag=True, help="Simulate minibatch SGD as an SDE ensemble.")
@@ -298,46 +314,123 @@ def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
     return {"checkpoint": str(checkpoint_paths(d)[0].parent)}
 
 
-@main.command()
+@_command()
 @click.argument("paper", required=False)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
-@click.option("--variant", default=None, help="Training variant (paper-specific).")
+@click.option("--variant", default=None, metavar="V", help=_variant_help())
 @_set_option
-@click.option("--out", type=str, default=None, help="Write the trajectory to FILE.nc (atomic).")
-@click.option("--progress/--no-progress", default=True, show_default=True)
-@click.option("--checkpoint", type=str, default=None, metavar="DIR", help="Save checkpoints in DIR.")
-@click.option("--checkpoint-every", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Steps between checkpoints (0: at every logging step).")
+@click.option("--out", type=str, default=None, metavar="FILE.nc",
+              help="Write the trajectory to FILE.nc (atomic); on Ctrl-C/SIGTERM or divergence the part logged so "
+                   "far goes to FILE.partial.nc.")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Show the training bar (steps/s, ETA) on stderr when it is a terminal.")
+@click.option("--checkpoint", type=str, default=None, metavar="DIR",
+              help="Save checkpoints in DIR (also when interrupted) so that --resume continues the run.")
+@click.option("--checkpoint-every", default=None, metavar="N|Ts",
+              help="Checkpoint interval: N steps (e.g. 500), a time (e.g. 60s, 5m), or 0 for every logging "
+                   "step.  [default: 60s]")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoint in DIR (same config and code only).")
 @_large_option
 @_from_option
 def train(paper, device, variant, assignments, out, progress, checkpoint, checkpoint_every, resume,
           allow_large, from_file):
-    """Train the real network and log the theory's observables."""
-    from empirical.trainer import resolve_device
+    """Train the real network and log the theory's observables.
+
+    Ctrl-C or SIGTERM stops at the end of the current step: the trajectory logged so far is kept
+    as FILE.partial.nc (with --out) and the last line says how to resume."""
+    from empirical.trainer import TrainingInterrupted, parse_every, resolve_device
+
+    from .progress import active
 
     opts = {"device": device, "variant": variant}
     run = _validate("train", paper, assignments, variant=variant, out=out, allow_large=allow_large,
                     from_file=from_file, options=opts)
     resolve_device(opts["device"])
+    parse_every(checkpoint_every)
     kw = _check_checkpoint(run, checkpoint, resume)
     if kw:
         kw.update(checkpoint_every=checkpoint_every, resume=resume)
     try:
-        traj = run.row.slot("train")(run.cfg, device=opts["device"], variant=opts["variant"], progress=progress, **kw)
+        traj = run.row.slot("train")(run.cfg, device=opts["device"], variant=opts["variant"],
+                                     progress=progress and active(), **kw)
     except DivergenceError as err:
         _keep_partial(err, run)
+    except TrainingInterrupted as err:
+        _train_interrupted(err, run, paper=paper, checkpoint=checkpoint, argv=_resume_argv(
+            paper, from_file, opts, assignments, out, checkpoint, checkpoint_every))
     _report(_stamp(traj, run), run.out)
 
 
-@main.command()
+def _resume_argv(paper, from_file, opts, assignments, out, checkpoint, checkpoint_every) -> list[str]:
+    """The ``tdyn train`` arguments that continue this run from its checkpoint."""
+    argv = ["tdyn", "train"] + ([paper] if paper else []) + (["--from", from_file] if from_file else [])
+    argv += ["--device", opts["device"]] + (["--variant", opts["variant"]] if opts["variant"] else [])
+    for a in assignments:
+        argv += ["--set", a]
+    argv += (["--out", out] if out else []) + ["--checkpoint", str(checkpoint)]
+    argv += (["--checkpoint-every", str(checkpoint_every)] if checkpoint_every is not None else []) + ["--resume"]
+    return argv
+
+
+def _train_interrupted(err, run: _Run, *, paper, checkpoint, argv):
+    """Ctrl-C/SIGTERM during ``tdyn train``: keep the trajectory logged so far as FILE.partial.nc,
+    print one line (what was kept, how to resume) and exit 130 (SIGINT) or 143 (SIGTERM)."""
+    import shlex
+    import signal
+
+    import simulate as sim
+
+    name = "Ctrl-C" if err.signum == signal.SIGINT else signal.Signals(err.signum).name
+    parts = [f"error: interrupted: stopped by {name} at step {err.step}"]
+    if run.out is not None and err.partial is not None and err.partial.sizes.get("time", 0) >= 1:
+        path = _partial_path(run.out)
+        sim.save(_stamp(err.partial, run), path)
+        parts.append(f"trajectory to step {int(err.partial['step'].values[-1])} kept in {path}")
+    elif run.out is not None:
+        parts.append(f"nothing logged yet, {run.out} not written")
+    if checkpoint is not None:
+        parts.append(f"resume: {shlex.join(argv)}")
+    else:
+        parts.append(f"not resumable: start it with --checkpoint DIR to resume later (tdyn train {paper or ''} "
+                     f"... --checkpoint DIR, then the same with --resume)".replace("  ", " "))
+    click.echo("; ".join(parts), err=True)
+    sys.exit(130 if err.signum == signal.SIGINT else 143)
+
+
+_PROGRESS_HELP = "Show a progress bar on stderr (only when it is a terminal) naming the step and its ETA."
+
+
+def _progress_option(f):
+    return click.option("--progress/--no-progress", "show_progress", default=True, show_default=True,
+                        help=_PROGRESS_HELP)(f)
+
+
+_quick_option = click.option("--quick/--full", default=True, show_default=True,
+                             help="quick: small sizes (minutes on a laptop CPU); full: the papers' protocols "
+                                  "(hours; meant for a GPU).")
+_device_option = click.option("--device", default="auto", show_default=True,
+                              help="Torch device for training: auto (cuda when available), cpu or cuda[:i].")
+
+
+def _compare_report(row, quick, device, show_progress):
+    """The paper's compare report, under a progress bar (elapsed; ETA from the last run)."""
+    from . import progress
+
+    with progress.enabled(show_progress), progress.task(f"compare {row.name} ({'quick' if quick else 'full'})"):
+        return row.slot("compare")(quick=quick, device=device)
+
+
+@_command()
 @_paper_arg
-@click.option("--quick/--full", default=True, show_default=True)
+@_quick_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report (agreement and claims) as JSON.")
-@click.option("--device", default="auto", show_default=True)
-def compare(paper, quick, as_json, device):
-    """Train inside the theory's regime; report agreement per observable and the paper's claims."""
-    report = get(paper).slot("compare")(quick=quick, device=device)
+@_device_option
+@_progress_option
+def compare(paper, quick, as_json, device, show_progress):
+    """Train inside the theory's regime; report agreement per observable and the paper's claims.
+
+    Exit code 1 when an observable's agreement is outside its tolerance."""
+    report = _compare_report(get(paper), quick, device, show_progress)
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.table())
     if not report.passed:
         sys.exit(1)
@@ -387,18 +480,23 @@ def _checked_sweep(store, workers, ray_address):
     return using_sweep(store, workers, ray_address)
 
 
-@main.command()
+@_command()
 @_paper_arg
-@click.option("--quick/--full", default=True, show_default=True)
-@click.option("--outdir", type=click.Path(file_okay=False), default=None)
-@click.option("--device", default="auto", show_default=True)
+@_quick_option
+@click.option("--outdir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Write the figures (PNG + PDF), tables and report.json here; default figures/out/<paper's "
+                   "module name>/ inside the checkout (the paper name with - as _: figures/out/scan_snap/).")
+@_device_option
 @_corpus_option
 @_text_sweep_options
-def figures(paper, quick, outdir, device, corpus, workers, store, ray_address):
-    """Regenerate a paper's figures into figures/out/<paper>/."""
+@_progress_option
+def figures(paper, quick, outdir, device, corpus, workers, store, ray_address, show_progress):
+    """Regenerate a paper's figures (PNG and PDF) into figures/out/<module>/ (scan-snap: figures/out/scan_snap/)."""
+    from . import progress
+
     row = get(paper)
     outdir = check_outdir(outdir)
-    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address):
+    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address), progress.enabled(show_progress):
         _figures(row, quick, outdir, device)
 
 
@@ -406,11 +504,20 @@ def _figures(row, quick, outdir, device):
     from .core import OUT_DIR, make_figures
 
     out = Path(outdir) if outdir else OUT_DIR / row.module
-    for p in make_figures(row.name, out, quick=quick, device=device):
+    written = make_figures(row.name, out, quick=quick, device=device)
+    for p in written:
         click.echo(f"wrote {p}")
+    _print_lint(written)
 
 
-@main.command()
+def _print_lint(written):
+    """The figure-style problems the collector recorded (figures.style.lint), one line each, on stderr."""
+    for name, problems in getattr(written, "problems", {}).items():
+        for p in problems:
+            click.echo(f"lint: {name}: {p}", err=True)
+
+
+@_command()
 @_paper_arg
 @click.option("--grid", "grid", multiple=True, required=True, metavar="KEY=V1,V2,...",
               help="A swept config field (repeatable; the sweep is their product).")
@@ -423,16 +530,18 @@ def _figures(row, quick, outdir, device):
 @click.option("--kind", type=click.Choice(["train", "ode", "text"]), default="train", show_default=True,
               help="train: the paper's training runs; ode: its ODE solves; text: its real-text run "
                    "(JoMA Fig. 8, Scan & Snap Fig. 10, topic).")
-@click.option("--variant", default=None)
-@click.option("--device", default="cpu", show_default=True)
+@click.option("--variant", default=None, metavar="V", help=_variant_help() + " (train cells).")
+@click.option("--device", default="cpu", show_default=True, help="Torch device of the training cells (cpu or cuda).")
 @click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
               help="ODE cells: the solver backend.")
 @_set_option
 @_large_option
 @_corpus_option
+@_progress_option
 def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device, backend, assignments, allow_large,
-          corpus):
+          corpus, show_progress):
     """Run a grid of training runs (or ODE solves) into a resumable result store."""
+    from . import progress as bars
     from .sweep import KINDS, plan
     from empirical.sweeps import run_cells
 
@@ -442,9 +551,10 @@ def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device
     check_outdir(store, "store")
 
     def progress(key, status, err):
-        click.echo(f"{key} {status}{': ' + err if err else ''}")
+        bars.echo(f"{key} {status}{': ' + err if err else ''}")
 
-    idx = run_cells(KINDS[kind], cells, store, workers=workers, ray=ray_address, progress=progress)
+    with bars.enabled(show_progress):
+        idx = run_cells(KINDS[kind], cells, store, workers=workers, ray=ray_address, progress=progress)
     n_ok, n = int((idx["status"] == "ok").sum()), len(idx)
     click.echo(f"{n_ok}/{n} cells done in {Path(store) / 'index.csv'}")
     if n_ok < n:
@@ -453,17 +563,23 @@ def sweep(paper, grid, seeds, workers, ray_address, store, kind, variant, device
 
 
 @main.command()
-@click.option("--quick/--full", default=True, show_default=True)
-@click.option("--device", default="auto", show_default=True)
+@_quick_option
+@_device_option
 @_corpus_option
 @_text_sweep_options
-def reproduce(quick, device, corpus, workers, store, ray_address):
-    """Regenerate the figures of every paper in the table."""
+@_progress_option
+def reproduce(quick, device, corpus, workers, store, ray_address, show_progress):
+    """Regenerate the figures of every paper in the table into figures/out/<module>/.
+
+    Quick mode takes about 15 minutes on 2 CPU cores (see the README for each paper's time)."""
+    from . import progress
     from .core import OUT_DIR
 
     check_outdir(str(OUT_DIR))
-    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address):
-        for row in PAPERS.values():
+    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address), progress.enabled(show_progress):
+        papers = progress.bar(list(PAPERS.values()), desc="papers", unit="paper")
+        for row in papers:
+            papers.set_postfix_str(row.name)
             click.echo(f"== {row.name}")
             _figures(row, quick, None, device)
 

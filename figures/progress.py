@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-__all__ = ["bar", "task", "enabled", "active"]
+__all__ = ["bar", "task", "enabled", "active", "echo"]
 
 _ON: contextvars.ContextVar[bool] = contextvars.ContextVar("tdyn_progress", default=True)
 
@@ -76,6 +76,11 @@ def bar(iterable=None, *, total: int | None = None, desc: str = "", unit: str = 
     iterate, or ``update(n)``, ``set_postfix_str(which)``, ``write(line)``, ``close()``."""
     return _Bar(iterable, total=total, desc=desc, unit=unit, leave=leave, position=position,
                 disable=not active(), file=sys.stderr, dynamic_ncols=True)
+
+
+def echo(line: str) -> None:
+    """Print ``line`` on stdout without breaking a bar shown on stderr."""
+    tqdm.write(line, file=sys.stdout)
 
 
 def _timings_path() -> Path:
