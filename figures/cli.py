@@ -24,7 +24,7 @@ from click.core import ParameterSource
 from theory.errors import ConfigError, DivergenceError, SolverError, TdynError
 
 from .papers import PAPERS, get
-from .validation import check_out, check_outdir, read_from
+from .validation import check_out, check_outdir, check_writable_dir, read_from
 
 __all__ = ["main"]
 
@@ -90,7 +90,7 @@ def main():
 
 def _papers_epilog() -> str:
     """The help's list of papers and their training variants (from the paper table)."""
-    lines = [f"  {row.name:10s} {row.title}" + (f" (variants: {', '.join(row.variants)})" if row.variants else "")
+    lines = [f"  {row.name:10s}" + (f" variants: {', '.join(row.variants)}" if row.variants else "")
              for row in PAPERS.values()]
     return "\b\nPAPER is one of:\n" + "\n".join(lines)
 
@@ -582,6 +582,43 @@ def reproduce(quick, device, corpus, workers, store, ray_address, show_progress)
             papers.set_postfix_str(row.name)
             click.echo(f"== {row.name}")
             _figures(row, quick, None, device)
+
+
+def _read_trajectory(path: str, field: str):
+    """A saved trajectory, or ``ConfigError(field, ...)`` naming why it cannot be read."""
+    import simulate
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(field, f"no such file: {path}")
+    try:
+        return simulate.load(p)
+    except Exception as err:  # noqa: BLE001 - any reader failure is the user's file
+        raise ConfigError(field, f"not a NetCDF trajectory: {path} ({' '.join(str(err).split())[:200]})") from None
+
+
+@main.command()
+@click.argument("file", metavar="FILE.nc")
+@click.option("--vs", "others", multiple=True, metavar="OTHER.nc",
+              help="Overlay another trajectory (repeatable), e.g. an ODE solve over a training run.")
+@click.option("--out", default=None, metavar="PNG",
+              help="Write the figure here (and a PDF beside it); default FILE.png beside FILE.nc.")
+@click.option("--observables", default=None, metavar="A,B,...",
+              help="Only these observables (comma-separated); default every observable the files share.")
+def plot(file, others, out, observables):
+    """Plot the observables of a saved trajectory (tdyn simulate/train --out): SDE ensembles as
+    bands, stacked runs as seed spreads, --vs overlays theory and practice."""
+    from .plot import plot_file
+
+    _read_trajectory(file, "file")
+    for o in others:
+        _read_trajectory(o, "vs")
+    if out is not None:
+        if Path(out).suffix.lower() != ".png":
+            raise ConfigError("out", f"expected a .png file name, got {out!r}")
+        check_writable_dir("out", Path(out).parent)
+    names = [n.strip() for n in observables.split(",") if n.strip()] if observables else None
+    click.echo(f"wrote {plot_file(file, others, out, names)} (+ .pdf)")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -179,7 +179,7 @@ def overlay(theory: xr.Dataset | None, practice: xr.Dataset | Sequence[xr.Datase
                             label=f"SGD runs ({da.sizes['run']})" if j == 0 else None)
             else:
                 kw = style.role("practice") if i == 0 else {"marker": "s^vD"[i % 4], "markersize": 3}
-                ax.plot(pr["time"], da, **kw, label=(labels[i] if labels else "trained"))
+                ax.plot(pr["time"], da, **kw, markevery=max(1, da.size // 40), label=(labels[i] if labels else "trained"))
         if theory is not None and name in theory:
             ax.plot(theory["time"], theory[name], **style.role("theory"), label="ODE (theory)")
         ax.set_ylabel(style.quantity_label(name, names))

@@ -93,15 +93,16 @@ _MAX_LABEL = 48
 
 
 def symbol_labels(system) -> dict[str, str]:
-    """Name -> mathtext for every state and definition symbol of ``system`` and for every
-    observable whose expression prints short (else its name in words): the labels of a figure
-    use the symbols of the derivation."""
+    """Name -> label: every state, parameter and definition symbol of ``system`` as mathtext, every
+    observable as its name in words followed by its expression when that prints short
+    (``value transition correlation $\\zeta$``): the labels of a figure use the symbols of the
+    derivation."""
     from theory.export import latex
 
     out = {str(s): math(s) for s in (*system.state, *system.parameters, *(d for d, _ in system.definitions))}
     for name, expr in system.observables.items():
         tex = latex(expr)
-        out.setdefault(name, f"${tex}$" if len(tex) <= _MAX_LABEL else words(name))
+        out.setdefault(name, words(name) + (f" ${tex}$" if len(tex) <= _MAX_LABEL else ""))
     return out
 
 

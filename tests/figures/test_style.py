@@ -113,7 +113,7 @@ def test_symbol_labels_come_from_the_derivation():
                       observables={"square": x1**2, "long_name": sum(x1**k / k for k in range(1, 12))})
     labels = style.symbol_labels(s)
     assert labels["xi_1"] == r"$\xi_{1}$" and labels["lam"] == r"$\lambda$"
-    assert labels["square"] == r"$\xi_{1}^{2}$"
+    assert labels["square"] == r"square $\xi_{1}^{2}$"
     assert labels["long_name"] == "long name"  # too long a formula: words
     from theory.export import to_latex
 
