@@ -8,12 +8,12 @@ export MPLBACKEND := Agg
 export JAX_PLATFORMS := cpu
 export PYTHONHASHSEED := 0
 
-.PHONY: install test test-slow bench figures figures-full clean
+.PHONY: install test test-slow bench figures figures-full docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# torch first, alone and pinned: it takes the local CPU wheel (DEVELOPERS.md)
+	# torch first, alone and pinned: it takes the local CPU wheel (a range would pull a CUDA build)
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev,cluster]"
 	touch $(STAMP)
@@ -35,5 +35,9 @@ figures: $(STAMP)
 figures-full: $(STAMP)
 	$(BIN)/tdyn reproduce
 
+# the API reference from the docstrings (pdoc) into docs/api/ (not committed)
+docs: $(STAMP)
+	$(BIN)/python docs/build_api.py docs/api
+
 clean:
-	rm -rf $(VENV) figures/out .pytest_cache
+	rm -rf $(VENV) figures/out docs/api .pytest_cache

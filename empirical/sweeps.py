@@ -17,7 +17,7 @@ index and the cells as one ``xarray.Dataset`` with a ``cell`` dimension (swept v
 Cells run a function given as ``"module:function"`` (importable in every worker), called as
 ``fn(paper, config: dict, **options) -> xarray.Dataset``; ``figures.sweep`` provides the paper
 table's ``train``/``problem`` slots as such functions. Local parallelism uses processes
-(``spawn``: torch and jax are not fork-safe); ``ray`` (``pip install tdyn[cluster]``) runs the same
+(``spawn``: torch and jax are not fork-safe); ``ray`` (from the checkout: ``pip install -e ".[cluster]"``) runs the same
 cells on a cluster.
 """
 
@@ -211,7 +211,7 @@ def _run_ray(fn_ref: str, todo: Sequence[Cell], root: Path, address: str, done) 
     except ImportError:  # pragma: no cover - depends on the extra
         from theory.errors import ConfigError
 
-        raise ConfigError("ray", "ray is not installed (pip install tdyn[cluster])") from None
+        raise ConfigError("ray", "ray is not installed (from the checkout: pip install -e \".[cluster]\")") from None
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False, include_dashboard=False)
     remote = ray.remote(num_cpus=1, max_retries=0)(_run_cell)

@@ -247,7 +247,8 @@ def _derive_text(paper, systems, fmt, expanded, standalone=False, one=None) -> s
 
 @_command()
 @click.argument("paper", required=False)
-@click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True)
+@click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
+              help="ODE solver: diffrax (compiled, jax) or scipy (solve_ivp); they agree.")
 @click.option("--sde", is_flag=True, help="Simulate minibatch SGD as an SDE ensemble.")
 @click.option("--paths", type=click.IntRange(min=1), default=64, show_default=True, help="SDE paths.")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True, help="SDE noise seed.")
@@ -476,7 +477,7 @@ def _checked_sweep(store, workers, ray_address):
     if ray_address is not None:
         check_ray_address(ray_address)  # an address nobody answers: seconds, not ray.init's minutes
     if ray_address is not None and importlib.util.find_spec("ray") is None:
-        raise ConfigError("ray", "ray is not installed (pip install tdyn[cluster])")
+        raise ConfigError("ray", "ray is not installed (from the checkout: pip install -c constraints.txt -e \".[cluster]\")")
     return using_sweep(store, workers, ray_address)
 
 

@@ -245,7 +245,10 @@ def make_figures(paper: str, outdir: str | os.PathLike, *, quick: bool = True, d
     out.mkdir(parents=True, exist_ok=True)
     figs = row.slot("figures")
     if callable(figs):  # transitional: a row still on its own make_figures (to go in this move)
-        return figs(out, quick=quick, device=device)
+        with collecting() as written:
+            paths = figs(out, quick=quick, device=device)
+        written[:] = list(paths or written)
+        return written
     with collecting() as written:
         steps = progress.bar(total=len(figs) + bool(report), desc=paper, unit="fig")
         try:
