@@ -70,12 +70,12 @@ class _Bar(tqdm):
         super().close()
 
 
-def bar(iterable=None, *, total: int | None = None, desc: str = "", unit: str = "it", leave: bool = True,
-        position: int | None = None) -> tqdm:
+def bar(iterable=None, *, total: float | None = None, desc: str = "", unit: str = "it", leave: bool = True,
+        position: int | None = None, bar_format: str | None = None) -> tqdm:
     """A progress bar on stderr (a disabled one when :func:`active` is false); use as tqdm:
     iterate, or ``update(n)``, ``set_postfix_str(which)``, ``write(line)``, ``close()``."""
     return _Bar(iterable, total=total, desc=desc, unit=unit, leave=leave, position=position,
-                disable=not active(), file=sys.stderr, dynamic_ncols=True)
+                bar_format=bar_format, disable=not active(), file=sys.stderr, dynamic_ncols=True)
 
 
 def echo(line: str) -> None:
@@ -116,10 +116,9 @@ def task(desc: str, key: str | None = None):
     when the step completes."""
     key = key or desc
     expected = _expected(key)
-    b = bar(total=round(expected, 1) if expected else None, desc=desc, unit="s", leave=False)
-    if not b.disable:
-        b.bar_format = ("{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, ETA {remaining} (from the last run)"
-                        if expected else "{desc}: {elapsed} elapsed")
+    b = bar(total=round(expected, 1) if expected else None, desc=desc, unit="s", leave=False,
+            bar_format=("{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, ETA {remaining} (from the last run)"
+                        if expected else "{desc}: {elapsed} elapsed"))
     start = time.perf_counter()
     stop = threading.Event()
 
