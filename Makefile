@@ -8,7 +8,7 @@ export MPLBACKEND := Agg
 export JAX_PLATFORMS := cpu
 export PYTHONHASHSEED := 0
 
-.PHONY: install test test-slow bench figures figures-full clean
+.PHONY: install test test-slow bench figures figures-full docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -36,5 +36,9 @@ figures: $(STAMP)
 figures-full: $(STAMP)
 	$(BIN)/tdyn reproduce
 
+# the API reference from the docstrings (pdoc) into docs/api/ (not committed)
+docs: $(STAMP)
+	$(BIN)/python docs/build_api.py docs/api
+
 clean:
-	rm -rf $(VENV) figures/out .pytest_cache
+	rm -rf $(VENV) figures/out docs/api .pytest_cache

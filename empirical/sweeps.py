@@ -18,12 +18,13 @@ index and the cells as one ``xarray.Dataset`` with a ``cell`` dimension (swept v
 Cells run a function given as ``"module:function"`` (importable in every worker), called as
 ``fn(paper, config: dict, **options) -> xarray.Dataset``; ``figures.sweep`` provides the paper
 table's ``train``/``problem`` slots as such functions. Local parallelism uses processes
-(``spawn``: torch and jax are not fork-safe); ``ray`` (``pip install tdyn[cluster]``) runs the same
+(``spawn``: torch and jax are not fork-safe); ``ray`` (from the checkout: ``pip install -e ".[cluster]"``) runs the same
 cells on a cluster.
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import itertools
 import json
@@ -114,6 +115,12 @@ def _write_index(root: Path, cells: Sequence[Cell], status: Mapping[str, tuple[s
     return df
 
 
+#: a bar factory ``(total, desc) -> tqdm-like`` (``update``, ``set_postfix_str``, ``close``) that
+#: :func:`run_cells` drives over the cells it runs; set by ``figures.progress.enabled`` (None: no bar)
+cell_progress: contextvars.ContextVar[Callable[[int, str], Any] | None] = contextvars.ContextVar(
+    "tdyn_cell_progress", default=None)
+
+
 def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers: int = 1, ray: str | None = None,
               progress: Callable[[str, str, str], None] | None = None) -> pd.DataFrame:
     """Run every cell not already in ``store``; return the index (one row per cell).
@@ -133,13 +140,28 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
         else:
             todo.append(c)
     _write_index(root, unique, status)
+    factory = cell_progress.get()
+    bar = factory(len(todo), f"{root.name}: {len(todo)} cells to run") if factory is not None and todo else None
+    swept = {c.key: ", ".join(f"{k}={v}" for k, v in c.swept.items()) or c.key[:10] for c in todo}
 
     def done(key, st, err):
         status[key] = (st, err)
         _write_index(root, unique, status)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"{swept.get(key, key[:10])} {st}")
         if progress is not None:
             progress(key, st, err)
 
+    try:
+        _run_todo(fn_ref, todo, root, workers, ray, done)
+    finally:
+        if bar is not None:
+            bar.close()
+    return _write_index(root, unique, status)
+
+
+def _run_todo(fn_ref, todo, root, workers, ray, done):
     if ray is not None:
         _run_ray(fn_ref, todo, root, ray, done)
     elif workers <= 1:
@@ -159,7 +181,6 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
                     msg = f"worker process died: {exc}"
                     _write_error(root, c.key, msg)
                     done(c.key, "failed", msg)
-    return _write_index(root, unique, status)
 
 
 def check_ray_address(address: str, timeout: float = 5.0) -> None:
@@ -186,7 +207,7 @@ def _run_ray(fn_ref: str, todo: Sequence[Cell], root: Path, address: str, done) 
     except ImportError:  # pragma: no cover - depends on the extra
         from theory.errors import ConfigError
 
-        raise ConfigError("ray", "ray is not installed (pip install tdyn[cluster])") from None
+        raise ConfigError("ray", "ray is not installed (from the checkout: pip install -e \".[cluster]\")") from None
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False, include_dashboard=False)
     remote = ray.remote(num_cpus=1, max_retries=0)(_run_cell)

@@ -20,9 +20,18 @@ raises :class:`DivergenceError` carrying the partial trajectory.
 
 Checkpoints (``checkpoint=`` a file, or a directory holding ``checkpoint.pt`` and a readable
 ``checkpoint.json``) store the experiment's state, every RNG state, the rows logged so far and a
-**fingerprint** (paper, experiment, seed, steps, logging grid, the full config, code version).
-Resuming from a checkpoint whose fingerprint differs is ``ConfigError("resume", ...)``: a run is
-never silently mixed with another one. Interrupted-then-resumed equals uninterrupted, bit for bit.
+**fingerprint** (paper, experiment, seed, steps, logging grid, the full config, code version);
+``checkpoint.json`` also records the step reached (``step``) and the last logged step. They are
+written every ``checkpoint_every`` (:func:`parse_every`: steps, or seconds such as ``"60s"`` — the
+default, so that saving costs a few per cent at most; 0: at every logging step), at the last step
+and when the run is interrupted. Resuming from a checkpoint whose fingerprint differs is
+``ConfigError("resume", ...)``: a run is never silently mixed with another one.
+Interrupted-then-resumed equals uninterrupted, bit for bit.
+
+**Interrupts.** SIGINT (Ctrl-C) or SIGTERM during the steps stops the run at the end of the
+current step (a second signal stops it at once): the checkpoint, if any, is saved at that step and
+:class:`TrainingInterrupted` is raised carrying the trajectory logged so far (``partial``), so
+the caller can keep it (``tdyn train`` writes ``FILE.partial.nc`` and says how to resume).
 """
 
 from __future__ import annotations
@@ -32,6 +41,10 @@ import json
 import math
 import os
 import random
+import re
+import signal
+import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +57,69 @@ from simulate.trajectory import atomic_write, code_version, jsonable, make_traje
 from theory.errors import ConfigError, DivergenceError
 
 __all__ = ["Trainer", "Experiment", "ModuleState", "resolve_device", "stack_runs", "torch_threads",
-           "checkpoint_paths", "read_fingerprint", "fingerprint_mismatch"]
+           "checkpoint_paths", "read_fingerprint", "fingerprint_mismatch", "parse_every", "TrainingInterrupted",
+           "DEFAULT_CHECKPOINT_EVERY"]
+
+#: checkpoint interval when none is given: a time interval, so that saving stays a small cost
+DEFAULT_CHECKPOINT_EVERY = "60s"
+#: what ``checkpoint.json`` records beside the fingerprint (not compared on resume)
+_PROGRESS_KEYS = ("step", "last_logged_step")
+
+
+def parse_every(value: int | float | str | None) -> tuple[str, float]:
+    """A checkpoint interval: ``None`` -> the default (:data:`DEFAULT_CHECKPOINT_EVERY`); ``0`` ->
+    ``("log", 0)`` (every logging step); ``500`` or ``"500"`` -> ``("steps", 500)``; ``"60s"``,
+    ``"5m"``, ``"1h"`` -> ``("seconds", 60 / 300 / 3600)``. Anything else is
+    ``ConfigError("checkpoint_every", ...)``."""
+    if value is None:
+        value = DEFAULT_CHECKPOINT_EVERY
+    if isinstance(value, bool):
+        raise ConfigError("checkpoint_every", f"must be steps (e.g. 500) or a time (e.g. 60s), got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        if value < 0:
+            raise ConfigError("checkpoint_every", f"must be >= 0 steps, got {value}")
+        return ("log", 0.0) if value == 0 else ("steps", float(value))
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*(s|sec|m|min|h)?\s*", str(value))
+    if m is None or (m.group(2) is None and "." in m.group(1)):
+        raise ConfigError("checkpoint_every", f"must be steps (e.g. 500) or a time (e.g. 60s, 5m), got {value!r}")
+    number, unit = float(m.group(1)), m.group(2)
+    if unit is None:
+        return parse_every(int(number))
+    if number <= 0:
+        raise ConfigError("checkpoint_every", f"a time interval must be > 0, got {value!r}")
+    return "seconds", number * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """SIGINT/SIGTERM stopped :meth:`Trainer.run` at the end of step ``step``. ``partial`` is the
+    trajectory logged so far (status 1); ``checkpoint`` the checkpoint saved at ``step`` (or
+    None when the run had none); ``signum`` the signal."""
+
+    def __init__(self, signum: int, step: int, partial: Any = None, checkpoint: str | None = None):
+        self.signum, self.step, self.partial, self.checkpoint = int(signum), int(step), partial, checkpoint
+        super().__init__(f"stopped by {signal.Signals(self.signum).name} at step {self.step}")
+
+
+@contextmanager
+def _deferred_signals():
+    """Within the block (main thread only), SIGINT/SIGTERM are noted in the yielded list instead of
+    raising, so the training loop can stop at a step boundary; a second one raises at once."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+
+    def note(signum, frame):
+        if caught:  # asked twice: stop now
+            raise KeyboardInterrupt
+        caught.append(signum)
+
+    old = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield caught
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 @contextmanager
@@ -116,9 +191,10 @@ def read_fingerprint(checkpoint: str | os.PathLike) -> dict[str, Any] | None:
     if not state.exists():
         return None
     try:
-        return json.loads(meta.read_text())
+        saved = json.loads(meta.read_text())
     except (OSError, ValueError) as err:
         raise ConfigError("resume", f"checkpoint {state} has no readable fingerprint ({meta}): {err}") from None
+    return {k: v for k, v in saved.items() if k not in _PROGRESS_KEYS}
 
 
 def fingerprint_mismatch(saved: dict[str, Any], current: dict[str, Any]) -> str | None:
@@ -137,16 +213,17 @@ def fingerprint_mismatch(saved: dict[str, Any], current: dict[str, Any]) -> str 
 @dataclass
 class Trainer:
     """Runs an Experiment. ``checkpoint`` (a directory or file, see :func:`checkpoint_paths`) is
-    written atomically every ``checkpoint_every`` steps (0: at every logging step) and at the last
-    step; with ``resume=True`` a run restarts from it (after checking its fingerprint) and produces
-    the same numbers as an uninterrupted run."""
+    written atomically every ``checkpoint_every`` (:func:`parse_every`: steps such as ``500``, a
+    time such as ``"60s"``, 0 for every logging step; ``None``: every 60 s), at the last step and on
+    an interrupt; with ``resume=True`` a run restarts from it (after checking its fingerprint) and
+    produces the same numbers as an uninterrupted run."""
 
     device: str = "auto"
     #: the run's seed (``None``: the config's ``seed``)
     seed: int | None = None
     progress: bool = False
     checkpoint: str | os.PathLike | None = None
-    checkpoint_every: int = 0
+    checkpoint_every: int | float | str | None = None
     resume: bool = False
     #: CPU threads for torch during the run (see :func:`torch_threads`); ``None`` keeps torch's.
     cpu_threads: int | None = 1
@@ -166,11 +243,12 @@ class Trainer:
         last step included) with times ``config.ode_time(step)``. ``stop_when(obs) -> bool``
         (optional) ends the run early at a logging point (e.g. once a correlation threshold is
         reached)."""
-        with torch_threads(self.cpu_threads):
-            return self._run(experiment, stop_when)
+        with torch_threads(self.cpu_threads), _deferred_signals() as caught:
+            return self._run(experiment, stop_when, caught)
 
-    def _run(self, experiment, stop_when):
+    def _run(self, experiment, stop_when, caught=()):
         config = experiment.config
+        every_kind, every = parse_every(self.checkpoint_every)
         steps = int(config.steps)
         log_at = {int(s) for s in config.log_steps()}
         if 0 not in log_at or steps not in log_at or max(log_at) > steps:
@@ -206,8 +284,10 @@ class Trainer:
             state = {"experiment": experiment.state_dict(), "generator": gen.get_state(), "rng": _global_rng(),
                      "rows": rows, "times": times, "steps": steps_logged, "step": done}
             ckpt.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(meta, lambda tmp: Path(tmp).write_text(json.dumps(fp, sort_keys=True)))
+            info = {**fp, "step": int(done), "last_logged_step": int(steps_logged[-1]) if steps_logged else None}
+            atomic_write(meta, lambda tmp: Path(tmp).write_text(json.dumps(info, sort_keys=True)))
             atomic_write(ckpt, lambda tmp: torch.save(state, tmp))
+            return time.monotonic()
 
         def log(step: int, extra: dict[str, float]):
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # NaN/Inf reported below
@@ -228,6 +308,7 @@ class Trainer:
 
             bar = tqdm(total=steps, initial=start, desc=f"{experiment.paper}/{experiment.name}", leave=False)
         last: dict[str, float] = {}
+        saved_at = time.monotonic()
         for s in range(start, steps):
             last = experiment.step(s)
             for k, v in last.items():
@@ -246,9 +327,16 @@ class Trainer:
                 if rate and per_step:  # experiments that train on tokens show tokens/s
                     post["tok/s"] = f"{rate * per_step:.0f}"
                 bar.set_postfix(post, refresh=False)
-            if ckpt is not None and (done == steps or (done % self.checkpoint_every == 0 if self.checkpoint_every
-                                                       else steps_logged[-1] == done)):
-                save_checkpoint(done)
+            if ckpt is not None and (done == steps or caught or (
+                    steps_logged[-1] == done if every_kind == "log" else
+                    done % every == 0 if every_kind == "steps" else time.monotonic() - saved_at >= every)):
+                saved_at = save_checkpoint(done)
+            if caught:
+                if bar is not None:
+                    bar.close()
+                raise TrainingInterrupted(caught[0], done, self._trajectory(
+                    experiment, rows, times, steps_logged, status=1, message=f"interrupted at step {done}"),
+                    None if ckpt is None else str(ckpt.parent if meta.name == "checkpoint.json" else ckpt))
         if bar is not None:
             bar.close()
         return self._trajectory(experiment, rows, times, steps_logged)

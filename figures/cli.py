@@ -24,7 +24,7 @@ from click.core import ParameterSource
 from theory.errors import ConfigError, DivergenceError, SolverError, TdynError
 
 from .papers import PAPERS, get
-from .validation import check_out, check_outdir, read_from
+from .validation import check_out, check_outdir, check_writable_dir, read_from
 
 __all__ = ["main"]
 
@@ -86,6 +86,22 @@ class _Group(click.Group):
 @click.version_option(package_name="tdyn")
 def main():
     """tdyn: derive, simulate and measure transformer training dynamics from theory papers."""
+
+
+def _papers_epilog() -> str:
+    """The help's list of papers and their training variants (from the paper table)."""
+    lines = [f"  {row.name:10s}" + (f" variants: {', '.join(row.variants)}" if row.variants else "")
+             for row in PAPERS.values()]
+    return "\b\nPAPER is one of:\n" + "\n".join(lines)
+
+
+def _variant_help() -> str:
+    return "Training variant: " + "; ".join(f"{r.name}: {', '.join(r.variants)}" for r in PAPERS.values() if r.variants)
+
+
+def _command(**kw):
+    """``@main.command`` for a command that takes PAPER: its help lists the papers and variants."""
+    return main.command(epilog=_papers_epilog(), **kw)
 
 
 _set_option = click.option("--set", "assignments", multiple=True, metavar="KEY=VALUE",
@@ -172,34 +188,56 @@ def _keep_partial(err, run: _Run):
 # ------------------------------------------------------------------------------------------------
 # Commands
 # ------------------------------------------------------------------------------------------------
-@main.command()
+@_command()
 @_paper_arg
 @click.option("--format", "fmt", type=click.Choice(["latex", "python", "jax", "json"]), default="latex",
-              show_default=True)
+              show_default=True, help="latex: align environments; python/jax: source of rhs(t, y, p); "
+                                      "json: what theory.load_system reads back.")
+@click.option("--system", "system_name", default=None, metavar="NAME",
+              help="Only the system NAME (json: a one-system document); default: every system of the paper.")
+@click.option("--standalone", is_flag=True, help="LaTeX: a complete document that compiles with pdflatex.")
 @click.option("--expanded", is_flag=True, help="LaTeX: substitute the named quantities (per-component form).")
 @click.option("--no-cache", is_flag=True, help="Derive afresh (ignore and do not use the on-disk cache).")
 @_set_option
 @_large_option
-def derive(paper, fmt, expanded, no_cache, assignments, allow_large):
+def derive(paper, fmt, system_name, standalone, expanded, no_cache, assignments, allow_large):
     """Print the derived reduced systems (LaTeX, numpy or JAX source, or JSON).
 
     The output is cached on disk keyed by a hash of the theory source (theory/cache.py)."""
     from theory.cache import cached_json, function_digest
 
     run = _validate("derive", paper, assignments, allow_large=allow_large)
+    if standalone and fmt != "latex":
+        raise ConfigError("standalone", f"only for --format latex, not {fmt}")
     systems = run.row.slot("systems")
-    key = (paper, fmt, bool(expanded), run.cfg.to_dict(), function_digest(systems))
-    text = cached_json("derive", key, lambda: _derive_text(paper, systems(run.cfg), fmt, expanded),
-                       use_cache=not no_cache)
+    key = (paper, fmt, bool(expanded), run.cfg.to_dict(), function_digest(systems), system_name, bool(standalone))
+    text = cached_json("derive", key, lambda: _derive_text(
+        paper, _pick_systems(paper, systems(run.cfg), system_name), fmt, expanded, standalone, system_name),
+        use_cache=not no_cache)
     click.echo(text, nl=False)
 
 
-def _derive_text(paper, systems, fmt, expanded) -> str:
-    from theory.export import systems_to_json
+def _pick_systems(paper, systems, name):
+    """``systems``, or only the one called ``name`` (``ConfigError("system", ...)`` naming the others)."""
+    from theory.errors import did_you_mean
+
+    if name is None:
+        return systems
+    names = [s.name for s in systems]
+    if name not in names:
+        raise ConfigError("system", f"{paper} has no system {name!r}{did_you_mean(name, names)}; "
+                                    f"its systems: {', '.join(names)}")
+    return [systems[names.index(name)]]
+
+
+def _derive_text(paper, systems, fmt, expanded, standalone=False, one=None) -> str:
+    from theory.export import latex_document, systems_to_json
 
     if fmt == "json":
-        return systems_to_json(paper, systems) + "\n"
+        return (json.dumps(systems[0].to_json(), indent=2) if one else systems_to_json(paper, systems)) + "\n"
     if fmt == "latex":
+        if standalone:
+            return latex_document(paper, [(s, s.to_latex(expanded=expanded)) for s in systems])
         return "".join(f"% {paper}/{s.name} — {s.spec}\n{s.to_latex(expanded=expanded)}\n\n" for s in systems)
     export = (lambda s, suffix: s.to_python(suffix)) if fmt == "python" else (
         lambda s, suffix: s.to_jax_source(suffix))
@@ -208,9 +246,10 @@ def _derive_text(paper, systems, fmt, expanded) -> str:
     return "".join(parts)
 
 
-@main.command()
+@_command()
 @click.argument("paper", required=False)
-@click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True)
+@click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
+              help="ODE solver: diffrax (compiled, jax) or scipy (solve_ivp); they agree.")
 @click.option("--sde", is_flag=True, help="Simulate minibatch SGD as an SDE ensemble.")
 @click.option("--paths", type=click.IntRange(min=1), default=64, show_default=True, help="SDE paths.")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True, help="SDE noise seed.")
@@ -278,47 +317,124 @@ def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
     return {"checkpoint": str(checkpoint_paths(d)[0].parent)}
 
 
-@main.command()
+@_command()
 @click.argument("paper", required=False)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
-@click.option("--variant", default=None, help="The config's variant (paper-specific), applied before --set.")
+@click.option("--variant", default=None, metavar="V", help=_variant_help() + " Applied before --set.")
 @_set_option
-@click.option("--out", type=str, default=None, help="Write the trajectory to FILE.nc (atomic).")
-@click.option("--progress/--no-progress", default=True, show_default=True)
-@click.option("--checkpoint", type=str, default=None, metavar="DIR", help="Save checkpoints in DIR.")
-@click.option("--checkpoint-every", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Steps between checkpoints (0: at every logging step).")
+@click.option("--out", type=str, default=None, metavar="FILE.nc",
+              help="Write the trajectory to FILE.nc (atomic); on Ctrl-C/SIGTERM or divergence the part logged so "
+                   "far goes to FILE.partial.nc.")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Show the training bar (steps/s, ETA) on stderr when it is a terminal.")
+@click.option("--checkpoint", type=str, default=None, metavar="DIR",
+              help="Save checkpoints in DIR (also when interrupted) so that --resume continues the run.")
+@click.option("--checkpoint-every", default=None, metavar="N|Ts",
+              help="Checkpoint interval: N steps (e.g. 500), a time (e.g. 60s, 5m), or 0 for every logging "
+                   "step.  [default: 60s]")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoint in DIR (same config and code only).")
 @_large_option
 @_from_option
 def train(paper, device, variant, assignments, out, progress, checkpoint, checkpoint_every, resume,
           allow_large, from_file):
-    """Train the real network and log the theory's observables."""
-    from empirical.trainer import resolve_device
+    """Train the real network and log the theory's observables.
+
+    Ctrl-C or SIGTERM stops at the end of the current step: the trajectory logged so far is kept
+    as FILE.partial.nc (with --out) and the last line says how to resume."""
+    from empirical.trainer import TrainingInterrupted, parse_every, resolve_device
+
+    from .progress import active
 
     opts = {"device": device, "variant": variant}
     run = _validate("train", paper, assignments, variant=variant, out=out, allow_large=allow_large,
                     from_file=from_file, options=opts)
     resolve_device(opts["device"])
+    parse_every(checkpoint_every)
     kw = _check_checkpoint(run, checkpoint, resume)
     if kw:
         kw.update(checkpoint_every=checkpoint_every, resume=resume)
     try:
         variant = run.row.train_variant(run.cfg, opts["variant"])  # the config's own, where it has one
-        traj = run.row.slot("train")(run.cfg, device=opts["device"], variant=variant, progress=progress, **kw)
+        traj = run.row.slot("train")(run.cfg, device=opts["device"], variant=variant,
+                                     progress=progress and active(), **kw)
     except DivergenceError as err:
         _keep_partial(err, run)
+    except TrainingInterrupted as err:
+        _train_interrupted(err, run, paper=paper, checkpoint=checkpoint, argv=_resume_argv(
+            paper, from_file, opts, assignments, out, checkpoint, checkpoint_every))
     _report(_stamp(traj, run), run.out)
 
 
-@main.command()
+def _resume_argv(paper, from_file, opts, assignments, out, checkpoint, checkpoint_every) -> list[str]:
+    """The ``tdyn train`` arguments that continue this run from its checkpoint."""
+    argv = ["tdyn", "train"] + ([paper] if paper else []) + (["--from", from_file] if from_file else [])
+    argv += ["--device", opts["device"]] + (["--variant", opts["variant"]] if opts["variant"] else [])
+    for a in assignments:
+        argv += ["--set", a]
+    argv += (["--out", out] if out else []) + ["--checkpoint", str(checkpoint)]
+    argv += (["--checkpoint-every", str(checkpoint_every)] if checkpoint_every is not None else []) + ["--resume"]
+    return argv
+
+
+def _train_interrupted(err, run: _Run, *, paper, checkpoint, argv):
+    """Ctrl-C/SIGTERM during ``tdyn train``: keep the trajectory logged so far as FILE.partial.nc,
+    print one line (what was kept, how to resume) and exit 130 (SIGINT) or 143 (SIGTERM)."""
+    import shlex
+    import signal
+
+    import simulate as sim
+
+    name = "Ctrl-C" if err.signum == signal.SIGINT else signal.Signals(err.signum).name
+    parts = [f"error: interrupted: stopped by {name} at step {err.step}"]
+    if run.out is not None and err.partial is not None and err.partial.sizes.get("time", 0) >= 1:
+        path = _partial_path(run.out)
+        sim.save(_stamp(err.partial, run), path)
+        parts.append(f"trajectory to step {int(err.partial['step'].values[-1])} kept in {path}")
+    elif run.out is not None:
+        parts.append(f"nothing logged yet, {run.out} not written")
+    if checkpoint is not None:
+        parts.append(f"resume: {shlex.join(argv)}")
+    else:
+        parts.append(f"not resumable: start it with --checkpoint DIR to resume later (tdyn train {paper or ''} "
+                     f"... --checkpoint DIR, then the same with --resume)".replace("  ", " "))
+    click.echo("; ".join(parts), err=True)
+    sys.exit(130 if err.signum == signal.SIGINT else 143)
+
+
+_PROGRESS_HELP = "Show a progress bar on stderr (only when it is a terminal) naming the step and its ETA."
+
+
+def _progress_option(f):
+    return click.option("--progress/--no-progress", "show_progress", default=True, show_default=True,
+                        help=_PROGRESS_HELP)(f)
+
+
+_quick_option = click.option("--quick/--full", default=True, show_default=True,
+                             help="quick: small sizes (minutes on a laptop CPU); full: the papers' protocols "
+                                  "(hours; meant for a GPU).")
+_device_option = click.option("--device", default="auto", show_default=True,
+                              help="Torch device for training: auto (cuda when available), cpu or cuda[:i].")
+
+
+def _compare_report(row, quick, device, show_progress):
+    """The paper's compare report, under a progress bar (elapsed; ETA from the last run)."""
+    from . import progress
+
+    with progress.enabled(show_progress), progress.task(f"compare {row.name} ({'quick' if quick else 'full'})"):
+        return row.slot("compare")(quick=quick, device=device)
+
+
+@_command()
 @_paper_arg
-@click.option("--quick/--full", default=True, show_default=True)
+@_quick_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report (agreement and claims) as JSON.")
-@click.option("--device", default="auto", show_default=True)
-def compare(paper, quick, as_json, device):
-    """Train inside the theory's regime; report agreement per observable and the paper's claims."""
-    report = get(paper).slot("compare")(quick=quick, device=device)
+@_device_option
+@_progress_option
+def compare(paper, quick, as_json, device, show_progress):
+    """Train inside the theory's regime; report agreement per observable and the paper's claims.
+
+    Exit code 1 when an observable's agreement is outside its tolerance."""
+    report = _compare_report(get(paper), quick, device, show_progress)
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.table())
     if not report.passed:
         sys.exit(1)
@@ -364,22 +480,27 @@ def _checked_sweep(store, workers, ray_address):
     if ray_address is not None:
         check_ray_address(ray_address)  # an address nobody answers: seconds, not ray.init's minutes
     if ray_address is not None and importlib.util.find_spec("ray") is None:
-        raise ConfigError("ray", "ray is not installed (pip install tdyn[cluster])")
+        raise ConfigError("ray", "ray is not installed (from the checkout: pip install -c constraints.txt -e \".[cluster]\")")
     return using_sweep(store, workers, ray_address)
 
 
-@main.command()
+@_command()
 @_paper_arg
-@click.option("--quick/--full", default=True, show_default=True)
-@click.option("--outdir", type=click.Path(file_okay=False), default=None)
-@click.option("--device", default="auto", show_default=True)
+@_quick_option
+@click.option("--outdir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Write the figures (PNG + PDF), tables and report.json here; default figures/out/<paper's "
+                   "module name>/ inside the checkout (the paper name with - as _: figures/out/scan_snap/).")
+@_device_option
 @_corpus_option
 @_text_sweep_options
-def figures(paper, quick, outdir, device, corpus, workers, store, ray_address):
-    """Regenerate a paper's figures into figures/out/<paper>/."""
+@_progress_option
+def figures(paper, quick, outdir, device, corpus, workers, store, ray_address, show_progress):
+    """Regenerate a paper's figures (PNG and PDF) into figures/out/<module>/ (scan-snap: figures/out/scan_snap/)."""
+    from . import progress
+
     row = get(paper)
     outdir = check_outdir(outdir)
-    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address):
+    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address), progress.enabled(show_progress):
         _figures(row, quick, outdir, device)
 
 
@@ -387,11 +508,20 @@ def _figures(row, quick, outdir, device):
     from .core import OUT_DIR, make_figures
 
     out = Path(outdir) if outdir else OUT_DIR / row.module
-    for p in make_figures(row.name, out, quick=quick, device=device):
+    written = make_figures(row.name, out, quick=quick, device=device)
+    for p in written:
         click.echo(f"wrote {p}")
+    _print_lint(written)
 
 
-@main.command()
+def _print_lint(written):
+    """The figure-style problems the collector recorded (figures.style.lint), one line each, on stderr."""
+    for name, problems in getattr(written, "problems", {}).items():
+        for p in problems:
+            click.echo(f"lint: {name}: {p}", err=True)
+
+
+@_command()
 @_paper_arg
 @click.option("--grid", "grid", multiple=True, required=True, metavar="KEY=V1,V2,...",
               help="A swept config field (repeatable; the sweep is their product).")
@@ -404,16 +534,18 @@ def _figures(row, quick, outdir, device):
 @click.option("--kind", "job", type=click.Choice(["train", "ode", "text"]), default="train", show_default=True,
               help="train: the paper's training runs; ode: its ODE solves; text: its real-text run "
                    "(JoMA Fig. 8, Scan & Snap Fig. 10, topic).")
-@click.option("--variant", default=None, help="The config's variant (paper-specific), applied before --set.")
-@click.option("--device", default="cpu", show_default=True)
+@click.option("--variant", default=None, metavar="V", help=_variant_help() + " (train cells), applied before --set.")
+@click.option("--device", default="cpu", show_default=True, help="Torch device of the training cells (cpu or cuda).")
 @click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
               help="ODE cells: the solver backend.")
 @_set_option
 @_large_option
 @_corpus_option
+@_progress_option
 def sweep(paper, grid, seeds, workers, ray_address, store, job, variant, device, backend, assignments, allow_large,
-          corpus):
+          corpus, show_progress):
     """Run a grid of training runs (or ODE solves) into a resumable result store."""
+    from . import progress as bars
     from .sweep import JOBS, plan
     from empirical.sweeps import run_cells
 
@@ -423,9 +555,10 @@ def sweep(paper, grid, seeds, workers, ray_address, store, job, variant, device,
     check_outdir(store, "store")
 
     def progress(key, status, err):
-        click.echo(f"{key} {status}{': ' + err if err else ''}")
+        bars.echo(f"{key} {status}{': ' + err if err else ''}")
 
-    idx = run_cells(JOBS[job], cells, store, workers=workers, ray=ray_address, progress=progress)
+    with bars.enabled(show_progress):
+        idx = run_cells(JOBS[job], cells, store, workers=workers, ray=ray_address, progress=progress)
     n_ok, n = int((idx["status"] == "ok").sum()), len(idx)
     click.echo(f"{n_ok}/{n} cells done in {Path(store) / 'index.csv'}")
     if n_ok < n:
@@ -434,19 +567,62 @@ def sweep(paper, grid, seeds, workers, ray_address, store, job, variant, device,
 
 
 @main.command()
-@click.option("--quick/--full", default=True, show_default=True)
-@click.option("--device", default="auto", show_default=True)
+@_quick_option
+@_device_option
 @_corpus_option
 @_text_sweep_options
-def reproduce(quick, device, corpus, workers, store, ray_address):
-    """Regenerate the figures of every paper in the table."""
+@_progress_option
+def reproduce(quick, device, corpus, workers, store, ray_address, show_progress):
+    """Regenerate the figures of every paper in the table into figures/out/<module>/.
+
+    Quick mode takes about 15 minutes on 2 CPU cores (see the README for each paper's time)."""
+    from . import progress
     from .core import OUT_DIR
 
     check_outdir(str(OUT_DIR))
-    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address):
-        for row in PAPERS.values():
+    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address), progress.enabled(show_progress):
+        papers = progress.bar(list(PAPERS.values()), desc="papers", unit="paper")
+        for row in papers:
+            papers.set_postfix_str(row.name)
             click.echo(f"== {row.name}")
             _figures(row, quick, None, device)
+
+
+def _read_trajectory(path: str, field: str):
+    """A saved trajectory, or ``ConfigError(field, ...)`` naming why it cannot be read."""
+    import simulate
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(field, f"no such file: {path}")
+    try:
+        return simulate.load(p)
+    except Exception as err:  # noqa: BLE001 - any reader failure is the user's file
+        raise ConfigError(field, f"not a NetCDF trajectory: {path} ({' '.join(str(err).split())[:200]})") from None
+
+
+@main.command()
+@click.argument("file", metavar="FILE.nc")
+@click.option("--vs", "others", multiple=True, metavar="OTHER.nc",
+              help="Overlay another trajectory (repeatable), e.g. an ODE solve over a training run.")
+@click.option("--out", default=None, metavar="PNG",
+              help="Write the figure here (and a PDF beside it); default FILE.png beside FILE.nc.")
+@click.option("--observables", default=None, metavar="A,B,...",
+              help="Only these observables (comma-separated); default every observable the files share.")
+def plot(file, others, out, observables):
+    """Plot the observables of a saved trajectory (tdyn simulate/train --out): SDE ensembles as
+    bands, stacked runs as seed spreads, --vs overlays theory and practice."""
+    from .plot import plot_file
+
+    _read_trajectory(file, "file")
+    for o in others:
+        _read_trajectory(o, "vs")
+    if out is not None:
+        if Path(out).suffix.lower() != ".png":
+            raise ConfigError("out", f"expected a .png file name, got {out!r}")
+        check_writable_dir("out", Path(out).parent)
+    names = [n.strip() for n in observables.split(",") if n.strip()] if observables else None
+    click.echo(f"wrote {plot_file(file, others, out, names)} (+ .pdf)")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,16 +5,21 @@
   theory onto them: ``|x_practice - x_theory|_2 / |x_theory|_2``.
 * :func:`band` / :func:`band_coverage` — quantile bands of an SDE ensemble and the fraction of
   training-run points inside them.
-* :func:`overlay` — one panel per observable: theory line, optional SDE band, practice runs.
+* :func:`overlay` — one panel per observable: theory line, optional SDE band, practice runs, in
+  the shared style (:mod:`figures.style`): at most three panels per row, one legend outside them,
+  labels from the derivation's symbols.
 
-Figures are written with :func:`save_figure` (atomic; PNG). Each paper's figure functions return
-the data they plot, so tests check data, not pixels.
+Figures are written with :func:`save_figure` (atomic; PNG and a vector PDF beside it). Each paper's
+figure functions return the data they plot, so tests check data, not pixels; :func:`finish_figure`
+runs :func:`figures.style.lint` on every figure and records its problems with the collector
+(``collecting(strict=True)`` raises :class:`FigureProblems` instead), so a test checks every
+figure's labels and legends from its matplotlib objects.
 
 :func:`make_figures` is the one collector of a paper's outputs: the row's ``figures`` slot is a
 sequence of figure functions ``fig_x(outdir | None, quick, *, device) -> data``; every file they
 write through :func:`finish_figure` / :func:`save_table` / :func:`write_output` is recorded (no
 figure function lists its own outputs), and the paper's compare report is written beside them as
-``report.json``.
+``report.json``; a progress bar (:mod:`figures.progress`) names the figure being made.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import contextvars
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -35,20 +40,41 @@ import xarray as xr  # noqa: E402
 
 from simulate.trajectory import atomic_write  # noqa: E402
 
+from . import style  # noqa: E402
+
 __all__ = ["agreement", "rel_l2", "band", "band_coverage", "overlay", "save_figure", "save_table", "finish_figure",
-           "write_output", "collecting", "make_figures", "OUT_DIR"]
+           "write_output", "collecting", "make_figures", "OUT_DIR", "FigureProblems"]
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 
-#: the files written since the innermost :func:`collecting` block began (None: not collecting)
-_WRITTEN: contextvars.ContextVar[list[Path] | None] = contextvars.ContextVar("tdyn_written", default=None)
+style.use()  # one style for every figure of the package
+
+
+class Collected(list):
+    """What a :func:`collecting` block wrote (a list of paths, in order) and ``problems``: figure
+    name -> the :func:`figures.style.lint` problems of each figure finished in the block."""
+
+    def __init__(self, strict: bool = False):
+        super().__init__()
+        self.strict = strict
+        self.problems: dict[str, list[str]] = {}
+
+
+class FigureProblems(ValueError):
+    """A figure failed :func:`figures.style.lint` inside ``collecting(strict=True)``."""
+
+
+#: the collector of the innermost :func:`collecting` block (None: not collecting)
+_WRITTEN: contextvars.ContextVar[Collected | None] = contextvars.ContextVar("tdyn_written", default=None)
 
 
 @contextmanager
-def collecting():
+def collecting(strict: bool = False):
     """``with collecting() as written:`` — ``written`` lists every file the block writes through
-    :func:`save_figure`, :func:`save_table` or :func:`write_output` (in order, without repeats)."""
-    written: list[Path] = []
+    :func:`save_figure`, :func:`save_table` or :func:`write_output` (in order, without repeats), and
+    ``written.problems`` the lint problems of every figure passed to :func:`finish_figure` (also
+    when it is not saved); with ``strict`` a figure with problems raises :class:`FigureProblems`."""
+    written = Collected(strict)
     token = _WRITTEN.set(written)
     try:
         yield written
@@ -126,43 +152,51 @@ def band_coverage(sde: xr.Dataset, runs: xr.Dataset, name: str, lo: float = 0.1,
 
 def overlay(theory: xr.Dataset | None, practice: xr.Dataset | Sequence[xr.Dataset] | None,
             observables: Sequence[str], *, sde: xr.Dataset | None = None, labels=None, title: str = "",
-            xlabel: str = "time", quantiles=(0.1, 0.9)):
-    """One panel per observable: theory (black line), SDE band (shaded), practice runs (colour)."""
+            xlabel: str = "time $t$", quantiles=(0.1, 0.9), ylabels: Mapping[str, str] | None = None,
+            system=None):
+    """One panel per observable (at most three per row, then a grid): theory (solid black line),
+    SDE band (shaded, dashed edges, drawn above the runs so that it stays visible), practice runs
+    (thin lines; one trained curve: dotted with markers) — apart in greyscale too — and one legend
+    below the panels. A panel's y label is ``ylabels[name]``, else the symbol of ``name`` in
+    ``system`` (a ReducedSystem: :func:`figures.style.symbol_labels`), else its name in words."""
     practice_list = [] if practice is None else ([practice] if isinstance(practice, xr.Dataset) else list(practice))
-    n = len(observables)
-    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), squeeze=False)
-    for ax, name in zip(axes[0], observables):
+    names = {**(style.symbol_labels(system) if system is not None else {}), **(ylabels or {})}
+    fig, axes = style.panels(len(observables))
+    lo_q, hi_q = (int(round(q * 100)) for q in quantiles)
+    for ax, name in zip(axes, observables):
         if sde is not None and name in sde:
             t, lo, hi = band(sde, name, *quantiles)
-            ax.fill_between(t, lo, hi, color="tab:blue", alpha=0.25,
-                            label=f"SDE {int(quantiles[0]*100)}-{int(quantiles[1]*100)}%")
+            ax.fill_between(t, lo, hi, **style.role("band"), label=f"SDE {lo_q}-{hi_q}% band")
+            ax.plot(t, lo, **style.role("band_edge"))
+            ax.plot(t, hi, **style.role("band_edge"))
         for i, pr in enumerate(practice_list):
             if name not in pr:
                 continue
             da = pr[name]
             if "run" in da.dims:
                 for j in range(da.sizes["run"]):
-                    ax.plot(pr["time"], da.isel(run=j), color="tab:orange", lw=0.8, alpha=0.7,
-                            label="SGD runs" if j == 0 else None)
+                    ax.plot(pr["time"], da.isel(run=j), **style.role("run"),
+                            label=f"SGD runs ({da.sizes['run']})" if j == 0 else None)
             else:
-                ax.plot(pr["time"], da, lw=1.2, label=(labels[i] if labels else "trained"))
+                kw = style.role("practice") if i == 0 else {"marker": "s^vD"[i % 4], "markersize": 3}
+                ax.plot(pr["time"], da, **kw, markevery=max(1, da.size // 40), label=(labels[i] if labels else "trained"))
         if theory is not None and name in theory:
-            ax.plot(theory["time"], theory[name], color="k", lw=1.5, ls="--", label="ODE")
-        ax.set_title(name.replace("_", " "), fontsize=9)
+            ax.plot(theory["time"], theory[name], **style.role("theory"), label="ODE (theory)")
+        ax.set_ylabel(style.quantity_label(name, names))
         ax.set_xlabel(xlabel)
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
+    style.legend_outside(fig, axes)
     if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+        fig.suptitle(title)
     return fig
 
 
-def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
-    """Save a matplotlib figure atomically and close it."""
-    path = Path(path)
+def save_figure(fig, path: str | os.PathLike, dpi: int | None = None) -> Path:
+    """Save a matplotlib figure atomically as ``path`` (PNG) and a vector PDF beside it (same
+    name, ``.pdf``), then close it. Returns the PNG's path."""
+    path = Path(path).with_suffix(".png") if Path(path).suffix in ("", ".pdf") else Path(path)
     try:
-        write_output(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png"))
+        write_output(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".")))
+        write_output(path.with_suffix(".pdf"), lambda tmp: fig.savefig(tmp, format="pdf"))
     finally:
         plt.close(fig)
     return path
@@ -180,8 +214,17 @@ def save_table(table, outdir: str | os.PathLike | None, name: str, *, index: boo
 
 
 def finish_figure(fig, outdir: str | os.PathLike | None, name: str) -> Path | None:
-    """Save ``fig`` as ``outdir/name`` (atomic) when an output folder is given, else just close it
-    (figure functions called for their data only)."""
+    """Lint ``fig`` (:func:`figures.style.lint`; problems recorded with the :func:`collecting`
+    block, raised in strict mode), then save it as ``outdir/name`` + PDF (atomic) when an output
+    folder is given, else just close it (figure functions called for their data only)."""
+    collected = _WRITTEN.get()
+    if collected is not None:
+        problems = style.lint(fig)
+        if problems:
+            collected.problems[name] = problems
+            if collected.strict:
+                plt.close(fig)
+                raise FigureProblems(f"{name}: " + "; ".join(problems))
     if outdir is None:
         plt.close(fig)
         return None
@@ -191,8 +234,10 @@ def finish_figure(fig, outdir: str | os.PathLike | None, name: str) -> Path | No
 def make_figures(paper: str, outdir: str | os.PathLike, *, quick: bool = True, device: str = "auto",
                  report: bool = True) -> list[Path]:
     """Run every figure function of ``paper``'s row (its ``figures`` slot: a sequence of
-    ``fig_x(outdir, quick, *, device)``) into ``outdir``; then, with ``report``, write the compare
-    report as ``outdir/report.json``. Returns every file written, in order."""
+    ``fig_x(outdir, quick, *, device)``) into ``outdir``, with a progress bar naming each; then,
+    with ``report``, write the compare report as ``outdir/report.json``. Returns every file written,
+    in order (a :class:`Collected`: its ``problems`` hold each figure's lint problems)."""
+    from . import progress
     from .papers import get
 
     row = get(paper)
@@ -200,9 +245,17 @@ def make_figures(paper: str, outdir: str | os.PathLike, *, quick: bool = True, d
     out.mkdir(parents=True, exist_ok=True)
     figs = row.slot("figures")
     with collecting() as written:
-        for fig in figs:
-            fig(out, quick, device=device)
-        if report:
-            rep = row.slot("compare")(quick=quick, device=device)
-            write_output(out / "report.json", lambda tmp: Path(tmp).write_text(json.dumps(rep.to_json(), indent=2)))
+        steps = progress.bar(total=len(figs) + bool(report), desc=paper, unit="fig")
+        try:
+            for fig in figs:
+                steps.set_postfix_str(getattr(fig, "__name__", str(fig)))
+                fig(out, quick, device=device)
+                steps.update(1)
+            if report:
+                steps.set_postfix_str("compare (report.json)")
+                rep = row.slot("compare")(quick=quick, device=device)
+                write_output(out / "report.json", lambda tmp: Path(tmp).write_text(json.dumps(rep.to_json(), indent=2)))
+                steps.update(1)
+        finally:
+            steps.close()
     return written

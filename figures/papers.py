@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from theory.errors import ConfigError
+from theory.errors import ConfigError, did_you_mean
 from theory.refs import resolve_ref
 
 __all__ = ["Paper", "PAPERS", "SLOTS", "get", "register", "paper_names"]
@@ -132,7 +132,8 @@ class Paper:
 
     def check_variant(self, variant: str | None) -> None:
         if variant is not None and variant not in self.variants:
-            raise ConfigError("variant", f"{self.name}: must be one of {self.variants}, got {variant!r}")
+            raise ConfigError("variant", f"{self.name}: must be one of {self.variants}, got {variant!r}"
+                                         f"{did_you_mean(variant, self.variants)}")
 
     @property
     def module(self) -> str:
@@ -158,7 +159,7 @@ def paper_names() -> list[str]:
 def get(name: str) -> Paper:
     """The row for ``name``; ``ConfigError('paper', ...)`` for an unknown name."""
     if name not in PAPERS:
-        raise ConfigError("paper", f"unknown paper {name!r}; known: {', '.join(PAPERS)}")
+        raise ConfigError("paper", f"unknown paper {name!r}{did_you_mean(name, PAPERS)}; known: {', '.join(PAPERS)}")
     return PAPERS[name]
 
 

@@ -186,14 +186,18 @@ class ReducedSystem:
 
     # -- exporters (theory/export.py) ------------------------------------------------------------
     def to_latex(self, expanded: bool = False) -> str:
-        """An ``aligned`` block: definitions ``q &:= ...`` then ``\\dot{x} &= ...`` per state.
-        ``expanded=True`` substitutes the definitions (per-component expansion)."""
+        """An ``align`` environment: definitions ``q &:= ...`` then ``\\dot{x} &= ...`` per state,
+        lines of at most 120 characters (:func:`theory.export.to_latex`). ``expanded=True``
+        substitutes the definitions (per-component expansion)."""
         from .export import to_latex
 
         return to_latex(self, expanded=expanded)
 
     def latex_dict(self) -> dict[str, str]:
-        return {str(s): sp.latex(f) for s, f in zip(self.state, self.rhs)}
+        """State name -> its right-hand side in LaTeX (the printer of :meth:`to_latex`)."""
+        from .export import latex
+
+        return {str(s): latex(f) for s, f in zip(self.state, self.rhs)}
 
     def to_python(self, suffix: str = "") -> str:
         """Self-contained numpy source defining ``rhs(t, y, p)`` and ``observables(y, p)``."""

@@ -62,7 +62,19 @@ class DivergenceError(TdynError, FloatingPointError):
         return DivergenceError(self.step, f"{self.message}; {note}", self.partial)
 
 
+def did_you_mean(value: Any, choices: Collection) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``choices`` to ``value`` (difflib; ``_`` and
+    ``-`` count as the same), or ``""`` when none is close."""
+    import difflib
+
+    names = [str(c) for c in choices]
+    norm = {n.replace("_", "-").lower(): n for n in names}
+    key = str(value).replace("_", "-").lower()
+    close = [key] if key in norm else difflib.get_close_matches(key, list(norm), n=1, cutoff=0.6)
+    return f" (did you mean {norm[close[0]]!r}?)" if close else ""
+
+
 def check_choice(field: str, value: Any, allowed: Collection) -> None:
     """Raise ``ConfigError(field, "must be one of ...")`` unless ``value`` is in ``allowed``."""
     if value not in allowed:
-        raise ConfigError(field, f"must be one of {tuple(allowed)}, got {value!r}")
+        raise ConfigError(field, f"must be one of {tuple(allowed)}, got {value!r}{did_you_mean(value, allowed)}")

@@ -1,8 +1,11 @@
 """Exporters of a :class:`~theory.core.ReducedSystem`: LaTeX, numpy/JAX source, JSON and back.
 
-* :func:`to_latex` — an ``aligned`` block: the paper's named quantities as definitions
-  (``\\langle a,q\\rangle &:= ...``), then one ``\\dot{x} &= ...`` line per state, parameters kept
-  symbolic. Every line renders with matplotlib mathtext.
+* :func:`to_latex` — an ``align`` environment: the paper's named quantities as definitions
+  (``\\langle a,q\\rangle &:= ...``), then one ``\\dot{x} &= ...`` row per state (and the noise
+  covariance when the system has one), parameters kept symbolic, no line over
+  :data:`LATEX_WIDTH` characters; :func:`latex_document` wraps blocks in a compilable document.
+  Every row renders with matplotlib mathtext; :func:`latex` is the same printer for one expression
+  (figure labels use it, so figures and equations share their symbols).
 * :func:`to_source` — self-contained numpy or JAX source of ``rhs(t, y, p)`` (and
   ``observables(y, p)``); the JAX one is jit-able.
 * :func:`to_json` / :func:`load_system` — every expression is printed so that plain
@@ -20,12 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import sympy as sp
+from sympy.printing.conventions import split_super_sub
+from sympy.printing.latex import LatexPrinter as _SympyLatexPrinter
 from sympy.printing.str import StrPrinter
 
 from .core import TIME, ReducedSystem
 
-__all__ = ["to_latex", "to_source", "to_json", "load_system", "systems_to_json", "system_signature",
-           "expr_to_str"]
+__all__ = ["to_latex", "latex", "latex_dot", "latex_document", "LatexPrinter", "LATEX_WIDTH", "to_source", "to_json",
+           "load_system", "systems_to_json", "system_signature", "expr_to_str"]
 
 JSON_FORMAT = "tdyn-reduced-system/1"
 
@@ -33,13 +38,200 @@ JSON_FORMAT = "tdyn-reduced-system/1"
 # ------------------------------------------------------------------------------------------------
 # LaTeX
 # ------------------------------------------------------------------------------------------------
-def to_latex(system: ReducedSystem, expanded: bool = False) -> str:
-    lines = []
-    if not expanded:
-        lines += [rf"{sp.latex(s)} &:= {sp.latex(e)}" for s, e in system.definitions]
+#: the longest line :func:`to_latex` prints (characters, ``\\`` and the alignment marks included)
+LATEX_WIDTH = 120
+
+NONUMBER = r" \nonumber"
+
+#: symbol base names that stand for a Greek letter Python would not accept as a name
+_GREEK_ALIASES = {"lam": "lambda"}
+
+
+class LatexPrinter(_SympyLatexPrinter):
+    """sympy's LaTeX printer with readable term order (a sum opens with a positive term when it has
+    one: ``T - Q``, not ``- Q + T``; otherwise sympy's order) and ``lam`` printed as ``\\lambda``.
+    Used for the exported equations and, through :func:`latex`, for figure labels (same symbols)."""
+
+    def _as_ordered_terms(self, expr, order=None):
+        terms = list(super()._as_ordered_terms(expr, order=order))
+        if terms and terms[0].could_extract_minus_sign():
+            k = next((i for i, t in enumerate(terms) if not t.could_extract_minus_sign()), None)
+            if k is not None:
+                terms.insert(0, terms.pop(k))
+        return terms
+
+    def _print_Symbol(self, expr, style="plain"):
+        base, sups, subs = split_super_sub(expr.name)
+        if base in _GREEK_ALIASES:
+            name = "_".join([_GREEK_ALIASES[base], *subs]) + "".join("^" + s for s in sups)
+            return super()._print_Symbol(sp.Symbol(name), style=style)
+        return super()._print_Symbol(expr, style=style)
+
+
+def latex(expr) -> str:
+    """``expr`` (a sympy expression or symbol) in LaTeX, as :func:`to_latex` prints it; renders in
+    matplotlib's mathtext (``"$" + latex(e) + "$"``)."""
+    return LatexPrinter().doprint(sp.sympify(expr))
+
+
+def latex_dot(symbol: sp.Symbol) -> str:
+    """The time derivative of a state symbol: the dot over the base, not over its subscript
+    (``\\dot{\\xi}_{1}``, not ``\\dot{\\xi_{1}}``)."""
+    full = latex(symbol)
+    base_name = split_super_sub(symbol.name)[0]
+    base = latex(sp.Symbol(base_name))
+    if base_name and full.startswith(base):
+        return rf"\dot{{{base}}}{full[len(base):]}"
+    return rf"\dot{{{full}}}"
+
+
+class _Lines:
+    """Breaks ``lhs &= expr`` lines to at most ``width`` characters: a long sum continues on
+    ``&\\quad + ...`` lines; a term or factor too long for a line becomes a named intermediate
+    ``u_{k} := ...`` (printed before its first use; the same subexpression keeps its name). Only
+    the printing changes: the system is not touched, and substituting the intermediates back gives
+    the printed expressions exactly."""
+
+    CONT = r"&\quad "
+
+    def __init__(self, system_symbols, width: int = LATEX_WIDTH, printer=None):
+        self.p = printer if printer is not None else LatexPrinter()
+        self.width = width
+        taken = {split_super_sub(str(s))[0] for s in system_symbols}
+        self.base = next(b for b in ("u", "w", "q", "varpi", "varkappa", "U", "W") if b not in taken)
+        self.names: dict[sp.Expr, sp.Symbol] = {}
+        self.pending: list[str] = []  # lines of intermediates named since the last :meth:`lines`
+
+    # -- naming -----------------------------------------------------------------------------------
+    def _name(self, expr) -> sp.Symbol:
+        if expr not in self.names:
+            sym = sp.Symbol(f"{self.base}_{len(self.names) + 1}")
+            self.names[expr] = sym
+            self.pending += self.equation(sym, ":=", expr)
+        return self.names[expr]
+
+    def _fits(self, head: str, tex: str) -> bool:
+        """Whether ``head + tex`` fits a row, with its `` \\`` and (continuation rows) ``\nonumber``."""
+        tail = len(r" \\") + (len(NONUMBER) if head.startswith(self.CONT) else 0)
+        return len(head) + len(tex) + tail <= self.width
+
+    def _shrink(self, head: str, expr):
+        """``expr`` with its longest operands named until it fits after ``head`` (a sum is left for
+        :meth:`equation` to break across lines)."""
+        for _ in range(1000):  # each pass names one operand: the expression shrinks
+            if isinstance(expr, sp.Add) or self._fits(head, self.p.doprint(expr)):
+                break
+            parts = [a.base if isinstance(a, sp.Pow) and a.exp.is_Number and not a.base.is_Atom else a
+                     for a in expr.args]
+            parts = [a for a in parts if not a.is_Atom and a not in self.names.values()]
+            if not parts:
+                break
+            expr = expr.xreplace({(big := max(parts, key=lambda a: len(self.p.doprint(a)))): self._name(big)})
+        return expr
+
+    def lines(self, lhs, op: str, expr) -> list[str]:
+        """The rows of ``lhs op expr``, preceded by the intermediates they name."""
+        rows = self.equation(lhs, op, expr)
+        named, self.pending = self.pending, []
+        return named + rows
+
+    def equation(self, lhs, op: str, expr) -> list[str]:
+        """The lines of ``lhs op expr`` (``op`` is ``=`` or ``:=``); ``lhs`` a symbol or LaTeX."""
+        lhs_tex = lhs if isinstance(lhs, str) else self.p.doprint(lhs)
+        head = f"{lhs_tex} &{op} "
+        expr = sp.sympify(expr)
+        if self._fits(head, self.p.doprint(expr)):
+            return [head + self.p.doprint(expr)]
+        short = sp.factor_terms(expr)  # a common factor out of a long sum: fewer, shorter terms
+        expr = short if len(self.p.doprint(short)) < len(self.p.doprint(expr)) else expr
+        if not isinstance(expr, sp.Add):
+            expr = self._shrink(head, expr)
+            return [head + self.p.doprint(expr)]
+        lines, current, empty = [], head, True
+        for i, term in enumerate(self.p._as_ordered_terms(expr)):
+            sign = "" if i == 0 else ("- " if term.could_extract_minus_sign() else "+ ")
+            body = -term if sign == "- " else term
+            if not self._fits(self.CONT + sign, self.p.doprint(body)):
+                body = self._shrink(self.CONT + sign, body)
+                if not self._fits(self.CONT + sign, self.p.doprint(body)):
+                    body = self._name(body)
+            piece = sign + self.p.doprint(body)
+            if not empty and not self._fits(current + " ", piece):
+                lines.append(current)
+                current, empty = self.CONT, True
+            current += ("" if empty else " ") + piece
+            empty = False
+        return lines + [current]
+
+
+def _block(lines: list[str]) -> list[str]:
+    """``lines`` as rows of an ``align``: continuation rows unnumbered."""
+    rows = [ln + (NONUMBER if ln.startswith(_Lines.CONT) else "") for ln in lines]
+    return [r + " \\\\" for r in rows[:-1]] + rows[-1:]
+
+
+def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATEX_WIDTH) -> str:
+    """An ``align`` environment (pastes into a document with ``amsmath``): the paper's named
+    quantities as definitions (``\\langle a,q\\rangle &:= ...``), then ``\\dot{x} &= ...`` per
+    state, then, when the system carries a minibatch noise model with a covariance, the diffusion
+    ``\\Sigma(\\theta) = \\frac{1}{B}\\,\\mathrm{Cov}_x[g]`` entry by entry; parameters stay symbolic.
+    No line is longer than ``width`` characters: long right-hand sides continue on ``&\\quad``
+    lines and too-long terms become printing intermediates ``u_{k} := ...`` (listed in a comment
+    line before the environment; the system is unchanged). ``expanded=True`` substitutes the
+    definitions (per-component form). Every row renders in matplotlib's mathtext once the
+    alignment marks are removed."""
+    symbols = {*system.state, *system.parameters, *(s for s, _ in system.definitions)}
     rhs = system.expanded_rhs if expanded else system.rhs
-    lines += [rf"\dot{{{sp.latex(s)}}} &= {sp.latex(f)}" for s, f in zip(system.state, rhs)]
-    return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
+    exprs = [*rhs, *([] if expanded else (e for _, e in system.definitions))]
+    symbols |= set().union(*(sp.sympify(e).free_symbols for e in exprs)) if exprs else set()
+    noise = getattr(system, "noise", None)
+    cov = getattr(noise, "covariance", None) if noise is not None else None
+    if cov is not None:
+        symbols |= cov.free_symbols
+    out = _Lines(symbols, width)
+    body: list[str] = []
+    if not expanded:
+        for s, e in system.definitions:
+            body += out.lines(s, ":=", e)
+    for s, f in zip(system.state, rhs):
+        body += out.lines(latex_dot(s), "=", f)
+    if cov is not None:
+        batch = getattr(noise, "batch_symbol", None)
+        b = latex(batch) if batch is not None else "B"
+        body += [rf"\Sigma(\theta) &= \frac{{1}}{{{b}}}\,\mathrm{{Cov}}_x[g]"]
+        n = len(system.state)
+        for i in range(n):
+            for j in range(i, n):
+                if cov[i, j] != 0:
+                    lhs = rf"\mathrm{{Cov}}_x[g]_{{{latex(system.state[i])}\,{latex(system.state[j])}}}"
+                    body += out.lines(lhs, "=", cov[i, j])
+    rows = _block(body)
+    note = []
+    if out.names:
+        first, *_, last = [latex(s) for s in out.names.values()] * 2
+        names = {1: first, 2: f"{first}, {last}"}.get(len(out.names), f"{first} to {last}")
+        note = [f"% {names}: intermediates introduced for printing (not quantities of the system)"]
+    return "\n".join([*note, r"\begin{align}", *rows, r"\end{align}"])
+
+
+def _tex_text(text: str) -> str:
+    """Plain text for a LaTeX document (special characters escaped)."""
+    for ch, rep in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
+                    ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
+        text = text.replace(ch, rep)
+    return text
+
+
+def latex_document(paper: str, blocks: Sequence[tuple[ReducedSystem, str]]) -> str:
+    """A compilable LaTeX document (``pdflatex``) holding each ``(system, to_latex(system))`` under
+    a heading with the system's name and spec."""
+    parts = [r"\documentclass[10pt]{article}", r"\usepackage[a4paper,landscape,margin=1.5cm]{geometry}",
+             r"\usepackage{amsmath,amssymb}", r"\allowdisplaybreaks", r"\begin{document}",
+             rf"\section*{{Reduced systems of {_tex_text(paper)} (tdyn)}}"]
+    for system, block in blocks:
+        parts += [rf"\subsection*{{{_tex_text(system.name)}}}",
+                  _tex_text(" ".join(x for x in (system.spec, system.description) if x)), block]
+    return "\n".join(parts + [r"\end{document}", ""])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -162,18 +354,18 @@ def to_json(system: ReducedSystem) -> dict[str, Any]:
     }
 
 
-def load_system(source: str | os.PathLike | Mapping[str, Any]) -> ReducedSystem:
-    """Read a system written by :func:`to_json` (a dict, a JSON string, or a path to a ``.json`` file
-    holding one system or a ``tdyn derive --format json`` document with exactly one system)."""
+def load_system(source: str | os.PathLike | Mapping[str, Any], name: str | None = None) -> ReducedSystem:
+    """Read a system written by :func:`to_json` back: ``source`` is a dict, a JSON string, or a
+    path to a ``.json`` file holding one system (``tdyn derive P --format json --system NAME``) or a
+    ``tdyn derive P --format json`` document of several; ``name`` picks one of several (required
+    when the document holds more than one; ``ConfigError("system", ...)`` names the available
+    ones)."""
     if isinstance(source, Mapping):
         doc = dict(source)
     else:
         text = str(source)
         doc = json.loads(text) if text.lstrip().startswith("{") else json.loads(Path(text).read_text())
-    if "systems" in doc:
-        if len(doc["systems"]) != 1:
-            raise ValueError(f"document holds {len(doc['systems'])} systems; pass one of doc['systems']")
-        doc = doc["systems"][0]
+    doc = _one_system(doc, name)
     syms = {n: sp.Symbol(n, **a) for n, a in doc.get("symbols", {}).items()}
     for n in (*doc["state"], *doc["parameters"]):
         syms.setdefault(n, sp.Symbol(n))
@@ -193,6 +385,23 @@ def load_system(source: str | os.PathLike | Mapping[str, Any]) -> ReducedSystem:
         spec=doc.get("spec", ""), description=doc.get("description", ""),
         definitions=tuple((syms[n], parse(e)) for n, e in doc.get("definitions", [])),
     )
+
+
+def _one_system(doc: Mapping[str, Any], name: str | None) -> Mapping[str, Any]:
+    """The system document called ``name`` (or the only one) of a one- or many-system document."""
+    from .errors import ConfigError, did_you_mean
+
+    systems = list(doc["systems"]) if "systems" in doc else [doc]
+    names = [s.get("name") for s in systems]
+    if name is None:
+        if len(systems) == 1:
+            return systems[0]
+        raise ConfigError("system", f"the document holds {len(systems)} systems ({', '.join(names)}); "
+                                    "pass name= one of them")
+    if name not in names:
+        raise ConfigError("system", f"no system {name!r} in the document{did_you_mean(name, names)}; "
+                                    f"available: {', '.join(names)}")
+    return systems[names.index(name)]
 
 
 def _exact(e) -> sp.Expr:

@@ -149,12 +149,14 @@ def test_tdyn_train_scb_sigint_then_resume_equals_uninterrupted(tmp_path, monkey
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err  # interrupted mid-run, not finished
-    assert [ln for ln in err.splitlines() if ln.strip()] == [
-        "error: interrupted: stopped by Ctrl-C (files written so far are complete)"]
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: interrupted: stopped by Ctrl-C at step "), err
+    assert lines[0].endswith(f"--checkpoint {ck} --checkpoint-every 50 --resume"), err
     import torch
 
     stopped_at = torch.load(ck / "checkpoint.pt", weights_only=False)["step"]
     assert 50 <= stopped_at < 800
+    assert json.loads((ck / "checkpoint.json").read_text())["step"] == stopped_at  # saved where it stopped
     # a changed eta_V is refused before training, exit 2
     monkeypatch.setitem(PAPERS, "scb", _scb_row_with_checkpoints())
     bad = CliRunner().invoke(main, ["train", "scb", *SCB_RUN, "--set", "eta_V=0.1", "--checkpoint", str(ck), "--resume"])

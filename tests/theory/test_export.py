@@ -1,10 +1,8 @@
 """Exports a researcher can paste: JSON parsed by plain parse_expr and read back by load_system,
 JAX source that runs under jit and equals the numpy callable, LaTeX under 20 kB that mathtext
-renders line by line (and a real LaTeX, where installed)."""
+renders line by line (pdflatex: tests/theory/test_export_latex.py)."""
 
 import json
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -101,15 +99,6 @@ def test_paper_latex_small_and_renders(name):
     text = "\n".join(s.to_latex() for s in systems)
     assert len(text.encode()) < 20_000, f"{name}: {len(text.encode())} bytes of LaTeX"
     for s in systems:
-        for line in s.to_latex().splitlines()[1:-1]:
-            parser.parse("$" + line.rstrip(" \\").replace("&", "") + "$")
-
-
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no LaTeX installed")
-def test_scb_compiles_with_real_latex(tmp_path):
-    body = "\n".join(s.to_latex() for s in _systems("scb"))
-    doc = "\\documentclass{article}\\usepackage{amsmath}\\begin{document}\n" + "\n".join(
-        f"\\[{blk}\\]" for blk in body.split("\n\n")) + "\n\\end{document}\n"
-    (tmp_path / "s.tex").write_text(doc)
-    res = subprocess.run(["pdflatex", "-interaction=nonstopmode", "s.tex"], cwd=tmp_path, capture_output=True, timeout=120)
-    assert res.returncode == 0, res.stdout.decode()[-2000:]
+        for line in s.to_latex().splitlines():
+            if not line.startswith(("%", "\\begin{align}", "\\end{align}")):
+                parser.parse("$" + line.removesuffix(" \\\\").removesuffix(" \\nonumber").replace("&", "") + "$")

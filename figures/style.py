@@ -1,0 +1,325 @@
+"""tdyn's one figure style and the lint that checks a figure from its matplotlib objects.
+
+* :data:`STYLE` — the shared matplotlib style file (``figures/tdyn.mplstyle``, package data);
+  :func:`use` applies it (``figures.core`` does on import, so every figure function gets it).
+* Labels: :func:`axis_label` (``"time $t$ (steps)"``: quantity, symbol, unit), :func:`math` (a sympy
+  expression or symbol as mathtext through :func:`theory.export.latex` — the printer of the exported
+  equations, so a figure and ``tdyn derive`` show the same symbols), :func:`symbol_labels` (every
+  state, definition and observable of a :class:`~theory.ReducedSystem` as mathtext),
+  :func:`quantity_label` (a name's symbol where the system has one, else words).
+* Layout: :func:`panels` (``n`` panels, at most three per row, then a grid; room for a legend
+  outside the axes), :func:`legend_outside` (one legend that names every curve and covers no data),
+  :func:`heatmap` (image + colourbar, integer ticks for index axes), :func:`integer_ticks`.
+* Theory vs practice: :data:`ROLES` / :func:`role` — line styles and markers (not colour only), so
+  they stay apart in greyscale: theory solid black, SDE band hatched-edge fill, runs thin, a single
+  trained curve with markers.
+* :func:`lint` — the problems of a figure, read from its objects (not pixels): every axes with data
+  has x and y labels, a legend naming every labelled curve where there is more than one, a
+  colourbar for every image/mesh, no internal names (``snake_case`` identifiers) in titles,
+  labels or legends, a legend that covers no data point, at most three panels per row.
+  :func:`figures.core.finish_figure` runs it and records the problems with the collector.
+"""
+
+from __future__ import annotations
+
+import math as _math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.collections import PathCollection, PolyCollection, QuadMesh  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+__all__ = ["STYLE", "use", "ROLES", "role", "math", "axis_label", "symbol_labels", "quantity_label", "panels",
+           "legend_outside", "heatmap", "integer_ticks", "lint", "MAX_PER_ROW"]
+
+#: the shared matplotlib style (package data)
+STYLE = Path(__file__).resolve().with_name("tdyn.mplstyle")
+#: panels per row before a figure becomes a grid
+MAX_PER_ROW = 3
+
+#: how each role is drawn: distinguishable by line style and marker, not by colour only
+ROLES: dict[str, dict] = {
+    "theory": {"color": "black", "linestyle": "-", "linewidth": 1.8, "zorder": 5},
+    "theory_alt": {"color": "black", "linestyle": "--", "linewidth": 1.5, "zorder": 5},
+    "practice": {"color": "#D55E00", "linestyle": ":", "marker": "o", "markersize": 3, "linewidth": 1.0,
+                 "zorder": 4},
+    "run": {"color": "#E69F00", "linestyle": "-", "linewidth": 0.8, "alpha": 0.7, "zorder": 2},
+    "band": {"facecolor": "#0072B2", "alpha": 0.25, "edgecolor": "none", "zorder": 3},
+    "band_edge": {"color": "#0072B2", "linestyle": "--", "linewidth": 0.9, "zorder": 3.5},
+    "reference": {"color": "0.35", "linestyle": "-.", "linewidth": 0.9, "zorder": 1},
+}
+
+
+def use() -> None:
+    """Apply the shared style to every figure made from now on."""
+    plt.style.use(STYLE)
+
+
+def role(name: str, **overrides) -> dict:
+    """Keyword arguments for ``ax.plot`` / ``fill_between`` drawing ``name`` (a key of
+    :data:`ROLES`), with ``overrides`` on top."""
+    return {**ROLES[name], **overrides}
+
+
+# ------------------------------------------------------------------------------------------------
+# Labels
+# ------------------------------------------------------------------------------------------------
+def math(expr) -> str:
+    """``expr`` (a sympy expression, symbol, or a symbol name) as mathtext ``$...$`` with the
+    printer of the exported equations (:func:`theory.export.latex`)."""
+    import sympy as sp
+
+    from theory.export import latex
+
+    return "$" + latex(sp.Symbol(expr) if isinstance(expr, str) else expr) + "$"
+
+
+def axis_label(quantity: str, unit: str | None = None, symbol=None) -> str:
+    """``"quantity $symbol$ (unit)"``; ``symbol`` a sympy expression/symbol or mathtext (``$..$``),
+    ``unit`` omitted for dimensionless quantities."""
+    sym = "" if symbol is None else (symbol if isinstance(symbol, str) and symbol.startswith("$") else math(symbol))
+    return " ".join(x for x in (quantity, sym, f"({unit})" if unit else "") if x)
+
+
+#: the longest printed expression used as an observable's label (longer ones get words)
+_MAX_LABEL = 48
+
+
+def symbol_labels(system) -> dict[str, str]:
+    """Name -> label: every state, parameter and definition symbol of ``system`` as mathtext, every
+    observable as its name in words followed by its expression when that prints short
+    (``value transition correlation $\\zeta$``): the labels of a figure use the symbols of the
+    derivation."""
+    from theory.export import latex
+
+    out = {str(s): math(s) for s in (*system.state, *system.parameters, *(d for d, _ in system.definitions))}
+    for name, expr in system.observables.items():
+        tex = latex(expr)
+        out.setdefault(name, words(name) + (f" ${tex}$" if len(tex) <= _MAX_LABEL else ""))
+    return out
+
+
+def words(name: str) -> str:
+    """An internal name in words (``value_transition_correlation`` -> ``value transition correlation``)."""
+    return name.replace("_", " ").strip()
+
+
+def quantity_label(name: str, labels: Mapping[str, str] | None = None) -> str:
+    """The label of a quantity: ``labels[name]`` (e.g. from :func:`symbol_labels`) where given,
+    else a symbol-like name (a letter or Greek letter, an optional subscript: ``xi_1``, ``K``) as
+    mathtext, else the name in words."""
+    from sympy.printing.conventions import split_super_sub
+    from sympy.printing.latex import greek_letters_set
+
+    if (labels or {}).get(name):
+        return labels[name]
+    base = split_super_sub(name)[0]
+    if re.fullmatch(r"[A-Za-z]+(_[A-Za-z0-9]+)?", name) and (len(base) == 1 or base.lower() in greek_letters_set):
+        return math(name)
+    return words(name)
+
+
+# ------------------------------------------------------------------------------------------------
+# Layout
+# ------------------------------------------------------------------------------------------------
+def panels(n: int, *, size: tuple[float, float] = (3.4, 2.6), sharex: bool = False, sharey: bool = False):
+    """``(fig, axes)`` with ``n`` panels, at most :data:`MAX_PER_ROW` per row (then a grid; unused
+    cells removed), constrained layout so that labels and an outside legend get their room.
+    ``axes`` is a flat list of the ``n`` axes."""
+    ncols = min(n, MAX_PER_ROW)
+    nrows = _math.ceil(n / ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False,
+                             sharex=sharex, sharey=sharey, layout="constrained")
+    flat = list(grid.ravel())
+    for ax in flat[n:]:
+        fig.delaxes(ax)
+    return fig, flat[:n]
+
+
+def legend_outside(fig, axes: Sequence | None = None, *, where: str = "below", ncols: int | None = None):
+    """One figure legend naming every labelled curve of ``axes`` (default: all), each label once,
+    placed outside the panels (``"below"`` or ``"right"``) so that it covers no data. Needs a
+    constrained-layout figure (:func:`panels`). Returns the legend (None when nothing is labelled)."""
+    handles, labels = [], []
+    for ax in axes if axes is not None else fig.axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if not labels:
+        return None
+    loc = "outside lower center" if where == "below" else "outside right upper"
+    cols = ncols if ncols is not None else (min(len(labels), 4) if where == "below" else 1)
+    return fig.legend(handles, labels, loc=loc, ncols=cols)
+
+
+def integer_ticks(ax, axis: str = "both") -> None:
+    """Integer tick positions on an index axis (``"x"``, ``"y"`` or ``"both"``)."""
+    for which in ("x", "y") if axis == "both" else (axis,):
+        getattr(ax, f"{which}axis").set_major_locator(MaxNLocator(integer=True))
+
+
+def heatmap(ax, data, *, xlabel: str, ylabel: str, cbar_label: str, x=None, y=None, index_axes: str = "both",
+            **kwargs):
+    """``data`` (rows = y) as an image with a labelled colourbar; ``x``/``y`` cell centres (default
+    indices 0..n-1, with integer ticks on the axes named in ``index_axes``). Returns the image."""
+    data = np.asarray(data)
+    if x is None and y is None:
+        image = ax.imshow(data, origin="lower", aspect="auto", interpolation="nearest", **kwargs)
+    else:
+        xs = np.arange(data.shape[1]) if x is None else np.asarray(x)
+        ys = np.arange(data.shape[0]) if y is None else np.asarray(y)
+        image = ax.pcolormesh(xs, ys, data, shading="nearest", **kwargs)
+    ax.figure.colorbar(image, ax=ax, label=cbar_label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(False)
+    if index_axes:
+        integer_ticks(ax, index_axes)
+    return image
+
+
+# ------------------------------------------------------------------------------------------------
+# Lint
+# ------------------------------------------------------------------------------------------------
+#: an internal identifier: two or more word characters joined by underscores (``fig_headline``, ``z_dt_0``)
+_INTERNAL = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b")
+
+
+def _outside_math(text: str) -> str:
+    return re.sub(r"\$[^$]*\$", " ", text or "")
+
+
+def _is_colorbar(ax) -> bool:
+    return hasattr(ax, "_colorbar") or ax.get_label() == "<colorbar>"
+
+
+def _series(ax) -> list:
+    """The data series of an axes: lines in data coordinates (reference lines such as ``axhline``
+    are not series), scatters and filled bands."""
+    lines = [ln for ln in ax.get_lines() if ln.get_visible() and ln.get_transform() == ax.transData
+             and len(np.atleast_1d(ln.get_xdata())) > 0]
+    colls = [c for c in ax.collections if c.get_visible() and isinstance(c, (PathCollection, PolyCollection))
+             and not isinstance(c, QuadMesh)]
+    return lines + colls
+
+
+def _mappables(ax) -> list:
+    out = [im for im in ax.images if im.get_visible() and np.ndim(im.get_array()) == 2]
+    out += [c for c in ax.collections if c.get_visible() and isinstance(c, QuadMesh)]
+    out += [c for c in ax.collections if isinstance(c, PathCollection) and c.get_array() is not None]
+    return out
+
+
+def _has_data(ax) -> bool:
+    return bool(_series(ax) or _mappables(ax) or ax.patches or ax.containers)
+
+
+def _named(artist) -> str | None:
+    label = artist.get_label()
+    return label if label and not label.startswith("_") else None
+
+
+def _style_key(artist):
+    try:
+        return (matplotlib.colors.to_hex(artist.get_color()), artist.get_linestyle(), str(artist.get_marker()))
+    except (AttributeError, ValueError):
+        return None
+
+
+def _legend_texts(ax, fig) -> set[str]:
+    texts = set()
+    for leg in [ax.get_legend(), *fig.legends]:
+        if leg is not None:
+            texts |= {t.get_text() for t in leg.get_texts()}
+    return texts
+
+
+def _covered_points(ax, legend) -> int:
+    """How many data points of ``ax`` lie inside ``legend``'s box (display coordinates); a line
+    is sampled between its points too (a sparse curve still crosses the box)."""
+    renderer = ax.figure.canvas.get_renderer()
+    box = legend.get_window_extent(renderer)
+    n = 0
+    for s in _series(ax):
+        if isinstance(s, Line2D):
+            xy = np.asarray(s.get_xydata(), float)
+        elif isinstance(s, PathCollection):
+            xy = np.asarray(s.get_offsets(), float)
+        else:
+            continue
+        xy = xy[np.isfinite(xy).all(axis=1)] if xy.ndim == 2 else np.empty((0, 2))
+        d = ax.transData.transform(xy) if len(xy) else xy
+        if isinstance(s, Line2D) and s.get_linestyle() not in ("None", "none", "", " ") and 1 < len(d) < 5000:
+            t = np.linspace(0, 1, 9)[:-1]
+            d = (d[:-1, None, :] * (1 - t)[None, :, None] + d[1:, None, :] * t[None, :, None]).reshape(-1, 2)
+        n += int(np.sum((d[:, 0] > box.x0) & (d[:, 0] < box.x1) & (d[:, 1] > box.y0) & (d[:, 1] < box.y1)))
+    return n
+
+
+def lint(fig) -> list[str]:
+    """The problems of ``fig``, one line each (empty when it passes); see the module docstring.
+    Reads the matplotlib objects (labels, legends, colourbars, positions), never the pixels."""
+    problems: list[str] = []
+    fig.canvas.draw()  # legend positions ("best") and layout are settled by a draw
+    main = [ax for ax in fig.axes if ax.get_visible() and not _is_colorbar(ax)]
+    sup = {k: getattr(fig, f"_sup{k}label", None) for k in ("x", "y")}
+    sup = {k: bool(v is not None and v.get_text()) for k, v in sup.items()}
+    cbar_norms = [ax._colorbar.mappable.norm for ax in fig.axes if _is_colorbar(ax) and hasattr(ax, "_colorbar")]
+    texts = [("suptitle", fig._suptitle.get_text() if fig._suptitle is not None else "")]
+    for i, ax in enumerate(main, 1):
+        name = f"panel {i}" + (f" ({ax.get_title()!r})" if ax.get_title() else "")
+        texts += [(f"{name} title", ax.get_title()), (f"{name} x label", ax.get_xlabel()),
+                  (f"{name} y label", ax.get_ylabel())]
+        if not _has_data(ax):
+            continue
+        for k in ("x", "y"):
+            shared = getattr(ax, f"get_shared_{k}_axes")().get_siblings(ax)
+            if not getattr(ax, f"get_{k}label")() and not sup[k] and not any(
+                    getattr(o, f"get_{k}label")() for o in shared if o is not ax):
+                problems.append(f"{name}: no {k} label")
+        for m in _mappables(ax):
+            if getattr(m, "colorbar", None) is None and not any(m.norm is n for n in cbar_norms):
+                problems.append(f"{name}: {type(m).__name__} without a colourbar")
+        series = _series(ax)
+        named = [s for s in series if _named(s)]
+        legend = _legend_texts(ax, fig)
+        if len(series) > 1:
+            if not named:
+                problems.append(f"{name}: {len(series)} curves and none named in a legend")
+            missing = sorted({_named(s) for s in named} - legend)
+            if missing:
+                problems.append(f"{name}: legend does not name {missing}")
+            styles = {_style_key(s) for s in named}
+            fills = {matplotlib.colors.to_hex(c.get_facecolor()[0]) for c in named  # a band's edges
+                     if isinstance(c, PolyCollection) and len(c.get_facecolor())}
+            anon = [s for s in series if isinstance(s, Line2D) and not _named(s) and _style_key(s) not in styles
+                    and matplotlib.colors.to_hex(s.get_color()) not in fills]
+            if named and anon:
+                problems.append(f"{name}: {len(anon)} curve(s) drawn in a style no legend entry names")
+        leg = ax.get_legend()
+        if leg is not None and leg.get_visible():
+            texts += [(f"{name} legend", t.get_text()) for t in leg.get_texts()]
+            covered = _covered_points(ax, leg)
+            if covered:
+                problems.append(f"{name}: the legend covers {covered} data point(s)")
+    for leg in fig.legends:
+        texts += [("figure legend", t.get_text()) for t in leg.get_texts()]
+    for where, text in texts:
+        hits = _INTERNAL.findall(_outside_math(text))
+        if hits:
+            problems.append(f"{where}: internal name(s) {hits} in {text!r}")
+    rows: dict[float, int] = {}
+    for ax in main:
+        y0 = round(ax.get_position().y0, 2)
+        rows[y0] = rows.get(y0, 0) + 1
+    if rows and max(rows.values()) > MAX_PER_ROW:
+        problems.append(f"{max(rows.values())} panels in a row (at most {MAX_PER_ROW}; use figures.style.panels)")
+    return problems

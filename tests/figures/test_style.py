@@ -1,0 +1,161 @@
+"""One figure style (issue 21): the lint reads a figure's matplotlib objects and names what a
+reviewer would reject (no label, a legend missing a curve or covering data, a heatmap without a
+colourbar, internal names, too many panels in a row); a figure made with the helpers passes;
+finish_figure writes PNG + PDF and records lint problems with the collector."""
+
+import numpy as np
+import pytest
+import sympy as sp
+import xarray as xr
+
+from figures import style
+from figures.core import FigureProblems, collecting, finish_figure, overlay
+from theory import ReducedSystem
+
+plt = style.plt
+T = np.linspace(0.0, 1.0, 60)
+
+
+def _good():
+    fig, (ax,) = style.panels(1)
+    ax.plot(T, T**2, **style.role("theory"), label="ODE (theory)")
+    ax.plot(T, T**2 + 0.01, **style.role("practice"), label="trained")
+    ax.set_xlabel(style.axis_label("time", "steps", "t"))
+    ax.set_ylabel(style.axis_label("correlation", symbol=sp.Symbol("xi_1")))
+    style.legend_outside(fig)
+    return fig
+
+
+def test_a_figure_made_with_the_helpers_passes():
+    fig = _good()
+    assert style.lint(fig) == []
+    assert fig.axes[0].get_xlabel() == "time $t$ (steps)"
+    assert fig.axes[0].get_ylabel() == r"correlation $\xi_{1}$"
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("breakage, expected", [
+    (lambda ax, fig: ax.set_ylabel(""), "no y label"),
+    (lambda ax, fig: ax.set_xlabel(""), "no x label"),
+    (lambda ax, fig: ax.plot(T, T, color="tab:green", ls="-."), "drawn in a style no legend entry names"),
+    (lambda ax, fig: ax.plot(T, -T, label="lost"), "legend does not name ['lost']"),
+    (lambda ax, fig: ax.set_title("fig_headline"), "internal name(s) ['fig_headline']"),
+    (lambda ax, fig: ax.set_ylabel("z_dt_0"), "internal name(s) ['z_dt_0']"),
+])
+def test_a_broken_figure_fails_the_lint(breakage, expected):
+    fig = _good()
+    breakage(fig.axes[0], fig)
+    problems = style.lint(fig)
+    assert any(expected in p for p in problems), problems
+    plt.close(fig)
+
+
+def test_math_in_labels_is_not_an_internal_name():
+    fig = _good()
+    fig.axes[0].set_ylabel(r"$\eta_{V}\,\mathrm{d}t$ per step")
+    assert style.lint(fig) == []
+    plt.close(fig)
+
+
+def test_legend_over_data_and_unlabelled_multi_curve_panels():
+    fig, ax = plt.subplots()
+    for k in range(3):
+        ax.plot(T, k * T, label=f"slope {k}")
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.legend(loc="upper left")  # the curves start at the origin and rise to the right: free corner
+    assert style.lint(fig) == []
+    ax.legend(loc="lower right")  # where the curves are
+    assert any("legend covers" in p for p in style.lint(fig))
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    ax.plot(T, T)
+    ax.plot(T, 2 * T)
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    assert any("2 curves and none named" in p for p in style.lint(fig))
+    plt.close(fig)
+
+
+def test_heatmaps_need_a_colourbar_and_get_integer_ticks():
+    fig, ax = plt.subplots()
+    ax.imshow(np.arange(12.0).reshape(3, 4))
+    ax.set_xlabel("column $j$")
+    ax.set_ylabel("row $i$")
+    assert any("AxesImage without a colourbar" in p for p in style.lint(fig))
+    plt.close(fig)
+    fig, (ax,) = style.panels(1)
+    style.heatmap(ax, np.arange(12.0).reshape(3, 4), xlabel="column $j$", ylabel="row $i$", cbar_label="value")
+    assert style.lint(fig) == []
+    fig.canvas.draw()
+    ticks = ax.get_xticks()
+    assert np.allclose(ticks, np.round(ticks))  # index axes: integer ticks only (no 0.5, 2.5)
+    plt.close(fig)
+
+
+def test_panels_are_at_most_three_per_row():
+    fig, axes = plt.subplots(1, 4)
+    for ax in axes:
+        ax.plot(T, T)
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+    assert any("4 panels in a row" in p for p in style.lint(fig))
+    plt.close(fig)
+    fig, axes = style.panels(7)
+    rows = {round(ax.get_position().y0, 2) for ax in axes}
+    assert len(axes) == 7 == len(fig.axes) and len(rows) == 3
+    plt.close(fig)
+
+
+def test_symbol_labels_come_from_the_derivation():
+    x1, lam = sp.symbols("xi_1 lam", positive=True)
+    s = ReducedSystem(name="t", paper="toy", state=(x1,), parameters=(lam,), rhs=(-lam * x1,),
+                      observables={"square": x1**2, "long_name": sum(x1**k / k for k in range(1, 12))})
+    labels = style.symbol_labels(s)
+    assert labels["xi_1"] == r"$\xi_{1}$" and labels["lam"] == r"$\lambda$"
+    assert labels["square"] == r"square $\xi_{1}^{2}$"
+    assert labels["long_name"] == "long name"  # too long a formula: words
+    from theory.export import to_latex
+
+    assert r"\dot{\xi}_{1} &= - \lambda \xi_{1}" in to_latex(s)  # the same symbols as the equations
+
+
+def test_overlay_band_visible_theory_apart_in_greyscale_and_lint_clean():
+    rng = np.random.default_rng(0)
+    theory = xr.Dataset({"xi_1": ("time", T**2)}, coords={"time": T})
+    sde = xr.Dataset({"xi_1": (("path", "time"), T**2 + 0.05 * rng.standard_normal((30, T.size)))}, coords={"time": T})
+    runs = xr.Dataset({"xi_1": (("run", "time"), T**2 + 0.05 * rng.standard_normal((8, T.size)))}, coords={"time": T})
+    fig = overlay(theory, runs, ["xi_1"] * 4, sde=sde)
+    assert style.lint(fig) == []
+    ax = fig.axes[0]
+    band = next(c for c in ax.collections if c.get_label().startswith("SDE"))
+    run_lines = [ln for ln in ax.get_lines() if ln.get_alpha() == style.ROLES["run"]["alpha"]]
+    assert len(run_lines) == 8
+    assert band.get_zorder() > max(ln.get_zorder() for ln in run_lines)  # the band is above the runs
+    theory_line = next(ln for ln in ax.get_lines() if ln.get_label() == "ODE (theory)")
+    # apart without colour: a different line style or width than every practice curve
+    assert all((ln.get_linestyle(), ln.get_linewidth()) != (theory_line.get_linestyle(), theory_line.get_linewidth())
+               for ln in run_lines)
+    assert ax.get_ylabel() == r"$\xi_{1}$"
+    assert len({round(a.get_position().y0, 2) for a in fig.axes}) == 2  # 4 panels: two rows
+    plt.close(fig)
+
+
+def test_finish_figure_writes_png_and_pdf_and_records_problems(tmp_path):
+    with collecting() as written:
+        finish_figure(_good(), tmp_path, "good.png")
+        bad = _good()
+        bad.axes[0].set_ylabel("")
+        finish_figure(bad, tmp_path, "bad.png")
+        nodata = _good()
+        nodata.axes[0].set_xlabel("")
+        finish_figure(nodata, None, "unsaved.png")  # linted even when only the data is wanted
+    assert [p.name for p in written] == ["good.png", "good.pdf", "bad.png", "bad.pdf"]
+    assert (tmp_path / "good.pdf").read_bytes()[:5] == b"%PDF-"
+    assert set(written.problems) == {"bad.png", "unsaved.png"}
+    assert "no y label" in written.problems["bad.png"][0]
+    with collecting(strict=True), pytest.raises(FigureProblems, match="bad2.png: panel 1: no y label"):
+        bad = _good()
+        bad.axes[0].set_ylabel("")
+        finish_figure(bad, tmp_path, "bad2.png")
+    assert not (tmp_path / "bad2.png").exists()
