@@ -236,7 +236,7 @@ class TextExperiment(ModuleState):
 
 
 def train_text(config: TextRunConfig, *, device: str = "auto", progress: bool = False, checkpoint=None,
-               checkpoint_every: int = 0, resume: bool = False, corpus: text.Corpus | None = None):
+               checkpoint_every: int | str | None = None, resume: bool = False, corpus: text.Corpus | None = None):
     """Train one run; returns ``(trajectory, experiment, seconds)``. The trajectory is logged at
     ``config.log_steps()``; ``experiment.snapshots`` holds the lowest layer's attention maps."""
     corpus = corpus if corpus is not None else corpus_for(config)

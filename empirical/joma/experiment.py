@@ -419,7 +419,7 @@ def experiment(config: JomaConfig, variant: str | None = None):
 
 
 def train(config: JomaConfig, variant: str | None = None, *, device: str = "cpu", progress: bool = False,
-          checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
+          checkpoint=None, checkpoint_every: int | str | None = None, resume: bool = False):
     """``(trajectory, experiment)``: one run logged at the bound config's ``log_steps()``."""
     exp = experiment(config, variant)
     trainer = Trainer(device=device, progress=progress, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
@@ -428,7 +428,7 @@ def train(config: JomaConfig, variant: str | None = None, *, device: str = "cpu"
 
 
 def run(config: JomaConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False,
-        checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
+        checkpoint=None, checkpoint_every: int | str | None = None, resume: bool = False):
     """`tdyn train joma [--variant fixed|ce|mixture|probe|hblt|hier]`: one run, the trajectory
     (``variant``, when given, replaces ``config.variant``). A ``--set`` the variant would ignore is
     a ``ConfigError`` (exit 2)."""

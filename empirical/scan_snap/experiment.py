@@ -108,7 +108,7 @@ class ScanSnapExperiment:
 
 
 def train(config: ScanSnapConfig, *, device: str = "auto", seed: int | None = None, progress: bool = False,
-          log_z_rows: bool = True, checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
+          log_z_rows: bool = True, checkpoint=None, checkpoint_every: int | str | None = None, resume: bool = False):
     """Train one model on the data path ``config.variant``, logged at ``config.log_steps()`` (time
     ``config.ode_times()``); returns ``(trajectory, experiment)``."""
     exp = ScanSnapExperiment(config, log_z_rows=log_z_rows)
@@ -118,7 +118,7 @@ def train(config: ScanSnapConfig, *, device: str = "auto", seed: int | None = No
 
 
 def run(config: ScanSnapConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False,
-        checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
+        checkpoint=None, checkpoint_every: int | str | None = None, resume: bool = False):
     """``tdyn train scan-snap``: one run, returns the trajectory. ``variant`` (the CLI's
     ``--variant``: ``counts`` or ``sequences``) sets ``config.variant``; it must agree with it when
     the config's variant was moved from its default."""

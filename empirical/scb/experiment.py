@@ -104,7 +104,7 @@ class SCBExperiment(ModuleState):
 
 
 def train(config: SCBConfig, *, device: str = "auto", seed: int | None = None, task: SCBTask | None = None,
-          init=None, progress: bool = False, stop_when=None, checkpoint=None, checkpoint_every: int = 0,
+          init=None, progress: bool = False, stop_when=None, checkpoint=None, checkpoint_every: int | str | None = None,
           resume: bool = False):
     """Train one network of ``config.variant`` and return ``(trajectory, experiment)``. The
     trajectory holds the theory's observables at ``config.log_steps()``, time
@@ -127,7 +127,7 @@ def train(config: SCBConfig, *, device: str = "auto", seed: int | None = None, t
 
 
 def run(config: SCBConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False,
-        checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
+        checkpoint=None, checkpoint_every: int | str | None = None, resume: bool = False):
     """`tdyn train scb` (the paper table's train slot): one run, returns the trajectory. ``variant``
     (``--variant``), when given, replaces ``config.variant`` (a setting it ignores: ConfigError)."""
     if variant is not None and variant != config.variant:

@@ -142,7 +142,7 @@ def _with_variant(config: TopicConfig, variant: str | None) -> TopicConfig:
 
 
 def train(config: TopicConfig, *, variant: str | None = None, device: str = "auto", seed: int | None = None,
-          progress: bool = False, attention_docs: int = 100, checkpoint=None, checkpoint_every: int = 0,
+          progress: bool = False, attention_docs: int = 100, checkpoint=None, checkpoint_every: int | str | None = None,
           resume: bool = False):
     """Train one network, logged at ``config.log_steps()``; returns ``(trajectory, experiment)``.
     ``variant`` (None: ``config.variant``) replaces the config's variant. With trained attention
@@ -162,7 +162,7 @@ def train(config: TopicConfig, *, variant: str | None = None, device: str = "aut
 
 
 def run(config: TopicConfig, *, device: str = "auto", variant: str | None = None, progress: bool = False,
-        checkpoint=None, checkpoint_every: int = 0, resume: bool = False):
+        checkpoint=None, checkpoint_every: int | str | None = None, resume: bool = False):
     """`tdyn train topic`: one run of ``config`` (``variant``, the CLI's ``--variant``, replaces
     ``config.variant`` when given), returns the trajectory."""
     traj, _ = train(config, variant=variant, device=device, progress=progress,

@@ -145,7 +145,8 @@ def test_time_interval_checkpoints_save_less_often(tmp_path, monkeypatch):
     here: 1 s per step, interval 10 s -> steps 10, 20, 30, 40 and the last), not at every step;
     checkpoint.json records the step of each."""
     import empirical.trainer as tr
-    from tiny_paper import TinyConfig, _Experiment
+    from tiny.empirical.experiment import TinyExperiment as _Experiment
+    from tiny.theory import TinyConfig
 
     clock = {"t": 0.0}
     monkeypatch.setattr(tr.time, "monotonic", lambda: clock["t"])

@@ -52,7 +52,7 @@ class TinyExperiment(ModuleState):
 
 
 def run(config: TinyConfig, *, device="auto", variant=None, progress=False, checkpoint=None,
-        checkpoint_every=0, resume=False):
+        checkpoint_every=None, resume=False):
     """``tdyn train tiny``: one run, its trajectory. ``variant`` is the config's own (the CLI builds
     the config with ``--variant`` first); a different one is rebound here, one mechanism."""
     if variant is not None and variant != config.variant:
