@@ -50,7 +50,7 @@ def test_collecting_records_every_output_once(tmp_path):
         fig = plt.figure()
         finish_figure(fig, tmp_path / "sub", "f.png")
         write_output(tmp_path / "t.csv", lambda tmp: Path(tmp).write_text("a\n2\n"))  # rewritten: listed once
-    assert written == [tmp_path / "t.csv", tmp_path / "sub" / "f.png"]
+    assert written == [tmp_path / "t.csv", tmp_path / "sub" / "f.png", tmp_path / "sub" / "f.pdf"]  # PNG + vector PDF
     assert (tmp_path / "t.csv").read_text() == "a\n2\n"
 
 
@@ -79,8 +79,9 @@ def row():
 def test_make_figures_collects_outputs_and_writes_the_report(row, tmp_path):
     out = tmp_path / "out"
     written = make_figures("collector", out, quick=False, device="cpu")
-    assert written == [out / "one.csv", out / "two.png", out / "report.json"]
+    assert written == [out / "one.csv", out / "two.png", out / "two.pdf", out / "report.json"]
     assert (out / "one.csv").read_text().splitlines() == ["quick,device", "False,cpu"]
     assert json.loads((out / "report.json").read_text())["regime"] == "quick=False"
     assert make_figures("collector", tmp_path / "o2", report=False) == [tmp_path / "o2" / "one.csv",
-                                                                       tmp_path / "o2" / "two.png"]
+                                                                       tmp_path / "o2" / "two.png",
+                                                                       tmp_path / "o2" / "two.pdf"]
