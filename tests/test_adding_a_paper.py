@@ -65,7 +65,7 @@ def test_tiny_paper_through_the_cli(tiny_row, tmp_path):
 
     res = runner.invoke(main, ["figures", "tiny", "--outdir", str(tmp_path / "figs"), "--device", "cpu"])
     assert res.exit_code == 0, res.output
-    assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["logit.png", "report.json"]
+    assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["logit.pdf", "logit.png", "report.json"]
 
     res = runner.invoke(main, ["simulate", "tiny", "--sde"])
     assert res.exit_code == 2 and "error: sde: tiny has no sde" in res.output

@@ -56,7 +56,7 @@ def test_run_cells_drives_a_bar_over_the_cells(tmp_path, monkeypatch):
     tty = _tty(monkeypatch)
     from empirical.sweeps import Cell, run_cells
 
-    cells = [Cell("tiny", {"x": float(x)}, kind="line", swept={"x": x}) for x in (1, 2, 3)]  # y = x t
+    cells = [Cell("tiny", {"x": float(x)}, job="line", swept={"x": x}) for x in (1, 2, 3)]  # y = x t
     with progress.enabled(True):
         run_cells("helpers.sweep_cells:line", cells, tmp_path / "st")
     out = tty.getvalue()

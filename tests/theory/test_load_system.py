@@ -58,11 +58,7 @@ def _base(name: str) -> str:
     return latex(sp.Symbol(split_super_sub(name)[0]))
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param("scb", marks=pytest.mark.xfail(
-        strict=True, reason="SCB's state eta reads as the learning rates eta_V/eta_A; renamed by the scb "
-                            "engineer (issue 21, per-paper phase) - drop this mark when that merges")),
-    "scan-snap", "topic", "joma"])
+@pytest.mark.parametrize("name", ["scb", "scan-snap", "topic", "joma"])
 def test_no_state_or_definition_reads_as_a_parameter(name):
     """Across a paper's systems, no state/definition symbol has the printed base of a parameter
     (``\\eta`` vs ``\\eta_{V}``). A parameter that is a state of another system (a stage's frozen

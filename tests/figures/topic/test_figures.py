@@ -36,9 +36,11 @@ def test_the_collector_writes_every_output_and_the_report(tmp_path):
     equal to the compare report (the runs are shared: cached per process)."""
     written = make_figures("topic", tmp_path, quick=True, device="cpu")
     names = [p.name for p in written]
-    text = ["wikitext_topic_ratios.png", "wikitext_topic_ratios.csv"] if corpus_available() else []
-    assert names == ["stage1_topic_mode.png", "stage1_value_heatmap.png", "two_stage_norms.png",
-                     "attention_table.csv", "attention_table.png", "gamma_star.png", *text, "report.json"]
+    text = ["wikitext_topic_ratios.png", "wikitext_topic_ratios.pdf", "wikitext_topic_ratios.csv"] \
+        if corpus_available() else []
+    figs = [f"{n}.{ext}" for n in ("stage1_topic_mode", "stage1_value_heatmap", "two_stage_norms") for ext in ("png", "pdf")]
+    assert names == [*figs, "attention_table.csv", "attention_table.png", "attention_table.pdf", "gamma_star.png",
+                     "gamma_star.pdf", *text, "report.json"]
     assert all(p.is_file() and p.stat().st_size > 0 for p in written)
     from figures.topic import compare
 
