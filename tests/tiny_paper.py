@@ -1,9 +1,12 @@
 """A tiny paper, defined entirely here, to prove that adding a paper needs only its own code and
 one row in the table (docs/adding-a-paper.md).
 
-Theory: one logit ``a`` fitted by cross-entropy to Bernoulli(p) labels. The loss
-``L(a) = -p log sigma(a) - (1-p) log(1 - sigma(a))`` is differentiated by sympy; gradient flow with
-learning rate ``lr`` in time = optimiser steps gives ``da/dt = lr (p - sigma(a))``.
+Theory: one logit ``a`` fitted by cross-entropy to Bernoulli(p) labels. The per-sample loss
+``l(a; y) = -y log sigma(a) - (1-y) log(1 - sigma(a))`` averaged over ``y ~ Bernoulli(p)`` is the
+population loss; sympy differentiates it: gradient flow with learning rate ``lr`` in time =
+optimiser steps gives ``da/dt = lr (p - sigma(a))``. The minibatch noise is derived from the same
+per-sample loss (theory/noise.py: a finite distribution, so ``Cov[g] = lr^2 p (1-p)`` exactly) and
+:func:`sde` is the generic SDE built on it (docs/sde.md).
 Practice: a 1-parameter torch model trained by minibatch SGD on sampled labels.
 """
 
@@ -19,8 +22,10 @@ from empirical.trainer import ModuleState, Trainer
 from figures.core import agreement
 from figures.report import Claim, Observable, Report
 from theory import ConfigError, ParamsBase, Problem, ReducedSystem
+from theory.noise import Finite, derive_noise, expectation
 
 a, p, lr = sp.symbols("a p lr", real=True)
+y = sp.Symbol("y", real=True)  # the label: the per-sample loss's sample symbol
 
 
 @dataclass(frozen=True)
@@ -47,16 +52,34 @@ class TinyConfig(ParamsBase):
         return float(step)
 
 
+def per_sample_loss() -> sp.Expr:
+    """Cross-entropy of one label ``y`` at logit ``a``."""
+    return -y * sp.log(1 / (1 + sp.exp(-a))) - (1 - y) * sp.log(1 - 1 / (1 + sp.exp(-a)))
+
+
+#: the data distribution: the label is Bernoulli(p)
+LABELS = Finite.bernoulli(y, p)
+
+
 def systems(config: TinyConfig | None = None) -> list[ReducedSystem]:
-    loss = -p * sp.log(1 / (1 + sp.exp(-a))) - (1 - p) * sp.log(1 - 1 / (1 + sp.exp(-a)))
+    loss = expectation(per_sample_loss(), LABELS)
     flow = sp.simplify(-lr * sp.diff(loss, a))
+    noise = derive_noise(per_sample_loss(), (a,), (y,), LABELS, preconditioner=lr,
+                         description="labels y ~ Bernoulli(p); time = optimiser steps")
     return [ReducedSystem(name="logit", paper="tiny", state=(a,), parameters=(p, lr), rhs=(flow,),
-                          observables={"prob": 1 / (1 + sp.exp(-a))}, spec="tests/tiny_paper.py")]
+                          observables={"prob": 1 / (1 + sp.exp(-a))}, spec="tests/tiny_paper.py", noise=noise)]
 
 
 def problem(config: TinyConfig) -> Problem:
     return Problem(systems()[0], {"p": config.p, "lr": config.lr}, {"a": config.a0}, config.ode_times(),
-                   {"scipy": {"method": "RK45"}})
+                   {"scipy": {"method": "RK45"}}, config=config)
+
+
+def sde(config: TinyConfig):
+    """``(model, t)``: the generic minibatch SDE of the derived noise (the row's ``sde`` slot)."""
+    from simulate import noise_sde
+
+    return noise_sde(problem(config))
 
 
 class _Experiment(ModuleState):
