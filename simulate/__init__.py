@@ -6,6 +6,7 @@ Nothing here is paper-specific: every function takes a ReducedSystem (or an SDE 
 
 from ._em import METHODS
 from .ode import BACKENDS, first_crossing, solve
+from .noise_sde import NoiseSDE, noise_sde
 from .sde import SDE_BACKENDS, ReducedSDE, solve_sde
 from .sweep import sweep
 from .trajectory import atomic_write, code_version, config_of, load, make_trajectory, parameters_of, save
@@ -15,6 +16,8 @@ __all__ = [
     "solve_sde",
     "sweep",
     "ReducedSDE",
+    "NoiseSDE",
+    "noise_sde",
     "first_crossing",
     "BACKENDS",
     "SDE_BACKENDS",
