@@ -96,3 +96,20 @@ class SVAG:
     def log_steps(self, config) -> np.ndarray:
         """The SVAG steps at which to log: ``l * config.log_steps()`` (same system times)."""
         return np.asarray(config.log_steps(), dtype=np.int64) * self.l
+
+    def run(self, minibatch_gradient: Callable[[Any], Any], theta0, config, *, lr: float | None = None) -> np.ndarray:
+        """Plain SGD with SVAG's schedule on ``config``: ``θ ← θ - (lr/l) ĝ(θ)`` for ``l * steps``
+        steps, ``ĝ`` = :func:`svag_gradient` of ``minibatch_gradient(θ)`` (each call draws a fresh
+        minibatch), ``lr`` = ``config.lr`` unless given. Returns the states at
+        :meth:`log_steps`, stacked on a new axis 1 (numpy; ``θ`` of shape ``(runs, ...)`` gives
+        ``(runs, len(log_steps), ...)``). For toys and engines without an optimiser of their own."""
+        grad = svag_gradient(minibatch_gradient, self.l)
+        eta = self.lr(float(config.lr if lr is None else lr))
+        log_at = set(self.log_steps(config).tolist())
+        theta = np.array(theta0, dtype=float)
+        out = [theta.copy()]
+        for k in range(1, self.steps(config.steps) + 1):
+            theta = theta - eta * grad(theta)
+            if k in log_at:
+                out.append(theta.copy())
+        return np.stack(out, axis=1)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from empirical.svag import SVAG, svag_combine
+from empirical.svag import SVAG
 from theory import ConfigError, ParamsBase, Problem, ReducedSystem
 from theory.noise import Moments, MonteCarlo, derive_noise, expectation
 
@@ -102,13 +102,8 @@ def problem(config: LinRegConfig, sys: ReducedSystem | None = None) -> Problem:
 def sgd(config: LinRegConfig, runs: int, *, seed: int = 0, l: int = 1) -> np.ndarray:
     """Real minibatch SGD (or SVAG with amplification ``l``) of the toy: ``(runs, len(log_steps), 2)``
     weights at the config's logged times."""
-    sv = SVAG(l)
     rng = np.random.default_rng(seed)
-    wstar = np.array([config.wstar1, config.wstar2])
-    W = np.tile([config.w1_0, config.w2_0], (runs, 1)).astype(float)
-    log_at = set(sv.log_steps(config).tolist())
-    lr, B = sv.lr(config.lr), config.batch
-    out = [W.copy()]
+    wstar, B = np.array([config.wstar1, config.wstar2]), config.batch
 
     def minibatch_gradient(W):
         X = rng.standard_normal((runs, B, 2))
@@ -116,12 +111,7 @@ def sgd(config: LinRegConfig, runs: int, *, seed: int = 0, l: int = 1) -> np.nda
         r = np.einsum("rbi,ri->rb", X, W) - y
         return np.einsum("rb,rbi->ri", r, X) / B
 
-    for k in range(1, sv.steps(config.steps) + 1):
-        g = minibatch_gradient(W) if l == 1 else svag_combine(minibatch_gradient(W), minibatch_gradient(W), l)
-        W = W - lr * g
-        if k in log_at:
-            out.append(W.copy())
-    return np.stack(out, axis=1)
+    return SVAG(l).run(minibatch_gradient, np.tile([config.w1_0, config.w2_0], (runs, 1)), config)
 
 
 def second_moment_sgd(config: LinRegConfig, l: int = 1) -> np.ndarray:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from empirical.svag import SVAG, svag_combine
+from empirical.svag import SVAG
 from theory import ParamsBase, Problem, ReducedSystem
 from theory.noise import Moments, derive_noise, expectation
 
@@ -54,21 +54,12 @@ def problem(config: OUConfig) -> Problem:
 
 def sgd(config: OUConfig, runs: int, *, seed: int = 0, l: int = 1) -> np.ndarray:
     """SGD (``l = 1``) or SVAG(l) of the toy, written directly: ``(runs, len(log_steps))`` θ."""
-    sv = SVAG(l)
     rng = np.random.default_rng(seed)
-    th = np.full(runs, float(config.theta0))
-    lr, B = sv.lr(config.lr), config.batch
-    log_at, out = set(sv.log_steps(config).tolist()), [th.copy()]
 
     def minibatch_gradient(th):
-        return th - (config.mu + config.sigma * rng.standard_normal((runs, B))).mean(1)
+        return th - (config.mu + config.sigma * rng.standard_normal((runs, config.batch))).mean(1)
 
-    for k in range(1, sv.steps(config.steps) + 1):
-        g = minibatch_gradient(th) if l == 1 else svag_combine(minibatch_gradient(th), minibatch_gradient(th), l)
-        th = th - lr * g
-        if k in log_at:
-            out.append(th.copy())
-    return np.stack(out, axis=1)
+    return SVAG(l).run(minibatch_gradient, np.full(runs, float(config.theta0)), config)
 
 
 def variance_svag(config: OUConfig, l: int) -> np.ndarray:
