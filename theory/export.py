@@ -246,6 +246,9 @@ def _distribution_to_json(dist) -> dict[str, Any]:
                 "components": [_distribution_to_json(c) for c in dist.components]}
     if isinstance(dist, N.MonteCarlo):
         ref = dist.ref or _callable_ref(dist.sampler)
+        if not ref:
+            raise ValueError("noise: a MonteCarlo sampler must be a module-level function or carry ref='module:function' "
+                             "(the JSON stores the reference; derived systems are cached as JSON)")
         return {"kind": "monte_carlo", "variables": [str(v) for v in dist.variables], "sampler": ref,
                 "description": dist.description}
     raise TypeError(f"cannot export a distribution of type {type(dist).__name__}")

@@ -244,3 +244,25 @@ def test_cli_derive_json_shows_the_noise():
         assert load_system(res.output).noise.covariance == tiny_paper.systems()[0].noise.covariance
     finally:
         PAPERS.pop("tiny")
+
+
+def test_monte_carlo_sampler_needs_an_importable_reference():
+    S = toy.system(MonteCarlo(toy.SAMPLES, lambda key, n, p: toy.sample(key, n, p)))
+    with pytest.raises(ValueError, match="module-level"):
+        S.to_json()
+    by_function = toy.system(MonteCarlo(toy.SAMPLES, toy.sample))  # the reference is read off the function
+    assert load_system(by_function.to_json()).noise.distribution.draw() is toy.sample
+
+
+def test_preconditioner_shapes_scale_the_covariance():
+    """A per-coordinate map D gives D Cov D, a full matrix M gives M Cov M^T (SCB's D^-1 style maps)."""
+    base = toy.system().noise.covariance
+    d1, d2 = sp.symbols("d1 d2", positive=True)
+    diag = derive_noise(toy.per_sample_loss(), toy.STATE, toy.SAMPLES, toy.gaussian_data(), preconditioner=(d1, d2))
+    D = sp.diag(d1, d2)
+    assert sp.simplify(diag.covariance - D * base * D) == sp.zeros(2, 2)
+    M = sp.Matrix([[1, d1], [0, d2]])
+    full = derive_noise(toy.per_sample_loss(), toy.STATE, toy.SAMPLES, toy.gaussian_data(), preconditioner=M)
+    assert sp.simplify(full.covariance - M * base * M.T) == sp.zeros(2, 2)
+    with pytest.raises(ConfigError, match="preconditioner"):
+        derive_noise(toy.per_sample_loss(), toy.STATE, toy.SAMPLES, toy.gaussian_data(), preconditioner=(1, 2, 3))
