@@ -10,6 +10,7 @@ schemes of :func:`solve_sde`).
 
 from ._em import METHODS
 from .ode import BACKENDS, ODE_METHODS, enable_x64, first_crossing, solve
+from .noise_sde import NoiseSDE, noise_sde
 from .sde import SDE_BACKENDS, ReducedSDE, solve_sde
 from .sweep import sweep
 from .trajectory import atomic_write, code_version, config_of, load, make_trajectory, parameter_values_of, save
@@ -19,6 +20,8 @@ __all__ = [
     "solve_sde",
     "sweep",
     "ReducedSDE",
+    "NoiseSDE",
+    "noise_sde",
     "first_crossing",
     "BACKENDS",
     "SDE_BACKENDS",

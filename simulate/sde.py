@@ -111,7 +111,7 @@ def solve_sde(
     *,
     paths: int = 256,
     seed: int = 0,
-    dt: float = 1.0,
+    dt: float | None = None,
     y0=None,
     parameter_values: Mapping[str, Any] | None = None,
     keep_state: bool = False,
@@ -121,7 +121,8 @@ def solve_sde(
     backend: str = "jax",
 ):
     """Integrate ``paths`` independent paths of ``sde`` on the output grid ``t`` (fixed step ``dt``
-    in the model's time units; ``method`` one of :data:`simulate.METHODS`: Euler–Maruyama by
+    in the model's time units — default: the model's ``dt`` attribute if it has one (e.g. one
+    optimiser step, :class:`simulate.NoiseSDE`), else 1.0; ``method`` one of :data:`simulate.METHODS`: Euler–Maruyama by
     default, ``"milstein"`` for deterministic diffusions with commutative noise). Returns a
     Trajectory with dims (path, time).
 
@@ -144,6 +145,8 @@ def solve_sde(
     if prng not in allowed:
         raise ConfigError("prng", f"unknown PRNG implementation {prng!r} for the {backend} backend; "
                                   f"choose {' or '.join(allowed)}")
+    if dt is None:
+        dt = float(getattr(sde, "dt", None) or 1.0)
     if not dt > 0:
         raise ConfigError("dt", f"step must be > 0, got {dt}")
     ts = check_times(t)

@@ -19,14 +19,7 @@ from figures.papers import PAPERS, SLOTS, Paper, get, register
 DOC = Path(__file__).resolve().parents[1] / "docs" / "adding-a-paper.md"
 TINY = Path(__file__).resolve().parent / "tiny"
 
-#: the row, exactly as docs/adding-a-paper.md shows it (references resolved on first use)
-ROW = dict(
-    name="tiny", title="1-D logistic flow", spec="tests/tiny/__init__.py",
-    config="tiny.theory:TinyConfig", systems="tiny.theory:systems", problem="tiny.theory:problem",
-    sde=None, train="tiny.empirical.experiment:run", compare="tiny.figures.compare:compare",
-    figures="tiny.figures.figures:FIGURES", estimate="tiny.theory.config:estimate", text=None,
-    missing={"sde": "no minibatch SDE for the tiny paper", "text": "no real-text protocol"},
-)
+from tiny import ROW  # noqa: E402  (the row, exactly as docs/adding-a-paper.md shows it)
 
 
 @pytest.fixture
@@ -67,8 +60,12 @@ def test_tiny_paper_through_the_cli(tiny_row, tmp_path):
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["logit.pdf", "logit.png", "report.json"]
 
-    res = runner.invoke(main, ["simulate", "tiny", "--sde"])
-    assert res.exit_code == 2 and "error: sde: tiny has no sde" in res.output
+    sde_path = tmp_path / "sde.nc"  # the generic SDE of the derived noise, on the same time grid
+    res = runner.invoke(main, ["simulate", "tiny", "--sde", "--paths", "16", "--out", str(sde_path)])
+    assert res.exit_code == 0, res.output
+    ens = simulate.load(sde_path)
+    assert dict(ens["a"].sizes) == {"path": 16, "time": trained.sizes["time"]}
+    np.testing.assert_array_equal(ens["time"].values, trained["time"].values)
     res = runner.invoke(main, ["train", "tiny", "--set", "p=1.5"])
     assert res.exit_code == 2 and "error: p: must lie in (0, 1)" in res.output
 
@@ -118,7 +115,7 @@ def test_the_doc_matches_the_code():
     row = re.search(r"register\(Paper\((.*?)\n\)\)", doc, re.S).group(1)
     for slot in SLOTS:  # every slot of the table, in the row the doc shows
         assert re.search(rf"\b{slot}=", row), slot
-    for layer, modules in (("theory", ("config", "derive", "population", "problem")),
+    for layer, modules in (("theory", ("config", "derive", "population", "problem", "sde")),
                            ("empirical", ("data", "model", "update", "experiment")),
                            ("figures", ("compare", "claims", "figures"))):
         assert sorted(p.stem for p in (TINY / layer).glob("*.py") if p.stem != "__init__") == sorted(modules)

@@ -23,12 +23,15 @@ import keyword
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import sympy as sp
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .noise import Noise
 
 __all__ = ["ReducedSystem", "jax_modules", "numpy_modules", "TIME"]
 
@@ -84,6 +87,9 @@ class ReducedSystem:
     closed_forms: name -> expression (of ``t`` and parameters) for known solutions/formulas.
     spec:        the section of ``papers/<paper>.md`` implemented.
     description: one paragraph for humans.
+    noise:       optional :class:`theory.noise.Noise`: the minibatch noise derived from the
+                 per-sample loss (per-sample flow, ``Cov_x[g]``, how exact); ``simulate.noise_sde``
+                 makes it an SDE.
     """
 
     name: str
@@ -98,6 +104,7 @@ class ReducedSystem:
     spec: str = ""
     description: str = ""
     definitions: tuple[tuple[sp.Symbol, sp.Expr], ...] = ()
+    noise: "Noise | None" = None
 
     def __post_init__(self):
         object.__setattr__(self, "state", tuple(self.state))
@@ -122,6 +129,8 @@ class ReducedSystem:
         unknown = free - known
         if unknown:
             raise ValueError(f"{self.name}: rhs uses undeclared symbols {sorted(map(str, unknown))}")
+        if self.noise is not None:
+            self.noise.validate(self)
 
     # -- basic views ----------------------------------------------------------------------------
     @property

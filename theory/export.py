@@ -12,6 +12,9 @@
   ``sympy.parse_expr(expr, local_dict={n: Symbol(n) for n in state + parameters})`` parses it
   (names are identifiers, never keywords; floats printed with ``repr`` so float64 values round-trip);
   the symbols' assumptions are stored too, so :func:`load_system` rebuilds an *equivalent* system.
+  A system's ``noise`` (:mod:`theory.noise`) travels as ``"noise"``: per-sample loss, samples,
+  distribution (a Monte-Carlo sampler by its ``"module:function"`` reference), map, per-sample
+  flow ``g``, ``E[g]``, ``Cov[g]``, method and exactness (``null`` for a system without noise).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from sympy.printing.str import StrPrinter
 from .core import TIME, ReducedSystem
 
 __all__ = ["to_latex", "latex", "latex_dot", "latex_document", "LatexPrinter", "LATEX_WIDTH", "to_source", "to_json",
-           "load_system", "systems_to_json", "system_signature", "expr_to_str"]
+           "load_system", "systems_to_json", "system_signature", "expr_to_str", "noise_to_json", "noise_from_json"]
 
 JSON_FORMAT = "tdyn-reduced-system/1"
 
@@ -312,11 +315,15 @@ def _all_expressions(system: ReducedSystem) -> list[sp.Expr]:
               for e in table.values()]
     if system.diffusion is not None:
         exprs += list(system.diffusion)
+    if getattr(system, "noise", None) is not None:
+        exprs += system.noise.expressions() + [system.noise.batch_symbol]
     return exprs
 
 
 def _symbol_table(system: ReducedSystem) -> dict[str, dict[str, bool]]:
     symbols = list(system.state) + list(system.parameters) + [s for s, _ in system.definitions] + [TIME]
+    if getattr(system, "noise", None) is not None:
+        symbols += list(system.noise.samples) + [system.noise.batch_symbol]
     for e in _all_expressions(system):
         symbols += sorted(e.free_symbols, key=str)
     table: dict[str, dict[str, bool]] = {}
@@ -351,6 +358,7 @@ def to_json(system: ReducedSystem) -> dict[str, Any]:
         "invariants": {n: expr_to_str(e) for n, e in system.invariants.items()},
         "closed_forms": {n: expr_to_str(e) for n, e in system.closed_forms.items()},
         "latex": system.latex_dict(),
+        "noise": None if getattr(system, "noise", None) is None else noise_to_json(system.noise),
     }
 
 
@@ -384,6 +392,7 @@ def load_system(source: str | os.PathLike | Mapping[str, Any], name: str | None 
         closed_forms={n: parse(e) for n, e in doc.get("closed_forms", {}).items()},
         spec=doc.get("spec", ""), description=doc.get("description", ""),
         definitions=tuple((syms[n], parse(e)) for n, e in doc.get("definitions", [])),
+        noise=None if doc.get("noise") is None else noise_from_json(doc["noise"], syms, doc["state"]),
     )
 
 
@@ -418,7 +427,117 @@ def system_signature(system: ReducedSystem) -> tuple:
     return (system.name, system.paper, system.state, system.parameters,
             tuple(_exact(e) for e in system.rhs), tuple((s, _exact(e)) for s, e in system.definitions),
             None if system.diffusion is None else tuple(_exact(e) for e in system.diffusion),
-            table(system.observables), table(system.invariants), table(system.closed_forms))
+            table(system.observables), table(system.invariants), table(system.closed_forms),
+            _noise_signature(getattr(system, "noise", None)))
+
+
+# ------------------------------------------------------------------------------------------------
+# JSON of the noise (theory/noise.py)
+# ------------------------------------------------------------------------------------------------
+def _matrix_to_json(M):
+    return None if M is None else [[expr_to_str(e) for e in row] for row in M.tolist()]
+
+
+def _distribution_to_json(dist) -> dict[str, Any]:
+    from . import noise as N
+
+    if isinstance(dist, N.Finite):
+        return {"kind": "finite", "outcomes": [{str(k): expr_to_str(v) for k, v in o.items()} for o in dist.outcomes],
+                "probabilities": [expr_to_str(p) for p in dist.probabilities]}
+    if isinstance(dist, N.Moments):
+        return {"kind": "moments", "variables": [str(v) for v in dist.variables],
+                "dummies": [str(t) for t in dist.dummies], "mgf": expr_to_str(dist.mgf),
+                "description": dist.description}
+    if isinstance(dist, N.Independent):
+        return {"kind": "independent", "parts": [_distribution_to_json(p) for p in dist.parts]}
+    if isinstance(dist, N.Mixture):
+        return {"kind": "mixture", "weights": [expr_to_str(w) for w in dist.weights],
+                "components": [_distribution_to_json(c) for c in dist.components]}
+    if isinstance(dist, N.MonteCarlo):
+        ref = dist.ref or _callable_ref(dist.sampler)
+        if not ref:
+            raise ValueError("noise: a MonteCarlo sampler must be a module-level function or carry ref='module:function' "
+                             "(the JSON stores the reference; derived systems are cached as JSON)")
+        return {"kind": "monte_carlo", "variables": [str(v) for v in dist.variables], "sampler": ref,
+                "description": dist.description}
+    raise TypeError(f"cannot export a distribution of type {type(dist).__name__}")
+
+
+def _callable_ref(fn) -> str:
+    """``"module:qualname"`` of an importable function, else ``""`` (the sampler cannot be reloaded)."""
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    return f"{module}:{name}" if module and name and "<" not in name else ""
+
+
+def noise_to_json(noise) -> dict[str, Any]:
+    """The ``"noise"`` entry of :func:`to_json` (every expression as a parseable string)."""
+    b = noise.batch_symbol
+    return {
+        "method": noise.method, "exact": bool(noise.exact), "description": noise.description,
+        "per_sample_loss": expr_to_str(noise.per_sample_loss),
+        "state": [str(s) for s in noise.state], "samples": [str(s) for s in noise.samples],
+        "batch_symbol": str(b),
+        "distribution": _distribution_to_json(noise.distribution),
+        "preconditioner": _matrix_to_json(noise.preconditioner),
+        "gradient": [expr_to_str(e) for e in noise.gradient],
+        "mean": None if noise.mean is None else [expr_to_str(e) for e in noise.mean],
+        "covariance": _matrix_to_json(noise.covariance),
+    }
+
+
+def _distribution_from_json(doc, parse, syms):
+    from . import noise as N
+
+    kind = doc["kind"]
+    if kind == "finite":
+        return N.Finite(tuple({syms[k]: parse(v) for k, v in o.items()} for o in doc["outcomes"]),
+                        tuple(parse(p) for p in doc["probabilities"]))
+    if kind == "moments":
+        return N.Moments(tuple(syms[v] for v in doc["variables"]), parse(doc["mgf"]),
+                         tuple(syms[t] for t in doc["dummies"]), doc.get("description", ""))
+    if kind == "independent":
+        return N.Independent(tuple(_distribution_from_json(p, parse, syms) for p in doc["parts"]))
+    if kind == "mixture":
+        return N.Mixture(tuple(parse(w) for w in doc["weights"]),
+                         tuple(_distribution_from_json(c, parse, syms) for c in doc["components"]))
+    if kind == "monte_carlo":
+        if not doc.get("sampler"):
+            raise ValueError("noise: a Monte-Carlo distribution without an importable sampler cannot be loaded")
+        return N.MonteCarlo(tuple(syms[v] for v in doc["variables"]), None, doc["sampler"], doc.get("description", ""))
+    raise ValueError(f"noise: unknown distribution kind {kind!r}")
+
+
+def noise_from_json(doc: Mapping[str, Any], syms: Mapping[str, sp.Symbol], state: Sequence[str]):
+    """Rebuild a :class:`theory.noise.Noise` from :func:`noise_to_json` output (``syms``: the
+    document's symbol table)."""
+    from .noise import Noise
+
+    syms = dict(syms)
+    for n in (*doc["samples"], doc["batch_symbol"]):
+        syms.setdefault(n, sp.Symbol(n))
+
+    def parse(s: str) -> sp.Expr:
+        return sp.parse_expr(s, local_dict=syms)
+
+    def matrix(rows):
+        return None if rows is None else sp.Matrix([[parse(e) for e in row] for row in rows])
+
+    return Noise(
+        per_sample_loss=parse(doc["per_sample_loss"]), state=tuple(syms[n] for n in doc.get("state", state)),
+        samples=tuple(syms[n] for n in doc["samples"]),
+        distribution=_distribution_from_json(doc["distribution"], parse, syms),
+        preconditioner=matrix(doc["preconditioner"]), gradient=tuple(parse(e) for e in doc["gradient"]),
+        mean=None if doc.get("mean") is None else tuple(parse(e) for e in doc["mean"]),
+        covariance=matrix(doc.get("covariance")), exact=bool(doc["exact"]), method=doc["method"],
+        batch_symbol=syms[doc["batch_symbol"]], description=doc.get("description", ""),
+    )
+
+
+def _noise_signature(noise) -> tuple | None:
+    if noise is None:
+        return None
+    return (noise.method, bool(noise.exact), noise.state, noise.samples, noise.batch_symbol,
+            tuple(_exact(e) for e in noise.expressions()), json.dumps(_distribution_to_json(noise.distribution)))
 
 
 def systems_to_json(paper: str, systems: Sequence[ReducedSystem]) -> str:

@@ -10,3 +10,13 @@ Theory: one logit ``a`` fitted by cross-entropy to Bernoulli(p) labels. The loss
 learning rate ``lr`` in time = optimiser steps gives ``da/dt = lr (p - sigma(a))``.
 Practice: a 1-parameter torch model trained by SGD on sampled labels (or on the exact gradient).
 """
+
+#: the tiny paper's row, exactly as docs/adding-a-paper.md shows it (references resolved on first use;
+#: tests register it with ``figures.papers.register(Paper(**ROW))``)
+ROW = dict(
+    name="tiny", title="1-D logistic flow", spec="tests/tiny/__init__.py",
+    config="tiny.theory:TinyConfig", systems="tiny.theory:systems", problem="tiny.theory:problem",
+    sde="tiny.theory:sde", train="tiny.empirical.experiment:run", compare="tiny.figures.compare:compare",
+    figures="tiny.figures.figures:FIGURES", estimate="tiny.theory.config:estimate", text=None,
+    missing={"text": "no real-text protocol"},
+)
