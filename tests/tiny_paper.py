@@ -10,12 +10,14 @@ Practice: a 1-parameter torch model trained by minibatch SGD on sampled labels.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import sympy as sp
 import torch
 
 from empirical.trainer import ModuleState, Trainer
+from figures.claims import registry_claims
 from figures.core import agreement
 from figures.report import Claim, Observable, Report
 from theory import ConfigError, ParamsBase, Problem, ReducedSystem
@@ -79,7 +81,7 @@ class _Experiment(ModuleState):
         self.opt.zero_grad()
         loss.backward()
         self.opt.step()
-        return {"loss": float(loss)}
+        return {"loss": float(loss.detach())}
 
     def observables(self):
         w = float(self.model.weight.detach())
@@ -110,3 +112,53 @@ def compare(*, quick=True, device="auto") -> Report:
 
 def figures(outdir, *, quick=True, device="auto"):
     return []
+
+
+# ------------------------------------------------------------------------------------------------
+# Claims: the worked example of docs/claims.md (registry: tests/tiny_claims.toml)
+# ------------------------------------------------------------------------------------------------
+claims = registry_claims("tiny", Path(__file__).with_name("tiny_claims.toml"))
+
+
+def log_gap_ratio(traj, config: TinyConfig, *, horizon: int) -> float:
+    """``log(mean_{t in [T/2, T]} |sigma(a_t) - p| / |sigma(a_0) - p|)`` at horizon ``T`` (steps),
+    on any trajectory with a ``prob`` variable: a training run or the ODE."""
+    t, prob = traj["time"].values, traj["prob"].values
+    T = config.ode_time(horizon)
+    keep = (t >= T / 2) & (t <= T)
+    return float(np.log(np.mean(np.abs(prob[keep] - config.p)) / abs(prob[0] - config.p)))
+
+
+def claim_quantities(config: TinyConfig, coords) -> dict:
+    """Derived quantities of the regime: the step's curvature ``lr p (1 - p)`` at the fixed point."""
+    return {"lr_curvature": config.lr * config.p * (1 - config.p)}
+
+
+def theory(config: TinyConfig):
+    import simulate
+
+    return simulate.solve(problem(config), backend="scipy")
+
+
+def train_seeds(config: TinyConfig, *, seeds, device="cpu"):
+    """Every seed of ``config`` in one vectorised run (a leading ``seed`` dim): the same numbers as
+    :func:`train` per seed (tested), through :class:`empirical.seeds.SeedBatch`."""
+    from empirical.seeds import SeedBatch
+    from empirical.trainer import resolve_device
+    from simulate.trajectory import make_trajectory
+
+    dev = resolve_device(device)
+    rng = SeedBatch(seeds, dev)
+    w = torch.full((len(seeds),), float(config.a0), dtype=torch.float64, device=dev)
+    log_at = {int(s) for s in config.log_steps()}
+    logged = [w.clone()]
+    for step in range(config.steps):
+        y = (rng.rand(config.batch, dtype=torch.float64) < config.p).double()  # (seeds, batch)
+        w = w - config.lr * (torch.sigmoid(w)[:, None] - y).mean(1)          # d(BCE)/dw, mean over the batch
+        if step + 1 in log_at:
+            logged.append(w.clone())
+    a_t = torch.stack(logged, 1).cpu().numpy()
+    traj = make_trajectory(config.ode_times(), {"a": a_t, "prob": 1 / (1 + np.exp(-a_t))}, paper="tiny",
+                           system="logit", source="train", backend=f"torch-{dev.type}-batched",
+                           lead_dims=("seed",), config=config)
+    return traj.assign_coords(seed=list(seeds))
