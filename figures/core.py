@@ -13,8 +13,9 @@ the data they plot, so tests check data, not pixels.
 :func:`make_figures` is the one collector of a paper's outputs: the row's ``figures`` slot is a
 sequence of figure functions ``fig_x(outdir | None, quick, *, device) -> data``; every file they
 write through :func:`finish_figure` / :func:`save_table` / :func:`write_output` is recorded (no
-figure function lists its own outputs), and the paper's compare report is written beside them as
-``report.json``.
+figure function lists its own outputs); the row's claims (its ``claims`` slot) are decided and
+their validity maps written under ``claims/``; and the paper's compare report is written beside
+them as ``report.json``.
 """
 
 from __future__ import annotations
@@ -204,6 +205,10 @@ def make_figures(paper: str, outdir: str | os.PathLike, *, quick: bool = True, d
     with collecting() as written:
         for fig in figs:
             fig(out, quick, device=device)
+        if row.claims is not None:  # the claims' validity maps, tables and claims.json (figures.claims_report)
+            from .claims_report import write_claim_outputs
+
+            write_claim_outputs(row.slot("claims")(quick=quick, device=device, progress=False), out)
         if report:
             rep = row.slot("compare")(quick=quick, device=device)
             write_output(out / "report.json", lambda tmp: Path(tmp).write_text(json.dumps(rep.to_json(), indent=2)))

@@ -181,7 +181,7 @@ def test_compare_report_claims():
     assert rep.claim("two_stage_onset").holds == (abs(onset["error"]) <= onset["tolerance"])
     assert onset["tolerance"] == pytest.approx(onset["tol_logging"] + onset["tol_initial_amplitude"]
                                                + onset["tol_linearisation"], rel=1e-12)
-    assert rep.observable("topic_mode").rel_l2 <= 0.05 and rep.passed
+    assert rep.observable("topic_mode").rel_l2 <= 0.05 and rep.agreement_passed
 
 
 def test_sgd_table_rows_beyond_budget_are_dropped_with_the_reason():
