@@ -173,3 +173,18 @@ def test_figures_write_the_maps_and_claims_md(tmp_path):
     link = md[md.index("](tiny/claims/gap_shrinks.png") + 2: md.index(".png)") + 4]
     assert (out_root / link).is_file()
     assert "| tiny | [gap_shrinks](#tiny-gap_shrinks) | **holds** |" in md
+
+
+def test_reproduce_ends_with_the_claims_summary_and_claims_md(tmp_path, monkeypatch):
+    import figures.cli
+    import figures.core
+
+    monkeypatch.setattr(figures.core, "OUT_DIR", tmp_path / "out")
+    with tiny_registered(figures=()) as row:
+        monkeypatch.setattr(figures.cli, "PAPERS", {"tiny": row})
+        res = CliRunner().invoke(main, ["reproduce", "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    tail = res.output.strip().splitlines()[-3:]
+    assert tail[0].startswith("claims of every paper") and "gap_shrinks" in tail[1] and "HOLDS" in tail[1]
+    assert tail[2] == f"wrote {tmp_path / 'out' / 'claims.md'}"
+    assert (tmp_path / "out" / "tiny" / "claims" / "store" / "gap_shrinks" / "index.csv").is_file()  # default store
