@@ -188,3 +188,13 @@ def test_reproduce_ends_with_the_claims_summary_and_claims_md(tmp_path, monkeypa
     assert tail[0].startswith("claims of every paper") and "gap_shrinks" in tail[1] and "HOLDS" in tail[1]
     assert tail[2] == f"wrote {tmp_path / 'out' / 'claims.md'}"
     assert (tmp_path / "out" / "tiny" / "claims" / "store" / "gap_shrinks" / "index.csv").is_file()  # default store
+
+
+def test_full_map_reaches_grade_a(tiny, tmp_path):
+    res = CliRunner().invoke(main, ["claims", "tiny", "--full", "--json", "--store", str(tmp_path), "--no-progress",
+                                    "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    c = json.loads(res.output)[0]
+    # 12 seeds; lr in {0.25, ..., 8} x 3 horizons inside the regime, lr in {16, 32, 64} outside
+    assert (c["mode"], c["seeds"], c["regime_points"], c["grade"]) == ("full", 12, 18, "A")
+    assert sum(not p["inside"] for p in c["map"]["points"]) == 9
