@@ -436,7 +436,40 @@ def compare(paper, quick, as_json, device, show_progress):
     Exit code 1 when an observable's agreement is outside its tolerance."""
     report = _compare_report(get(paper), quick, device, show_progress)
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.table())
-    if not report.passed:
+    if not report.agreement_passed:
+        sys.exit(1)
+
+
+@main.command()
+@_paper_arg
+@click.option("--quick/--full", default=True, show_default=True,
+              help="Quick: >= 5 seeds and the quick map; full: >= 12 seeds and the full map.")
+@click.option("--json", "as_json", is_flag=True, help="Print every claim with its evidence (map points) as JSON.")
+@click.option("--device", default="auto", show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Local processes for the map cells.")
+@click.option("--store", default=None, metavar="DIR",
+              help="Keep the map cells in DIR/claims/<paper>/<claim> (default: under figures/out/<paper>/claims/store); "
+                   "finished cells are not recomputed.")
+@click.option("--ray", "ray_address", default=None, metavar="ADDRESS", help="Run the map cells on a Ray cluster (or 'auto').")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def claims(paper, quick, as_json, device, workers, store, ray_address, progress):
+    """Decide the paper's claims over seeds inside its regime, with their validity maps."""
+    from .claims import NoClaims, run_claims
+    from .claims_report import claims_table
+
+    row = get(paper)
+    with _checked_sweep(store, workers, ray_address):
+        try:
+            results = run_claims(row.name, quick=quick, device=device, progress=progress)
+        except NoClaims as err:
+            click.echo(f"note: {err.message}", err=True)
+            results = []
+    click.echo(json.dumps([r.to_json() for r in results], indent=2) if as_json else claims_table(results, row.name))
+    failed = sum(r.failed_cells for r in results)
+    if failed:
+        click.echo(f"error: claims: {failed} map cell(s) failed (see the stores' index.csv); rerun to retry them",
+                   err=True)
         sys.exit(1)
 
 
@@ -586,6 +619,11 @@ def reproduce(quick, device, corpus, workers, store, ray_address, show_progress)
             papers.set_postfix_str(row.name)
             click.echo(f"== {row.name}")
             _figures(row, quick, None, device)
+    from .claims_report import claims_summary, read_claims, write_claims_md
+
+    decided = read_claims(OUT_DIR, list(PAPERS.values()))
+    click.echo(claims_summary(decided))
+    click.echo(f"wrote {write_claims_md(decided, OUT_DIR / 'claims.md')}")
 
 
 def _read_trajectory(path: str, field: str):

@@ -18,8 +18,9 @@ figure's labels and legends from its matplotlib objects.
 :func:`make_figures` is the one collector of a paper's outputs: the row's ``figures`` slot is a
 sequence of figure functions ``fig_x(outdir | None, quick, *, device) -> data``; every file they
 write through :func:`finish_figure` / :func:`save_table` / :func:`write_output` is recorded (no
-figure function lists its own outputs), and the paper's compare report is written beside them as
-``report.json``; a progress bar (:mod:`figures.progress`) names the figure being made.
+figure function lists its own outputs); the row's claims (its ``claims`` slot) are decided and
+their validity maps written under ``claims/``; and the paper's compare report is written beside
+them as ``report.json``; a progress bar (:mod:`figures.progress`) names the figure being made.
 """
 
 from __future__ import annotations
@@ -245,11 +246,17 @@ def make_figures(paper: str, outdir: str | os.PathLike, *, quick: bool = True, d
     out.mkdir(parents=True, exist_ok=True)
     figs = row.slot("figures")
     with collecting() as written:
-        steps = progress.bar(total=len(figs) + bool(report), desc=paper, unit="fig")
+        steps = progress.bar(total=len(figs) + (row.claims is not None) + bool(report), desc=paper, unit="fig")
         try:
             for fig in figs:
                 steps.set_postfix_str(getattr(fig, "__name__", str(fig)))
                 fig(out, quick, device=device)
+                steps.update(1)
+            if row.claims is not None:  # the claims' validity maps, tables and claims.json (figures.claims_report)
+                from .claims_report import write_claim_outputs
+
+                steps.set_postfix_str("claims (validity maps)")
+                write_claim_outputs(row.slot("claims")(quick=quick, device=device, progress=False), out)
                 steps.update(1)
             if report:
                 steps.set_postfix_str("compare (report.json)")

@@ -24,9 +24,13 @@ estimate      ``estimate(config, command, paths) -> list[theory.limits.Term]``: 
 text          the paper's real-text protocol: a Config class with ``quick()``/``full()`` presets,
               ``protocol(*, device, progress, store, workers, ray) -> dict`` and
               ``sweep_run()`` (what ``tdyn sweep P --kind text`` sweeps) — or ``None`` with a reason
+claims        ``claims(*, quick, device, progress) -> list[figures.claims.ClaimResult]``: the paper's
+              claims decided over seeds with their validity maps (``figures/<p>/claims.toml`` +
+              ``figures.claims.registry_claims``; ``docs/claims.md``)
 ============  ===============================================================================
 
-``missing`` maps an unfilled slot to the one-line reason it is not filled. Adding a paper means
+``missing`` maps an unfilled slot to the one-line reason it is not filled (transitional: a row
+without a ``claims`` slot gets :data:`TRANSITIONAL`'s reason until its registry exists). Adding a paper means
 writing its modules and calling :func:`register` (see ``docs/adding-a-paper.md``).
 
 **Variants** are the Config's: ``Paper.variants`` lists ``Config.VARIANTS`` where the Config
@@ -46,10 +50,12 @@ from typing import Any
 from theory.errors import ConfigError, did_you_mean
 from theory.refs import resolve_ref
 
-__all__ = ["Paper", "PAPERS", "SLOTS", "get", "register", "paper_names"]
+__all__ = ["Paper", "PAPERS", "SLOTS", "TRANSITIONAL", "get", "register", "paper_names"]
 
 Ref = str | Callable[..., Any] | type
-SLOTS = ("config", "systems", "problem", "sde", "train", "compare", "figures", "estimate", "text")
+SLOTS = ("config", "systems", "problem", "sde", "train", "compare", "figures", "estimate", "text", "claims")
+#: slots a row may still leave empty without a reason of its own (the reason given instead)
+TRANSITIONAL = {"claims": "no claims registry yet (figures/<paper>/claims.toml, issue 19)"}
 
 
 class _Variants:
@@ -86,10 +92,14 @@ class Paper:
     sde: Ref | None = None
     estimate: Ref | None = None
     text: Ref | None = None
+    claims: Ref | None = None
     variants: tuple[str, ...] = _Variants()
     missing: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
+        todo = {k: v for k, v in TRANSITIONAL.items() if getattr(self, k) is None and k not in self.missing}
+        if todo:
+            object.__setattr__(self, "missing", {**self.missing, **todo})
         for slot in SLOTS:
             if getattr(self, slot) is None and slot not in self.missing:
                 raise ValueError(f"paper {self.name}: slot {slot!r} is empty and `missing` gives no reason")

@@ -1,10 +1,12 @@
 """``Report``: one shape for every paper's theory-vs-practice comparison.
 
 A Report holds, per observable, the relative L2 error between the trained network and the theory
-(with a tolerance, or ``None`` for a diagnostic that is reported but not judged), where agreement
-breaks, and the paper's **headline claims** decided by measurement (``Claim``: stated as in the
-paper, ``holds`` is a measured bool with the numbers behind it in ``evidence``). ``to_json`` gives
-the same top-level keys for all papers; ``table`` is what ``tdyn compare`` prints.
+(with a tolerance, or ``None`` for a diagnostic that is reported but not judged) and
+``agreement_passed`` (the observables only — never the claims' verdict), where agreement breaks,
+and the paper's **headline claims**: :class:`figures.claims.ClaimResult` (decided over seeds inside
+the paper's regime, ``docs/claims.md``) or, until a paper's registry exists, the older single-run
+``Claim`` (``holds`` a measured bool with its numbers in ``evidence``). ``to_json`` gives the same
+top-level keys for all papers; ``table`` is what ``tdyn compare`` prints (evidence only in JSON).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ BREAK_KEYS = ("factor", "setting", "rel_l2", "within_tolerance", "note")
 def _json(v: Any) -> Any:
     return jsonable(v, finite=True)
 
-REPORT_KEYS = ("paper", "regime", "passed", "observables", "claims", "where_agreement_breaks", "details")
+REPORT_KEYS = ("paper", "regime", "agreement_passed", "observables", "claims", "where_agreement_breaks", "details")
 
 
 @dataclass(frozen=True)
@@ -104,13 +106,14 @@ class Report:
     paper: str
     regime: str
     observables: list[Observable] = field(default_factory=list)
-    claims: list[Claim] = field(default_factory=list)
+    claims: list[Any] = field(default_factory=list)  # ClaimResult, or Claim until the paper's registry exists
     where_agreement_breaks: list[Break] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def passed(self) -> bool:
-        """Every judged observable within its tolerance (claims are reported, not gated)."""
+    def agreement_passed(self) -> bool:
+        """Every judged observable within its tolerance (the observables only: claims are decided
+        separately, each with its own verdict)."""
         return all(o.passed is not False for o in self.observables)
 
     def observable(self, name: str) -> Observable:
@@ -129,7 +132,7 @@ class Report:
         return {
             "paper": self.paper,
             "regime": self.regime,
-            "passed": self.passed,
+            "agreement_passed": self.agreement_passed,
             "observables": {o.name: o.to_json() for o in self.observables},
             "claims": [c.to_json() for c in self.claims],
             "where_agreement_breaks": [b.to_json() if isinstance(b, Break) else _json(b)
@@ -144,15 +147,25 @@ class Report:
             verdict = {True: "pass", False: "FAIL", None: "diagnostic"}[o.passed]
             lines.append(f"  {o.name:38s} {o.rel_l2:10.4g} {tol:>8s}  {verdict}")
         if self.claims:
-            lines += ["", f"  {'claim':38s} {'holds':>6s}  evidence"]
-            for c in self.claims:
-                ev = ", ".join(f"{k}={_short(v)}" for k, v in c.evidence.items())
-                lines.append(f"  {c.name:38s} {'yes' if c.holds else 'NO':>6s}  {ev}")
+            lines += [""] + _claim_lines(self.claims)
         for row in self.where_agreement_breaks:
             row = row.to_json() if isinstance(row, Break) else row
-            lines.append("  breaks: " + ", ".join(f"{k}={_short(v)}" for k, v in row.items()))
-        lines.append(f"passed: {self.passed}")
+            lines.append("  agreement breaks: " + ", ".join(f"{k}={_short(v)}" for k, v in row.items()))
+        lines.append(f"agreement_passed (observables only): {self.agreement_passed}")
         return "\n".join(lines)
+
+
+def _claim_lines(claims: list[Any]) -> list[str]:
+    """The claims table (figures.claims_report); an old single-run ``Claim`` gets one line."""
+    from .claims_report import claims_table
+
+    decided = [c for c in claims if not isinstance(c, Claim)]
+    lines = claims_table(decided).splitlines() if decided else []
+    old = [c for c in claims if isinstance(c, Claim)]
+    if old:
+        lines.append("claims decided on one run (no seeds, interval or regime map yet; evidence in --json)")
+        lines += [f"  {c.name:32s} {'yes' if c.holds else 'NO':13s} {c.statement[:90]}" for c in old]
+    return lines
 
 
 def _short(v: Any) -> str:

@@ -58,7 +58,7 @@ def test_tiny_paper_through_the_cli(tiny_row, tmp_path):
 
     res = runner.invoke(main, ["figures", "tiny", "--outdir", str(tmp_path / "figs"), "--device", "cpu"])
     assert res.exit_code == 0, res.output
-    assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["logit.pdf", "logit.png", "report.json"]
+    assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["claims", "logit.pdf", "logit.png", "report.json"]
 
     sde_path = tmp_path / "sde.nc"  # the generic SDE of the derived noise, on the same time grid
     res = runner.invoke(main, ["simulate", "tiny", "--sde", "--paths", "16", "--out", str(sde_path)])

@@ -18,5 +18,6 @@ ROW = dict(
     config="tiny.theory:TinyConfig", systems="tiny.theory:systems", problem="tiny.theory:problem",
     sde="tiny.theory:sde", train="tiny.empirical.experiment:run", compare="tiny.figures.compare:compare",
     figures="tiny.figures.figures:FIGURES", estimate="tiny.theory.config:estimate", text=None,
+    claims="tiny.figures.claims:claims",
     missing={"text": "no real-text protocol"},
 )

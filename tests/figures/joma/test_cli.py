@@ -17,7 +17,7 @@ def test_compare_quick_json_report_and_claims(runner):
     res = runner.invoke(main, ["compare", "joma", "--quick", "--json"])
     assert res.exit_code == 0, res.output
     rep = json.loads(res.stdout[res.stdout.index("{"):])
-    assert rep["paper"] == "joma" and rep["passed"] is True
+    assert rep["paper"] == "joma" and rep["agreement_passed"] is True
     obs = rep["observables"]
     for k in ("v", "z"):  # headline: the CE/tanh/softmax network inside the Assumption-1 window
         o = obs[f"mixture_{k}_assumption1_window"]

@@ -7,6 +7,7 @@ time of its own.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from empirical.trainer import ModuleState, Trainer
@@ -60,3 +61,27 @@ def run(config: TinyConfig, *, device="auto", variant=None, progress=False, chec
     trainer = Trainer(device=device, progress=progress, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                       resume=resume)
     return trainer.run(TinyExperiment(config))
+
+
+def train_seeds(config: TinyConfig, *, seeds, device="cpu"):
+    """Every seed of ``config`` in one vectorised run (a leading ``seed`` dim): the same numbers as
+    :func:`run` per seed (tested), through :class:`empirical.seeds.SeedBatch`."""
+    from empirical.seeds import SeedBatch
+    from empirical.trainer import resolve_device
+    from simulate.trajectory import make_trajectory
+
+    dev = resolve_device(device)
+    rng = SeedBatch(seeds, dev)
+    w = torch.full((len(seeds),), float(config.a0), dtype=torch.float64, device=dev)
+    log_at = {int(s) for s in config.log_steps()}
+    logged = [w.clone()]
+    for step in range(config.steps):
+        y = (rng.rand(config.batch, dtype=torch.float64) < config.p).double()  # (seeds, batch)
+        w = w - config.lr * (torch.sigmoid(w)[:, None] - y).mean(1)          # d(BCE)/dw, mean over the batch
+        if step + 1 in log_at:
+            logged.append(w.clone())
+    a_t = torch.stack(logged, 1).cpu().numpy()
+    traj = make_trajectory(config.ode_times(), {"a": a_t, "prob": 1 / (1 + np.exp(-a_t))}, paper="tiny",
+                           system="logit", source="train", backend=f"torch-{dev.type}-batched",
+                           lead_dims=("seed",), config=config)
+    return traj.assign_coords(seed=list(seeds))

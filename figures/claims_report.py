@@ -1,0 +1,318 @@
+"""How decided claims are shown: the text table (``tdyn claims``, the ``claims`` table of ``tdyn
+compare``), the validity-map figure and table per claim, ``claims.json`` beside a paper's
+figures, and ``figures/out/claims.md`` with the summary ``tdyn reproduce`` ends with.
+
+Everything here reads the JSON form of a :class:`figures.claims.ClaimResult` (``to_json()``, the
+shape documented in ``docs/claims.md``), so a table can be rebuilt from a ``claims.json`` without
+recomputing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["claims_table", "claim_lines", "fig_claim_map", "map_table", "write_claim_outputs", "read_claims",
+           "claims_summary", "write_claims_md", "CLAIMS_JSON"]
+
+#: a paper's decided claims, beside its figures: ``<outdir>/claims/claims.json``
+CLAIMS_JSON = Path("claims") / "claims.json"
+_STATEMENT_WIDTH = 110
+_SYMBOL = {"holds": "✓", "fails": "✗", "inconclusive": "?", None: "–"}
+_COLOUR = {"holds": "tab:green", "fails": "tab:red", "inconclusive": "tab:gray", None: "black"}
+
+
+def _doc(r: Any) -> dict[str, Any]:
+    return r if isinstance(r, Mapping) else r.to_json()
+
+
+def _n(v: Any) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "n/a"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _coords(c: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={_n(v)}" for k, v in c.items())
+
+
+def _short(text: str, width: int = _STATEMENT_WIDTH) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _stat_ci(d: Mapping[str, Any]) -> str:
+    """``name = estimate [lo, hi]`` of a decided claim (``n/a`` where undecided)."""
+    lo, hi = d["interval"] or [None, None]
+    est = d["estimate"]
+    return f"{d['statistic']['name']} = " + ("n/a" if est is None or lo is None else f"{_n(est)} [{_n(lo)}, {_n(hi)}]")
+
+
+def claim_lines(r: Any) -> list[str]:
+    """One claim in five lines: name, verdict, grade; statement; regime; statistic ± CI at the
+    deciding point; where it breaks."""
+    d = _doc(r)
+    extra = f"; {d['failed_cells']} map cell(s) failed" if d.get("failed_cells") else ""
+    return [
+        f"  {d['name']:32s} {d['verdict'].upper():13s} grade {d['grade']} "
+        f"({d['seeds']} seeds, {d['regime_points']} regime points, {d.get('mode', 'quick')}){extra}",
+        f"    {_short(d['statement'])}",
+        f"    regime: {'; '.join(x['holds_in'] for x in d['regime'])}",
+        f"    {_stat_ci(d)}, holds when {d['criterion']['holds_when']}; at {_coords(d['at'])}",
+        f"    breaks: {d['where_it_breaks']}",
+    ]
+
+
+def claims_table(results: Sequence[Any], title: str = "") -> str:
+    """The claims of a paper, readable in a minute (evidence only in ``--json``)."""
+    if not results:
+        return f"{title}: no claims" if title else "no claims"
+    d0 = _doc(results[0])
+    head = (f"claims{' of ' + title if title else ''} ({int(round(d0['level'] * 100))}% intervals over seeds, "
+            f"simultaneous over each map's regime points; verdict from the points inside the regime)")
+    lines = [head]
+    for r in results:
+        lines += claim_lines(r)
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# The validity map: figure and table
+# ------------------------------------------------------------------------------------------------
+def map_table(r: Any) -> list[dict[str, Any]]:
+    """One row per map point: the axes' values, inside the regime, seeds, estimate, interval,
+    verdict, the theory's statistic, notes."""
+    d = _doc(r)
+    rows = []
+    for p in d["map"]["points"]:
+        lo, hi = p["interval"] or [None, None]
+        th = p["theory"]
+        rows.append({**p["coords"], "inside_regime": p["inside"], "seeds": p["seeds"], "estimate": p["estimate"],
+                     "ci_low": lo, "ci_high": hi, "verdict": p["verdict"] or "undecided",
+                     "theory": th[0] if len(th) == 1 else (sum(th) / len(th) if th else None),
+                     "theory_verdict": p["theory_verdict"], "note": p["note"] or "; ".join(p["violated"])})
+    return rows
+
+
+def fig_claim_map(r: Any, outdir: str | Path | None, name: str | None = None) -> dict[str, Any]:
+    """The validity map of one decided claim: the statistic with its interval over the map axis
+    (one axis), or a heatmap of the estimate over two axes (panels over a third), the criterion's
+    boundary and the regime marked, each point's verdict shown. Written as
+    ``outdir/claims/<name>.png``; returns the plotted rows."""
+    import matplotlib.pyplot as plt
+
+    from .core import finish_figure
+
+    d = _doc(r)
+    axes = d["map"]["axes"]
+    rows = map_table(d)
+    if len(axes) == 1:
+        fig = _line_map(plt, d, axes[0], rows)
+    else:
+        fig = _heat_map(plt, d, axes, rows)
+    finish_figure(fig, None if outdir is None else Path(outdir) / "claims", f"{name or d['name']}.png")
+    return {"rows": rows, "axes": [a["name"] for a in axes]}
+
+
+def _title(d: Mapping[str, Any]) -> str:
+    return (f"{d['name']}: {d['verdict']} (grade {d['grade']}, {d['seeds']} seeds)\n"
+            f"holds when {d['statistic']['name']} {d['criterion']['holds_when']}; hatched/grey: outside the regime")
+
+
+def _line_map(plt, d, axis, rows):
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    name = axis["name"]
+    xs = [row[name] for row in rows]
+    numeric = all(isinstance(x, (int, float)) for x in xs)
+    pos = xs if numeric else list(range(len(xs)))
+    if axis["scale"] == "log":
+        ax.set_xscale("log")
+    for x, row in zip(pos, rows):  # regime: grey span around points outside it
+        if not row["inside_regime"]:
+            lo, hi = _span(pos, x, axis["scale"])
+            ax.axvspan(lo, hi, color="0.88", zorder=0)
+    shown = set()
+    for x, row in zip(pos, rows):
+        v = row["verdict"] if row["verdict"] != "undecided" else None
+        if row["estimate"] is None:
+            continue
+        err = [[row["estimate"] - row["ci_low"]], [row["ci_high"] - row["estimate"]]]
+        label = None if v in shown else (v or "undecided")
+        shown.add(v)
+        ax.errorbar([x], [row["estimate"]], yerr=err, fmt="o", color=_COLOUR[v], capsize=3, label=label)
+    th = [(x, row["theory"]) for x, row in zip(pos, rows) if row["theory"] is not None and math.isfinite(row["theory"])]
+    if th:
+        ax.plot(*zip(*th), "k--", lw=1, marker="x", label="theory")
+    _boundary(ax.axhline, d["criterion"])
+    ax.set_xlabel(axis["label"])
+    if not numeric:
+        ax.set_xticks(pos, [str(x) for x in xs])
+    ax.set_ylabel(d["statistic"]["symbol"] or d["statistic"]["name"])
+    ax.set_title(_title(d), fontsize=9)
+    ax.legend(fontsize=8, loc="best", framealpha=0.9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _span(pos, x, scale):
+    i = pos.index(x)
+    mid = (lambda a, b: math.sqrt(a * b)) if scale == "log" else (lambda a, b: (a + b) / 2)
+    lo = mid(pos[i - 1], x) if i > 0 else (x / 1.5 if scale == "log" else x - 0.5 * (pos[1] - pos[0] if len(pos) > 1 else 1))
+    hi = mid(x, pos[i + 1]) if i + 1 < len(pos) else (x * 1.5 if scale == "log" else x + 0.5 * (pos[-1] - pos[-2] if len(pos) > 1 else 1))
+    return lo, hi
+
+
+def _boundary(line, crit):
+    b = crit["boundary"]
+    for i, v in enumerate(b if isinstance(b, list) else [b]):
+        line(v, color="tab:blue", ls=":", lw=1.2, label=None if i else f"boundary (holds when {crit['holds_when']})")
+
+
+def _heat_map(plt, d, axes, rows):
+    import numpy as np
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.patches import Patch
+
+    ax0, ax1 = axes[0], axes[1]
+    panels = [None] if len(axes) == 2 else list(dict.fromkeys(row[axes[2]["name"]] for row in rows))
+    xs = list(dict.fromkeys(row[ax0["name"]] for row in rows))
+    ys = list(dict.fromkeys(row[ax1["name"]] for row in rows))
+    est = np.array([row["estimate"] if row["estimate"] is not None else np.nan for row in rows], dtype=float)
+    crit = d["criterion"]
+    finite = est[np.isfinite(est)]
+    if crit["direction"] == "inside" or finite.size == 0:
+        norm, cmap = None, "viridis"
+    else:
+        b = float(crit["boundary"])
+        span = max(float(np.max(np.abs(finite - b))), 1e-12)
+        norm = TwoSlopeNorm(vcenter=b, vmin=b - span, vmax=b + span)
+        cmap = "RdBu_r" if crit["direction"] == "below" else "RdBu"  # blue: the holding side
+    fig, axs = plt.subplots(1, len(panels), figsize=(3.0 + 1.1 * len(xs) * len(panels), 2.4 + 0.5 * len(ys)),
+                            squeeze=False, layout="constrained")
+    im = None
+    for ax, panel in zip(axs[0], panels):
+        grid = np.full((len(ys), len(xs)), np.nan)
+        for row in rows:
+            if panel is not None and row[axes[2]["name"]] != panel:
+                continue
+            i, j = ys.index(row[ax1["name"]]), xs.index(row[ax0["name"]])
+            grid[i, j] = np.nan if row["estimate"] is None else row["estimate"]
+            v = row["verdict"] if row["verdict"] != "undecided" else None
+            ax.text(j, i, f"{_SYMBOL[v]} {_n(row['estimate'])}", ha="center", va="center", fontsize=7)
+            if not row["inside_regime"]:
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", ec="0.45", lw=0))
+        im = ax.imshow(grid, origin="lower", aspect="auto", cmap=cmap, norm=norm)
+        ax.set_xticks(range(len(xs)), [_n(x) for x in xs])
+        ax.set_yticks(range(len(ys)), [_n(y) for y in ys])
+        ax.set_xlabel(ax0["label"])
+        ax.set_ylabel(ax1["label"])
+        if panel is not None:
+            ax.set_title(f"{axes[2]['label']} = {_n(panel)}", fontsize=8)
+    cb = fig.colorbar(im, ax=axs[0].tolist())
+    cb.set_label(d["statistic"]["symbol"] or d["statistic"]["name"])
+    if norm is not None:
+        cb.ax.axhline(float(crit["boundary"]), color="k", lw=1)
+    handles = [Patch(fill=False, hatch="///", ec="0.45", label="outside the regime")]
+    fig.legend(handles=handles, fontsize=7, loc="outside lower left", frameon=False)
+    fig.suptitle(_title(d) + f"; {_SYMBOL['holds']} holds, {_SYMBOL['fails']} fails, ? inconclusive", fontsize=8)
+    return fig
+
+
+def write_claim_outputs(results: Sequence[Any], outdir: str | Path) -> list[Path]:
+    """Per claim its map figure (``claims/<name>.png``) and table (``claims/<name>.csv``); then
+    ``claims/claims.json`` (every result's JSON, with ``figure`` and ``table`` paths relative to
+    ``outdir``). Written through :mod:`figures.core` (atomic, recorded by the collector)."""
+    from .core import save_table, write_output
+
+    out = Path(outdir)
+    docs = []
+    for r in results:
+        d = _doc(r)
+        fig_claim_map(d, out)
+        save_table(map_table(d), out / "claims", f"{d['name']}.csv")
+        docs.append({**d, "figure": f"claims/{d['name']}.png", "table": f"claims/{d['name']}.csv"})
+    path = write_output(out / CLAIMS_JSON, lambda tmp: Path(tmp).write_text(json.dumps(docs, indent=2)))
+    return [out / "claims" / f"{d['name']}{ext}" for d in docs for ext in (".png", ".csv")] + [path]
+
+
+# ------------------------------------------------------------------------------------------------
+# Every paper: the summary and claims.md
+# ------------------------------------------------------------------------------------------------
+def read_claims(out_root: str | Path, rows: Sequence[Any]) -> dict[str, list[dict[str, Any]] | str]:
+    """Per paper row: its decided claims (``<out_root>/<module>/claims/claims.json``), or one line
+    saying why there are none."""
+    out: dict[str, list[dict[str, Any]] | str] = {}
+    for row in rows:
+        path = Path(out_root) / row.module / CLAIMS_JSON
+        if row.claims is None:
+            out[row.name] = row.missing.get("claims", "no claims slot")
+        elif not path.is_file():
+            out[row.name] = f"not decided yet (no {path})"
+        else:
+            out[row.name] = json.loads(path.read_text())
+    return out
+
+
+def claims_summary(claims: Mapping[str, list[dict[str, Any]] | str]) -> str:
+    """One line per claim of every paper: verdict, statistic ± CI, seeds, grade."""
+    lines = ["claims of every paper (details: figures/out/claims.md)"]
+    for paper, docs in claims.items():
+        if isinstance(docs, str):
+            lines.append(f"  {paper:10s} -- {docs}")
+            continue
+        lines += [f"  {paper:10s} {d['name']:30s} {d['verdict'].upper():13s} {_stat_ci(d)}  {d['seeds']} seeds, "
+                  f"grade {d['grade']}" for d in docs]
+    return "\n".join(lines)
+
+
+def _md_cell(v: Any) -> str:
+    return str(_n(v) if not isinstance(v, str) else v).replace("|", "\\|").replace("\n", " ")
+
+
+def write_claims_md(claims: Mapping[str, list[dict[str, Any]] | str], path: str | Path) -> Path:
+    """``claims.md``: a summary table of every paper's claims, then per claim its statement,
+    regime, criterion (with its derivation), falsifier, map figure (linked relative to ``path``)
+    and map table."""
+    from .core import write_output
+
+    path = Path(path)
+    md = ["# Claims", "",
+          "Each claim decided over seeds with a confidence interval, inside the paper's regime "
+          "(`docs/claims.md`). Grade A: >= 12 seeds and >= 6 regime points; B: >= 5 and >= 3; C below.", "",
+          "| paper | claim | verdict | statistic [CI] | seeds | grade | where it breaks |",
+          "|---|---|---|---|---|---|---|"]
+    for paper, docs in claims.items():
+        if isinstance(docs, str):
+            md.append(f"| {paper} | – | – | – | – | – | {_md_cell(docs)} |")
+            continue
+        md += [f"| {paper} | [{d['name']}](#{paper}-{d['name']}) | **{d['verdict']}** | {_md_cell(_stat_ci(d))} | "
+               f"{d['seeds']} | {d['grade']} | {_md_cell(d['where_it_breaks'])} |" for d in docs]
+    for paper, docs in claims.items():
+        if isinstance(docs, str):
+            continue
+        module = paper.replace("-", "_")
+        for d in docs:
+            md += ["", f'<a id="{paper}-{d["name"]}"></a>', f"## {paper}: {d['name']} — {d['verdict']} (grade {d['grade']})",
+                   "", f"> {d['statement']} ({d['source']})", "",
+                   f"- **regime:** " + "; ".join(f"{x['holds_in']} ({x['assumption']})" for x in d["regime"]),
+                   f"- **protocol:** {d['protocol']['network']}"
+                   + (f", preset `{d['protocol']['preset']}`" if d["protocol"]["preset"] else "")
+                   + (f", variant `{d['protocol']['variant']}`" if d["protocol"]["variant"] else ""),
+                   f"- **statistic:** {d['statistic']['name']} — {d['statistic']['description']} "
+                   f"({d['statistic']['estimator']} over seeds; {d['method']})",
+                   f"- **criterion:** holds when {d['criterion']['holds_when']}. {d['criterion']['derivation']}",
+                   f"- **falsifier:** {d['falsifier']}",
+                   f"- **where it breaks:** {d['where_it_breaks']}", ""]
+            if d.get("figure"):
+                md += [f"![{d['name']} validity map]({module}/{d['figure']})", ""]
+            rows = map_table(d)
+            if rows:
+                cols = list(rows[0])
+                md += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+                md += ["| " + " | ".join(_md_cell(row[c]) for c in cols) + " |" for row in rows]
+    text = "\n".join(md) + "\n"
+    return write_output(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))

@@ -1,0 +1,202 @@
+"""The validity map on the tiny paper: sweep cells that resume from their store, the theory's own
+check and a planted violation, `tdyn claims` (text and JSON), the Report's claims table, and the
+claims outputs (map figure, table, claims.json, claims.md)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from click.testing import CliRunner
+
+import tiny.empirical.experiment as tiny_experiment
+import tiny.figures.claims as tiny_claims
+from tiny.theory import TinyConfig
+from figures.claims import decide_claim, planted_violation, theory_check
+from figures.cli import main
+from figures.sweep import using_sweep
+from helpers.tiny_row import tiny_registered
+from theory import ConfigError
+
+#: the keys the acceptance of issue 19 names, and the rest of a claim's JSON
+KEYS = {"verdict", "interval", "seeds", "regime", "falsifier", "grade", "statement", "estimate", "statistic",
+        "where_it_breaks", "map"}
+
+
+@pytest.fixture
+def tiny():
+    with tiny_registered() as row:
+        yield row
+
+
+@pytest.fixture
+def spec(tiny):
+    return tiny_claims.claims.registry().get("gap_shrinks")
+
+
+def test_batched_seeds_equal_the_trainer_per_seed():
+    """The tiny paper's vectorised runs (empirical.seeds.SeedBatch) give the per-seed Trainer's numbers."""
+    cfg = TinyConfig(a0=0.5, lr=8.0, steps=60)
+    batched = tiny_experiment.train_seeds(cfg, seeds=[0, 3, 7])
+    for i, s in enumerate([0, 3, 7]):
+        one = tiny_experiment.run(cfg.replace(seed=s), device="cpu")
+        np.testing.assert_allclose(batched["prob"].isel(seed=i).values, one["prob"].values, rtol=0, atol=1e-13)
+
+
+def test_theory_passes_its_own_criterion_and_a_planted_violation_fails(spec):
+    check = theory_check(spec)
+    assert check.holds, str(check)
+    assert len(check.points) == 6  # 3 learning rates inside the regime x 2 horizons
+    cfg = spec.protocol.config(TinyConfig, True)
+    t = cfg.ode_times()
+    away = 0.62 - 0.3 * (1 - np.exp(-t / 40))  # sigma(a) drifts away from p = 0.8
+    planted = xr.Dataset({"prob": ("time", away)}, coords={"time": t})
+    assert planted_violation(spec, planted, horizon=200).verdict == "fails"
+    rng = np.random.default_rng(0)
+    noisy = [planted.assign(prob=planted["prob"] + 0.01 * rng.normal(size=t.size)) for _ in range(5)]
+    assert planted_violation(spec, noisy, horizon=200).verdict == "fails"
+    with pytest.raises(ConfigError, match="seeds"):
+        planted_violation(spec, noisy[:3], horizon=200)
+
+
+def test_map_resumes_from_its_store_without_recomputing(spec, tmp_path, monkeypatch):
+    calls = []
+    real = tiny_experiment.train_seeds
+
+    def counted(config, *, seeds, device="cpu"):
+        calls.append(config.lr)
+        return real(config, seeds=seeds, device=device)
+
+    monkeypatch.setattr(tiny_experiment, "train_seeds", counted)
+    with using_sweep(tmp_path, 1, None):
+        first = decide_claim(spec, quick=True, device="cpu")
+        assert sorted(calls) == [0.5, 2.0, 8.0, 32.0]  # one cell per learning rate, every seed in it
+        calls.clear()
+        again = decide_claim(spec, quick=True, device="cpu")
+        assert calls == []
+        assert again.to_json() == first.to_json()
+        store = tmp_path / "claims" / "tiny" / "gap_shrinks"
+        cells = sorted((store / "cells").glob("*.nc"))
+        assert len(cells) == 4
+        cells[0].unlink()
+        decide_claim(spec, quick=True, device="cpu")
+        assert len(calls) == 1
+    # the decision: every in-regime point holds (6 points, 5 seeds: grade B); lr = 32 breaks it
+    assert first.verdict == "holds" and first.grade == "B" and first.seeds == 5 and first.regime_points == 6
+    out = {(p.coords["lr"], p.coords["horizon"]): p for p in first.points}
+    assert not out[(32.0, 50)].inside and out[(32.0, 50)].verdict == "fails"
+    assert first.interval[1] < 0 and "fails outside the regime at lr=32" in first.where_it_breaks
+    # simultaneous intervals over the 6 in-regime points
+    assert first.point_level == pytest.approx(1 - 0.05 / 6)
+
+
+def test_cells_run_the_train_slot_per_seed_without_a_runs_function(tiny, tmp_path):
+    """Without ``runs`` a cell trains each seed through the row's train slot: same statistic as
+    the batched runs (which equal the Trainer's numbers)."""
+    from figures.claims_registry import load_registry
+
+    text = Path(tiny_claims.claims.registry().path).read_text()
+    text = text.replace('runs = "tiny.empirical.experiment:train_seeds"\n', "").replace("quick = [0.5, 2.0, 8.0, 32.0]",
+                                                                           "quick = [8.0, 32.0]")
+    (tmp_path / "claims.toml").write_text(text)
+    plain = load_registry(tmp_path / "claims.toml", paper="tiny", config=TinyConfig).claims[0]
+    assert plain.runs == ""
+    with using_sweep(tmp_path / "store", 1, None):
+        a = decide_claim(plain, quick=True, device="cpu")
+        b = decide_claim(tiny_claims.claims.registry().get("gap_shrinks"), quick=True, device="cpu")
+    vb = {tuple(p.coords.values()): p.values for p in b.points}
+    for p in a.points:  # outside the regime (lr = 32) the discrete map is chaotic: rounding grows to O(1)
+        if p.inside:
+            np.testing.assert_allclose(p.values, vb[tuple(p.coords.values())], rtol=0, atol=1e-10)
+    assert sum(p.inside for p in a.points) == 2
+
+
+def test_tdyn_claims_on_the_tiny_paper(tiny, tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(main, ["claims", "tiny", "--json", "--store", str(tmp_path), "--no-progress", "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert len(doc) == 1 and KEYS <= set(doc[0])
+    c = doc[0]
+    assert c["verdict"] in ("holds", "fails", "inconclusive") and c["seeds"] >= 5 and c["grade"] in "ABC"
+    assert len(c["interval"]) == 2 and c["interval"][0] <= c["estimate"] <= c["interval"][1]
+    assert c["regime"][0]["quantity"] == "lr_curvature" and c["falsifier"]
+    assert len(c["map"]["points"]) == 8 and {"coords", "inside", "verdict", "values"} <= set(c["map"]["points"][0])
+    # the text: a few lines per claim, no evidence dump; the cells come from the store
+    res = runner.invoke(main, ["claims", "tiny", "--store", str(tmp_path), "--no-progress", "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 6 and "HOLDS" in lines[1] and "grade B" in lines[1]
+    assert "regime: lr p (1 - p) in [0, 2]" in res.output and "breaks: fails outside the regime" in res.output
+    assert "values" not in res.output
+
+
+def test_tdyn_claims_errors_and_papers_without_claims(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(main, ["claims", "nope"])
+    assert res.exit_code == 2 and res.output.startswith("error: paper:")
+    res = runner.invoke(main, ["claims", "scb", "--workers", "0"])
+    assert res.exit_code == 2 and "error: workers:" in res.output
+    res = runner.invoke(main, ["claims", "scb", "--json", "--no-progress"])  # transitional: no registry yet
+    assert res.exit_code == 0 and json.loads(res.stdout) == [] and "note: scb has no claims" in res.stderr
+
+
+def test_report_prints_the_claims_table(spec, tmp_path):
+    from figures.report import REPORT_KEYS, Claim, Observable, Report
+
+    with using_sweep(tmp_path, 1, None):
+        result = decide_claim(spec, quick=True, device="cpu")
+    old = Claim("single_run", "an older claim", False, {"nested": {"a": [1, 2, 3]}}, "one run")
+    rep = Report("tiny", "regime", [Observable("prob", 0.01, 0.05)], [result, old])
+    text = rep.table()
+    assert "gap_shrinks" in text and "HOLDS" in text and "nested" not in text
+    assert "agreement_passed (observables only): True" in text
+    doc = rep.to_json()
+    assert tuple(doc) == REPORT_KEYS and doc["agreement_passed"] is True
+    assert KEYS <= set(doc["claims"][0]) and doc["claims"][1]["evidence"] == {"nested": {"a": [1, 2, 3]}}
+
+
+def test_figures_write_the_maps_and_claims_md(tmp_path):
+    """A converted row (figures = a tuple of figure functions) gets its claims' maps, tables and
+    claims.json from the collector; claims.md links the map figures by relative path."""
+    from figures.claims_report import read_claims, write_claims_md
+    from figures.core import make_figures
+    from figures.papers import PAPERS
+
+    out_root = tmp_path / "out"
+    with tiny_registered(figures=()), using_sweep(tmp_path / "store", 1, None):
+        written = make_figures("tiny", out_root / "tiny", quick=True, device="cpu")
+        decided = read_claims(out_root, [PAPERS["tiny"], PAPERS["scb"]])
+    names = {p.relative_to(out_root / "tiny").as_posix() for p in written}
+    assert {"claims/gap_shrinks.png", "claims/gap_shrinks.csv", "claims/claims.json", "report.json"} <= names
+    assert decided["tiny"][0]["verdict"] == "holds" and "no claims registry" in decided["scb"]
+    md = write_claims_md(decided, out_root / "claims.md").read_text()
+    link = md[md.index("](tiny/claims/gap_shrinks.png") + 2: md.index(".png)") + 4]
+    assert (out_root / link).is_file()
+    assert "| tiny | [gap_shrinks](#tiny-gap_shrinks) | **holds** |" in md
+
+
+def test_reproduce_ends_with_the_claims_summary_and_claims_md(tmp_path, monkeypatch):
+    import figures.cli
+    import figures.core
+
+    monkeypatch.setattr(figures.core, "OUT_DIR", tmp_path / "out")
+    with tiny_registered(figures=()) as row:
+        monkeypatch.setattr(figures.cli, "PAPERS", {"tiny": row})
+        res = CliRunner().invoke(main, ["reproduce", "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    tail = res.output.strip().splitlines()[-3:]
+    assert tail[0].startswith("claims of every paper") and "gap_shrinks" in tail[1] and "HOLDS" in tail[1]
+    assert tail[2] == f"wrote {tmp_path / 'out' / 'claims.md'}"
+    assert (tmp_path / "out" / "tiny" / "claims" / "store" / "gap_shrinks" / "index.csv").is_file()  # default store
+
+
+def test_full_map_reaches_grade_a(tiny, tmp_path):
+    res = CliRunner().invoke(main, ["claims", "tiny", "--full", "--json", "--store", str(tmp_path), "--no-progress",
+                                    "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    c = json.loads(res.output)[0]
+    # 12 seeds; lr in {0.25, ..., 8} x 3 horizons inside the regime, lr in {16, 32, 64} outside
+    assert (c["mode"], c["seeds"], c["regime_points"], c["grade"]) == ("full", 12, 18, "A")
+    assert sum(not p["inside"] for p in c["map"]["points"]) == 9
