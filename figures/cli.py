@@ -440,20 +440,20 @@ def compare(paper, quick, as_json, device, show_progress):
         sys.exit(1)
 
 
-@main.command()
+@_command()
 @_paper_arg
 @click.option("--quick/--full", default=True, show_default=True,
               help="Quick: >= 5 seeds and the quick map; full: >= 12 seeds and the full map.")
 @click.option("--json", "as_json", is_flag=True, help="Print every claim with its evidence (map points) as JSON.")
-@click.option("--device", default="auto", show_default=True)
+@_device_option
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Local processes for the map cells.")
 @click.option("--store", default=None, metavar="DIR",
               help="Keep the map cells in DIR/claims/<paper>/<claim> (default: under figures/out/<paper>/claims/store); "
                    "finished cells are not recomputed.")
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS", help="Run the map cells on a Ray cluster (or 'auto').")
-@click.option("--progress/--no-progress", default=True, show_default=True)
-def claims(paper, quick, as_json, device, workers, store, ray_address, progress):
+@_progress_option
+def claims(paper, quick, as_json, device, workers, store, ray_address, show_progress):
     """Decide the paper's claims over seeds inside its regime, with their validity maps."""
     from .claims import NoClaims, run_claims
     from .claims_report import claims_table
@@ -461,7 +461,7 @@ def claims(paper, quick, as_json, device, workers, store, ray_address, progress)
     row = get(paper)
     with _checked_sweep(store, workers, ray_address):
         try:
-            results = run_claims(row.name, quick=quick, device=device, progress=progress)
+            results = run_claims(row.name, quick=quick, device=device, progress=show_progress)
         except NoClaims as err:
             click.echo(f"note: {err.message}", err=True)
             results = []

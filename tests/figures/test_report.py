@@ -14,11 +14,11 @@ def _report():
                   [Break("batch", {"batch": 16}, {"a": 0.3}, False, "small batches"), {"factor": "legacy"}])
 
 
-def test_passed_is_judged_observables_only():
+def test_agreement_passed_is_judged_observables_only():
     rep = _report()
     assert [o.passed for o in rep.observables] == [True, None, False]  # NaN never passes
-    assert rep.passed is False
-    assert Report("p", "", [Observable("a", 0.01, 0.05), Observable("b", 9.0)]).passed is True
+    assert rep.agreement_passed is False
+    assert Report("p", "", [Observable("a", 0.01, 0.05), Observable("b", 9.0)]).agreement_passed is True
     assert rep.observable("b").note == "diagnostic" and rep.claim("grows").holds
 
 
@@ -34,7 +34,7 @@ def test_json_has_one_shape_and_is_strict():
 
 def test_table_lists_every_row():
     lines = _report().table().splitlines()
-    assert lines[0] == "p: N=3" and lines[-1] == "passed: False"
+    assert lines[0] == "p: N=3" and lines[-1] == "agreement_passed (observables only): False"
     assert any(ln.split()[:4] == ["a", "0.01", "0.05", "pass"] for ln in lines)
     assert any(ln.split()[:3] == ["b", "0.2", "-"] and ln.endswith("diagnostic") for ln in lines)
-    assert any(ln.startswith("  breaks: factor=batch") for ln in lines)
+    assert any(ln.startswith("  agreement breaks: factor=batch") for ln in lines)
