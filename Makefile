@@ -31,7 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pytest -q -s -o addopts="" -m benchmark --benchmark-only
 
 figures: $(STAMP)
-	$(BIN)/tdyn reproduce --quick
+	$(BIN)/tdyn reproduce --quick --jobs 2
 
 figures-full: $(STAMP)
 	$(BIN)/tdyn reproduce

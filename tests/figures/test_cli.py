@@ -184,3 +184,28 @@ def test_cli_missing_corpus_exits_2_with_one_line(args):
     assert res.exit_code == 2
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: corpus: "), res.stderr
+
+
+def test_reproduce_jobs_runs_every_paper_in_its_own_process_and_reports_failures(monkeypatch, tmp_path):
+    """``tdyn reproduce --jobs 2``: one ``tdyn figures P`` process per paper of the table (options
+    passed on), every paper run even when one fails, then one error line and exit 1."""
+    import subprocess
+
+    from figures import core
+    from figures.papers import PAPERS
+
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd)
+        paper = cmd[cmd.index("figures", 3) + 1]
+        return subprocess.CompletedProcess(cmd, 1 if paper == "topic" else 0, stdout=f"wrote {paper}\n", stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr(core, "OUT_DIR", tmp_path)
+    res = CliRunner().invoke(main, ["reproduce", "--quick", "--jobs", "2", "--device", "cpu", "--no-progress"])
+    assert res.exit_code == 1
+    assert sorted(c[c.index("figures", 3) + 1] for c in calls) == sorted(PAPERS)
+    assert all("--quick" in c and c[c.index("--device") + 1] == "cpu" and "--no-progress" in c for c in calls)
+    assert res.stderr.strip().splitlines()[-1] == "error: reproduce: the figures of topic failed (output above)"
+    assert all(f"wrote {p}" in res.stdout for p in PAPERS)
