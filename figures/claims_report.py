@@ -118,8 +118,12 @@ def fig_claim_map(r: Any, outdir: str | Path | None, name: str | None = None) ->
 
 
 def _title(d: Mapping[str, Any]) -> str:
-    return (f"{d['name']}: {d['verdict']} (grade {d['grade']}, {d['seeds']} seeds)\n"
-            f"holds when {d['statistic']['name']} {d['criterion']['holds_when']}; hatched/grey: outside the regime")
+    """The map's title in words (no internal identifiers: the lint of figures.style refuses them)."""
+    from .style import words
+
+    return (f"{words(d['name'])}: {d['verdict']} (grade {d['grade']}, {d['seeds']} seeds)\n"
+            f"holds when {words(d['statistic']['name'])} {d['criterion']['holds_when']}; "
+            "hatched/grey: outside the regime")
 
 
 def _line_map(plt, d, axis, rows):
@@ -191,10 +195,18 @@ def _heat_map(plt, d, axes, rows):
         span = max(float(np.max(np.abs(finite - b))), 1e-12)
         norm = TwoSlopeNorm(vcenter=b, vmin=b - span, vmax=b + span)
         cmap = "RdBu_r" if crit["direction"] == "below" else "RdBu"  # blue: the holding side
-    fig, axs = plt.subplots(1, len(panels), figsize=(3.0 + 1.1 * len(xs) * len(panels), 2.4 + 0.5 * len(ys)),
-                            squeeze=False, layout="constrained")
+    from .style import MAX_PER_ROW
+
+    ncols = min(len(panels), MAX_PER_ROW)  # a page's layout: at most three panels per row, then a grid
+    nrows = math.ceil(len(panels) / ncols)
+    fig, grid_axes = plt.subplots(nrows, ncols, figsize=(3.0 + 1.1 * len(xs) * ncols, (2.4 + 0.5 * len(ys)) * nrows),
+                                  squeeze=False, layout="constrained")
+    flat = list(grid_axes.ravel())
+    for ax in flat[len(panels):]:
+        fig.delaxes(ax)
+    axs = flat[:len(panels)]
     im = None
-    for ax, panel in zip(axs[0], panels):
+    for ax, panel in zip(axs, panels):
         grid = np.full((len(ys), len(xs)), np.nan)
         for row in rows:
             if panel is not None and row[axes[2]["name"]] != panel:
@@ -212,7 +224,7 @@ def _heat_map(plt, d, axes, rows):
         ax.set_ylabel(ax1["label"])
         if panel is not None:
             ax.set_title(f"{axes[2]['label']} = {_n(panel)}", fontsize=8)
-    cb = fig.colorbar(im, ax=axs[0].tolist())
+    cb = fig.colorbar(im, ax=axs)
     cb.set_label(d["statistic"]["symbol"] or d["statistic"]["name"])
     if norm is not None:
         cb.ax.axhline(float(crit["boundary"]), color="k", lw=1)
