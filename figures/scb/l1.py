@@ -8,9 +8,10 @@ T<a,q> >= 2, end-only normalisation) and vanilla SGD on the same minibatches, ea
 {1/4, 1/2, 3/4} x its own stability bound with the rate chosen per seed by the early-stopped
 population (validation) loss; distances after the final normalisation (spec §3.5, §4).
 
-The figure: distance to the ground truth (P, then the attention Q) vs samples at the map's largest
-T, one column per batch; the median over seeds of SGD and of the l1 method at each lambda of the
-map, each seed at its validation-chosen rate. The claim's own map figure and table (where it
+The figure: distance to the ground truth (row 1: P, row 2: the attention Q) vs samples at the
+map's largest T, one column per batch (at most three: the smallest, a middle and the largest); the
+median over seeds of SGD and of the l1 method at each lambda of the map, each seed at its
+validation-chosen rate. The claim's own map figure and table (where it
 holds, where it breaks) are written by ``figures.claims_report``; this module also writes the
 early-stopped numbers per (T, batch, lambda, seed) as ``scb_l1_vs_sgd.csv``.
 """
@@ -20,11 +21,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from ..core import finish_figure, save_table
-from ..style import axis_label, legend_outside, panels, role
+from ..style import axis_label, legend_outside, role
 from . import claims as C
 
 __all__ = ["fig_l1_vs_sgd", "l1_table", "CLAIM"]
@@ -73,14 +75,18 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
     runs = C.map_runs(CLAIM, quick=quick, device=dev)
     T = max(c["T"] for c, _, _ in runs)
     batches = sorted({c["batch"] for c, _, _ in runs if c["T"] == T})
-    fig, axes = panels(2 * len(batches), size=(3.4, 2.6))
+    if len(batches) > 3:  # at most 3 panels in a row: the smallest, a middle and the largest batch
+        batches = [batches[0], batches[len(batches) // 2], batches[-1]]
+    # rows: P, then Q; one column per batch (style.panels would wrap 2 x batches panels by 3)
+    fig, grid = plt.subplots(2, len(batches), figsize=(3.4 * len(batches), 2.6 * 2), squeeze=False,
+                             layout="constrained")
     lams = sorted({c["lam"] for c, _, _ in runs})
     colours = dict(zip(lams, ["#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#F0E442"]))
     curves = {}
     for col, B in enumerate(batches):
         cells = [(c, cfg, ds) for c, cfg, ds in runs if c["T"] == T and c["batch"] == B]
         for row, which in enumerate(("P", "Q")):
-            ax = axes[row * len(batches) + col] if len(batches) > 1 else axes[row]
+            ax = grid[row, col]
             first = cells[0][2]
             samples = first["time"].values * B  # time = optimiser step (SCBConfig.ode_time)
             sgd = _chosen(first, "sgd_")[row]
@@ -94,7 +100,7 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
             ax.set_yscale("log")
             ax.set_xlabel(axis_label("samples", None))
             ax.set_ylabel(axis_label(f"distance to {which}", None, r"$d_P$" if which == "P" else r"$d_Q$"))
-            ax.set_title(f"T = {T}, batch {B}", fontsize=9)
+            ax.set_title(f"T = {T}, batch {B}: distance to {which}", fontsize=9)
     legend_outside(fig)
     png = finish_figure(fig, outdir, "scb_l1_vs_sgd.png")
     table = l1_table(quick, device=dev)

@@ -29,7 +29,11 @@ def tiny_map(monkeypatch):
 
 
 def test_figure_writes_png_and_the_claims_numbers(tmp_path, tiny_map):
-    data = fl1.fig_l1_vs_sgd(tmp_path, True, device="cpu")
+    """Files, the lint (strict), and the table: per (lambda, method, seed) the claim's early stop."""
+    from figures.core import collecting
+
+    with collecting(strict=True):
+        data = fl1.fig_l1_vs_sgd(tmp_path, True, device="cpu")
     assert (tmp_path / "scb_l1_vs_sgd.png").stat().st_size > 1000
     csv = pd.read_csv(tmp_path / "scb_l1_vs_sgd.csv")
     assert len(csv) == 2 * 2 * len(SEEDS)  # (lambda, method, seed)
