@@ -188,6 +188,7 @@ register(Paper(
     compare="figures.scb:compare",
     figures="figures.scb.figures:FIGURES",
     estimate="theory.scb.config:estimate",
+    claims="figures.scb.claims:claims",
     variants=("preconditioned", "sgd", "softmax"),
     missing={"text": "the SCB paper's claims are about synthetic sparse contextual bigrams; it has no real-text protocol"},
 ))

@@ -103,6 +103,7 @@ class FastSCBExperiment:
     dtype: torch.dtype = torch.float64
     block: int = 8192
     engine: str = "auto"
+    init: tuple[np.ndarray, np.ndarray] | None = None  # (V0, A0); default initial_parameters (as SCBExperiment)
     paper: str = PAPER
     name: str = field(init=False)
 
@@ -120,7 +121,9 @@ class FastSCBExperiment:
 
     def setup(self, device, generator):
         t, dt = self.task, self.dtype
-        V0, A0 = initial_parameters(self.config, t)
+        V0, A0 = self.init if self.init is not None else initial_parameters(self.config, t)
+        if np.shape(V0) != (t.N, t.N) or np.shape(A0) != (t.T, t.N):
+            raise ConfigError("init", f"shapes {np.shape(V0)}, {np.shape(A0)} do not fit N={t.N}, T={t.T}")
         self.device, self.gen = device, generator
         self.engine_used = self.engine if self.engine != "auto" else ("numba" if device.type == "cpu" else "torch")
         if self.engine_used == "numba" and device.type != "cpu":
@@ -213,12 +216,15 @@ class FastSCBExperiment:
         upd = K.kernel("attention_update", x.numel())  # At[rows] -= scale * gA[:, rows].T
         upd(self.At.numpy(), x.numpy(), w.contiguous().numpy(), rows.numpy(), starts.numpy(), order.numpy(),
             scale.double().numpy())
+        before = bool(hy.project and hy.project_before_prox)
+        if before:  # normalise="step_before_prox": the projection, then the switch and the prox
+            self.At += ((1.0 - self.At.sum(1)) / t.T)[:, None]
         lam_on = update.switch_on(self.opt_state.lam_on, hy, lambda: self._overlap(self.At), t.T)
         self.opt_state = update.State(lam_on)
         thr = update.threshold(hy, lam_on)
-        if thr > 0 or hy.project:  # prox, then the projection (update.prox, update.project)
+        if thr > 0 or (hy.project and not before):  # prox, then the projection (update.prox, update.project)
             prox = K.kernel("soft_threshold_project", B * t.T)
-            prox(self.At.numpy(), float(thr), bool(hy.project))
+            prox(self.At.numpy(), float(thr), bool(hy.project and not before))
         return {"loss": float(loss)}
 
     def _attention_gradient(self, x, w, k) -> torch.Tensor:

@@ -1,31 +1,33 @@
-"""SCB: l1-proximal preconditioned SGD vs vanilla SGD, many runs at once (spec §2, §6 item 1, §6.1).
+"""SCB: many runs of the linear SCB model in one batched tensor (spec §2, §6 item 1, §6.1) — the
+engine of the claims' batched seeds (:func:`train_seeds`) and of the l1-vs-SGD comparison.
 
-The paper's main figure compares its l1-regularised proximal method with vanilla SGD. This module
-trains R runs of the linear SCB model (``yhat = V X a^(k)``, spec §2) *in one batched tensor*: each
-run has its own method, learning rate ``lr`` (used for both V and A, Decision 8), l1 strength
-``lam`` and data seed. Runs with the same seed see the same minibatches (common random numbers:
-the method comparison is paired).
+:func:`train_runs` trains R runs of ``yhat = V X a^(k)`` (spec §2) at once: each run has its own
+method, learning rate ``lr`` (used for both V and A, Decision 8), l1 strength ``lam``, data seed
+and (optionally) initial parameters. Runs with the same seed see the same minibatches (common
+random numbers: method comparisons are paired), and **a run draws exactly what the Trainer's run
+of that seed draws** (:class:`SeedSampler`: :class:`~empirical.scb.data.SCBSampler` on the
+generator ``torch.Generator().manual_seed(seed)`` the Trainer hands an experiment), and steps by
+the one rule of :mod:`empirical.scb.update`: so :func:`train_seeds` equals per-seed
+:func:`empirical.scb.train` runs (tested to ~1e-12; the gradients are closed forms here, autograd
+there).
 
-Methods (spec §2 pseudo-code), each a setting of the one update rule :mod:`empirical.scb.update`
-(per-run hyper-parameters):
+Methods (spec §2 pseudo-code), each a setting of the update rule (per-run hyper-parameters):
 
 * ``"l1"`` — the paper's method: ``V <- V - lr G_V D^{-1}``, ``a_k <- a_k - lr G_{a_k}/mu_k``,
   then ``a_k <- soft_threshold(a_k, lr*lam)`` (mu_k-weighted penalty, Decision 5). The prox is off
   during stage 1 and switches on, per run, once ``mean_k <a_k, q_k> T >= lam_switch`` (Decision 7;
   this rule reads q, as in the authors' analysis). ``lam = 0`` is preconditioned SGD without prox.
+  Config: ``variant="preconditioned", normalise="end"``.
 * ``"l1_proj"`` — the same plus the per-step normalisation of Decision 6, the projection
   ``a_k <- a_k + (1 - 1^T a_k)/T`` applied after the gradient step and before the prox (so the prox
   still sets exact zeros). It pins the scale ``1^T a_k`` that the l1 penalty otherwise shrinks
   (spec §3.5 degeneracy: a -> a/c, V -> cV, which inflates the attention-gradient noise by c).
+  Config: ``normalise="step_before_prox"``.
 * ``"sgd"`` — vanilla SGD: ``V <- V - lr G_V``, ``A <- A - lr G_A``; no preconditioner, no prox.
+  Config: ``variant="sgd"``.
 
-Learning-rate search (:func:`largest_stable_lr`), the documented rule: on the geometric grid
-``lr_j = lr_min * ratio^j`` (ratio sqrt(2) by default) run ``horizon`` steps (every seed given); a
-rate is *stable* when the exact population loss stays finite and below ``1.5 x`` its initial value
-at every logged step (the initialisation is a saddle, spec §3.2: at small rates minibatch noise
-raises the loss slightly before the escape lowers it, so "below the initial value" would reject
-every small rate). ``lr_max`` = the largest grid rate such that it and every smaller grid rate is
-stable; the study uses ``lr_max / ratio`` (one grid step back for safety).
+``population=True`` replaces the minibatch gradient by the exact population gradient (spec §3.2,
+batched over runs in torch): the theory's noise-free discrete map of each method.
 
 Precision: float64 throughout (the distances go down to ~1e-3). Shapes: ``V`` (R, N, N), ``A``
 (R, T, N) with column k = a^(k); minibatch tokens ``x`` (S, B, T), queries ``k`` (S, B), targets
@@ -42,16 +44,16 @@ import torch
 
 from theory.errors import ConfigError, check_choice
 from theory.params import log_steps
-from theory.scb import SCBTask, observables_from_parameters, population_gradient
+from theory.scb import SCBConfig, SCBTask, initial_parameters, make_task, observables_from_parameters
 
+from ..seeds import SeedBatch
 from . import update
+from .data import SCBSampler
 
-__all__ = ["METHODS", "RunSpec", "BatchedSampler", "minibatch_gradients", "train_runs",
-           "attention_noise_scale", "largest_stable_lr", "initial_loss"]
+__all__ = ["METHODS", "RunSpec", "SeedSampler", "minibatch_gradients", "population_gradients", "train_runs",
+           "attention_noise_scale", "method_of", "train_seeds", "trajectory_of_runs"]
 
 METHODS = ("l1", "l1_proj", "sgd")
-#: a rate is unstable once the population loss exceeds this multiple of its initial value
-STABLE_FACTOR = 1.5
 
 
 @dataclass(frozen=True)
@@ -72,38 +74,27 @@ class RunSpec:
             raise ConfigError("lam", f"l1 strength must be >= 0, got {self.lam}")
 
 
-def _device(device: str) -> torch.device:
+def _device(device: str | torch.device) -> torch.device:
+    if isinstance(device, torch.device):
+        return device
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
 
 
-class BatchedSampler:
-    """Fresh SCB minibatches (spec §1.2, Decision 1 A) for S seeds at once, by inverse CDFs.
-    ``sample(B)`` returns ``x`` (S, B, T), ``k`` (S, B), ``y`` (S, B) token ids."""
+class SeedSampler:
+    """Fresh SCB minibatches (spec §1.2) for S seeds at once: row ``i`` of every draw is what
+    :class:`~empirical.scb.data.SCBSampler` draws on seed ``seeds[i]``'s generator (the one the
+    Trainer hands an experiment, :class:`empirical.seeds.SeedBatch`). ``sample(B)`` returns ``x``
+    (S, B, T), ``k`` (S, B), ``y`` (S, B) token ids."""
 
     def __init__(self, task: SCBTask, seeds, device: torch.device):
-        self.task, self.device = task, device
-        f64 = dict(dtype=torch.float64, device=device)
-        self.cdf_mu = torch.cumsum(torch.as_tensor(task.mu, **f64), 0)
-        self.cdf_P = torch.cumsum(torch.as_tensor(task.P.T, **f64), 1)  # row j: cdf of P[:, j]
-        self.cdf_Q = torch.cumsum(torch.as_tensor(task.Qm.T, **f64), 1)  # row k: cdf of q^(k)
-        self.gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
-
-    def _inv(self, cdf: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        n = cdf.shape[-1]
-        return torch.searchsorted(cdf, u.contiguous(), right=True).clamp_(max=n - 1)
+        self.task = task
+        self.samplers = [SCBSampler(task, device, g) for g in SeedBatch(seeds, device).generators]
 
     def sample(self, B: int):
-        T, N = self.task.T, self.task.N
-        u = torch.stack([torch.rand(B, T + 3, generator=g, dtype=torch.float64, device=self.device)
-                         for g in self.gens])  # (S, B, T+3)
-        x = self._inv(self.cdf_mu, u[..., :T])
-        k = self._inv(self.cdf_mu, u[..., T])
-        pos = (u[..., T + 1, None] >= self.cdf_Q[k]).sum(-1).clamp_(max=T - 1)  # s ~ q^(k)
-        xs = x.gather(-1, pos[..., None])[..., 0]
-        y = (u[..., T + 2, None] >= self.cdf_P[xs]).sum(-1).clamp_(max=N - 1)  # x_o ~ P[:, x_s]
-        return x, k, y
+        draws = [s.sample(B) for s in self.samplers]
+        return tuple(torch.stack(d) for d in zip(*draws))
 
 
 def minibatch_gradients(V, A, x, k, y):
@@ -124,11 +115,18 @@ def minibatch_gradients(V, A, x, k, y):
     return G_V, G_A, loss
 
 
-def initial_loss(task: SCBTask) -> float:
-    """Population loss at the initialisation ``V = mu 1^T``, ``a = 1/T`` (spec §2, §3.1)."""
-    from theory.scb import population_loss
-    N, T = task.N, task.T
-    return float(population_loss(np.outer(task.mu, np.ones(N)), np.full((T, N), 1.0 / T), task))
+def population_gradients(V, A, P, mu, Qm, Sig):
+    """The exact population gradients of spec §3.2 for R runs at once (the formulas of
+    :func:`theory.scb.population_gradient`, batched): ``V`` (R, N, N), ``A`` (R, T, N)."""
+    n, c, s = (A**2).sum(1), (A * Qm).sum(1), A.sum(1)  # (R, N)
+    v = V @ mu  # (R, N)
+    gV = ((n @ mu)[:, None, None] * (V @ Sig) - (c @ mu)[:, None, None] * (P @ Sig)
+          + (((s**2) @ mu)[:, None] * v - (s @ mu)[:, None] * mu)[:, :, None] * mu[None, None, :])
+    vv = torch.einsum("rij,jk,rik->r", V, Sig, V)
+    vp = torch.einsum("rij,jk,ik->r", V, Sig, P)
+    gA = mu * (vv[:, None, None] * A - vp[:, None, None] * Qm + (s * (v**2).sum(-1, keepdim=True)
+                                                                  - (v @ mu)[:, None])[:, None, :])
+    return gV, gA
 
 
 def train_runs(task: SCBTask, runs: list[RunSpec], *, batch: int, steps: int, log_every: int,
@@ -137,11 +135,13 @@ def train_runs(task: SCBTask, runs: list[RunSpec], *, batch: int, steps: int, lo
     """Train every run in ``runs`` for ``steps`` steps of ``batch`` fresh samples.
 
     ``population=True`` replaces the minibatch gradient by the exact population gradient (spec
-    §3.2; noise-free, CPU numpy). ``init`` = (V0, A0), default ``V = mu 1^T``, ``a = 1/T``.
-    Returns numpy arrays over (run, log point): ``step`` (L,), ``V`` (R, L, N, N), ``A``
-    (R, L, T, N), and the observables of :func:`theory.scb.observables_from_parameters` plus
-    ``nnz_mean``/``nnz_max`` (non-zeros per attention column) and ``support`` (all columns' supports
-    exact) — all taken on the raw parameters; distances are after the final normalisation.
+    §3.2; noise-free). ``init`` = (V0, A0), shapes (N, N), (T, N) for every run or (R, N, N),
+    (R, T, N) one per run; default ``V = mu 1^T``, ``a = 1/T``. Returns numpy arrays over (run,
+    log point): ``step`` (L,), ``V`` (R, L, N, N), ``A`` (R, L, T, N), and the observables of
+    :func:`theory.scb.observables_from_parameters` plus ``nnz_mean``/``nnz_max`` (non-zeros per
+    attention column), ``support`` (all columns' supports exact), ``support_fraction`` (the fraction of exact columns) and
+    ``attention_max_column_distance`` (``max_k |a_k/1'a_k - q_k|``) — all taken on the raw
+    parameters; distances are after the final normalisation.
     """
     with _threads(dev := _device(device)):
         return _train_runs(task, runs, batch, steps, log_every, lam_switch, dev, population, init)
@@ -160,24 +160,36 @@ def _threads(dev: torch.device):
         torch.set_num_threads(n)
 
 
+def _initial(task: SCBTask, R: int, init, f64) -> tuple[torch.Tensor, torch.Tensor]:
+    N, T = task.N, task.T
+    V0, A0 = init if init is not None else (np.outer(task.mu, np.ones(N)), np.full((T, N), 1.0 / T))
+    V0, A0 = np.asarray(V0, float), np.asarray(A0, float)
+    if V0.shape[-2:] != (N, N) or A0.shape[-2:] != (T, N) or V0.ndim not in (2, 3) or A0.ndim != V0.ndim \
+            or (V0.ndim == 3 and not V0.shape[0] == A0.shape[0] == R):
+        raise ConfigError("init", f"shapes {V0.shape}, {A0.shape} fit neither one start (N={N}, T={T}) nor {R} runs")
+    V = torch.as_tensor(V0, **f64).expand(R, N, N).clone()
+    A = torch.as_tensor(A0, **f64).expand(R, T, N).clone()
+    return V, A
+
+
 def _train_runs(task, runs, batch, steps, log_every, lam_switch, dev, population, init):
     seeds = sorted({r.seed for r in runs})
     sidx = torch.as_tensor([seeds.index(r.seed) for r in runs], device=dev)
     R, N, T = len(runs), task.N, task.T
     f64 = dict(dtype=torch.float64, device=dev)
     mu = torch.as_tensor(task.mu, **f64)
-    V0, A0 = init if init is not None else (np.outer(task.mu, np.ones(N)), np.full((T, N), 1.0 / T))
-    V = torch.as_tensor(np.asarray(V0, float), **f64).expand(R, N, N).clone()
-    A = torch.as_tensor(np.asarray(A0, float), **f64).expand(R, T, N).clone()
+    V, A = _initial(task, R, init, f64)
     lr = torch.as_tensor([r.lr for r in runs], **f64)
     # the rule of empirical.scb.update, one value per run: projection before the prox (l1_proj)
     hyper = update.Hyper(lr_V=lr, lr_A=lr, precondition=torch.as_tensor([r.method != "sgd" for r in runs], device=dev),
                          lam=torch.as_tensor([r.lam for r in runs], **f64), lam_switch=lam_switch,
                          project=torch.as_tensor([r.method == "l1_proj" for r in runs], device=dev),
                          project_before_prox=True)
-    overlap = update.target_overlap(torch.as_tensor(task.Qm, **f64))  # <a_k, q_k> for the l1 switch
+    Qm = torch.as_tensor(task.Qm, **f64)
+    overlap = update.target_overlap(Qm)  # <a_k, q_k> for the l1 switch
     state = update.init((V, A), xp=torch)
-    sampler = None if population else BatchedSampler(task, seeds, dev)
+    P, Sig = torch.as_tensor(task.P, **f64), torch.as_tensor(task.Sigma, **f64)
+    sampler = None if population else SeedSampler(task, seeds, dev)
     grid = log_steps(steps, log_every)  # 0, log_every, ..., steps: the Trainer's logging grid
     logged = set(grid.tolist())
     Vs, As = [], []
@@ -189,22 +201,22 @@ def _train_runs(task, runs, batch, steps, log_every, lam_switch, dev, population
             if n == steps:
                 break
             if population:
-                gs = [population_gradient(v, a, task) for v, a in zip(V.cpu().numpy(), A.cpu().numpy())]
-                G_V = torch.as_tensor(np.stack([g[0] for g in gs]), **f64)
-                G_A = torch.as_tensor(np.stack([g[1] for g in gs]), **f64)
+                G_V, G_A = population_gradients(V, A, P, mu, Qm, Sig)
             else:
                 x, k, y = sampler.sample(batch)
                 G_V, G_A, _ = minibatch_gradients(V, A, x[sidx], k[sidx], y[sidx])
             (V, A), state = update.update((G_V, G_A), state, (V, A), hyper=hyper, mu=mu, overlap=overlap, xp=torch)
     V_all, A_all = np.stack(Vs, 1), np.stack(As, 1)
-    with np.errstate(all="ignore"):  # diverged runs (lr search) give inf/nan observables
+    with np.errstate(all="ignore"):  # diverged runs give inf/nan observables
         out = {k: np.asarray(v) for k, v in observables_from_parameters(V_all, A_all, task).items()}
+        col = np.sqrt(((A_all / A_all.sum(-2, keepdims=True) - task.Qm) ** 2).sum(-2)).max(-1)
     nz = np.abs(A_all) > 0  # exact zeros only: the prox sets them, SGD never does
     on = np.zeros((T, N), dtype=bool)
     for kk in range(N):
         on[task.support[kk], kk] = True
-    out.update(step=grid, V=V_all, A=A_all, nnz_mean=nz.sum(-2).mean(-1),
-               nnz_max=nz.sum(-2).max(-1), support=np.all(nz == on, axis=(-2, -1)))
+    exact = np.all(nz == on, axis=-2)  # (R, L, N): column k's support is exactly S_k
+    out.update(step=grid, V=V_all, A=A_all, nnz_mean=nz.sum(-2).mean(-1), nnz_max=nz.sum(-2).max(-1),
+               support=exact.all(-1), support_fraction=exact.mean(-1), attention_max_column_distance=col)
     return out
 
 
@@ -217,7 +229,7 @@ def attention_noise_scale(task: SCBTask, batch: int, *, draws: int = 200, seed: 
     The per-step threshold ``lr*lam`` compares with the per-step noise ``lr*sigma``: ``lam/sigma``."""
     dev = _device(device)
     f64 = dict(dtype=torch.float64, device=dev)
-    sampler = BatchedSampler(task, [seed], dev)
+    sampler = SeedSampler(task, [seed], dev)
     V = torch.as_tensor(task.P, **f64)[None]
     A = torch.as_tensor(task.Qm, **f64)[None]
     mu = torch.as_tensor(task.mu, **f64)
@@ -233,25 +245,60 @@ def attention_noise_scale(task: SCBTask, batch: int, *, draws: int = 200, seed: 
     return float(np.sqrt((sd[off] ** 2).mean()))
 
 
-def largest_stable_lr(task: SCBTask, method: str, *, batch: int, seeds, horizon: int,
-                      lr_min: float, n_grid: int = 12, ratio: float = 2**0.5, device: str = "cpu",
-                      population: bool = False, init=None) -> dict:
-    """The documented search (module docstring): geometric grid ``lr_min * ratio^j``, j < n_grid,
-    prox off (``lam = 0``: the prox is non-expansive and cannot cause divergence). Returns
-    ``{"lr_max", "lr", "ratio", "grid", "stable"}`` with ``lr = lr_max/ratio`` (NaN if no grid rate is stable);
-    raises ConfigError when no grid rate is unstable (the search did not bracket divergence)."""
-    if not ratio > 1:
-        raise ConfigError("ratio", f"grid ratio must be > 1, got {ratio}")
-    grid = lr_min * float(ratio) ** np.arange(n_grid)
-    runs = [RunSpec(method, float(g), 0.0, int(s)) for g in grid for s in seeds]
-    out = train_runs(task, runs, batch=batch, steps=horizon, log_every=max(1, horizon // 20),
-                     device=device, population=population, init=init)
-    L = out["population_loss"].reshape(n_grid, len(seeds), -1)
-    L0 = float(initial_loss(task)) if init is None else float(L[0, 0, 0])
-    with np.errstate(invalid="ignore"):
-        stable = np.all(np.isfinite(L) & (L < STABLE_FACTOR * L0), axis=(1, 2))
-    n_ok = int(np.argmin(stable)) if not stable.all() else n_grid  # leading run of stable rates
-    lr_max = float(grid[n_ok - 1]) if n_ok > 0 else float("nan")
-    if stable.all():
-        raise ConfigError("n_grid", f"every rate up to {grid[-1]:.3g} was stable: widen the grid")
-    return {"lr_max": lr_max, "lr": lr_max / ratio, "ratio": float(ratio), "grid": grid, "stable": stable}
+# ------------------------------------------------------------------------------------------------
+# One config, many seeds: the claims' batched runs
+# ------------------------------------------------------------------------------------------------
+def method_of(config: SCBConfig) -> str:
+    """The :data:`METHODS` entry that trains like ``config`` (its variant and normalisation)."""
+    if config.variant == "sgd":
+        return "sgd"
+    if config.variant != "preconditioned":
+        raise ConfigError("variant", f"the batched runs train 'preconditioned' and 'sgd', not {config.variant!r}")
+    if config.normalise == "step":
+        raise ConfigError("normalise", "the batched runs project before the prox: use 'step_before_prox' (or 'end')")
+    return "l1_proj" if config.normalise == "step_before_prox" else "l1"
+
+
+def _check_batchable(config: SCBConfig) -> None:
+    if config.eta_V != config.eta_A:
+        raise ConfigError("eta_A", f"the batched runs use one learning rate for V and A (Decision 8 default); "
+                                   f"got eta_V={config.eta_V}, eta_A={config.eta_A}")
+
+
+def train_seeds(config: SCBConfig, *, seeds, device: str = "cpu", task: SCBTask | None = None, init=None):
+    """Every seed of ``config`` in one batched run (:func:`train_runs`): a trajectory with dims
+    ``(seed, time)`` holding the observables the Trainer's run logs (time ``config.ode_times()``;
+    not ``minibatch_loss``), plus ``nnz_max``, ``support_exact`` (every column's support exact)
+    and ``attention_max_column_distance``. ``support_recovered`` and ``attention_nonzeros`` count
+    exact zeros (the Trainer's, |a| > 1e-12: the same after the prox).
+    Seed ``s`` draws and steps exactly as ``empirical.scb.train(config, seed=s)`` (tested).
+    ``init`` = (V0, A0) for every seed, or per seed with a leading seed axis."""
+    _check_batchable(config)
+    task = task or make_task(config)
+    seeds = [int(s) for s in seeds]
+    if init is None and config.init != "mu":
+        init = initial_parameters(config, task)
+    runs = [RunSpec(method_of(config), float(config.eta_A), float(config.lam), s) for s in seeds]
+    out = train_runs(task, runs, batch=config.batch, steps=config.steps, log_every=config.log_every,
+                     lam_switch=config.lam_switch, device=device, init=init)
+    return trajectory_of_runs(out, config, seeds, task=task)
+
+
+#: the per-run arrays of :func:`train_runs` a trajectory keeps (besides the theory's observables)
+_EXTRA = {"nnz_mean": "attention_nonzeros", "nnz_max": "nnz_max", "support": "support_exact",
+          "support_fraction": "support_recovered", "attention_max_column_distance": "attention_max_column_distance"}
+
+
+def trajectory_of_runs(out: dict[str, np.ndarray], config: SCBConfig, seeds, *, task: SCBTask | None = None,
+                       dim: str = "seed"):
+    """:func:`train_runs`' output as a trajectory Dataset with dims ``(dim, time)`` (one run per
+    entry of ``seeds``), time ``config.ode_times()``."""
+    from simulate.trajectory import make_trajectory
+
+    names = [k for k in out if k not in ("step", "V", "A", *_EXTRA)]
+    variables = {k: np.asarray(out[k], dtype=np.float64) for k in names}
+    variables.update({new: np.asarray(out[k], dtype=np.float64) for k, new in _EXTRA.items()})
+    traj = make_trajectory(config.ode_times(), variables, paper="scb", system=config.variant, source="train",
+                           backend="torch-batched", lead_dims=(dim,), config=config,
+                           extra_attrs={"K": task.K, "m2": task.m2} if task is not None else None)
+    return traj.assign_coords({dim: list(seeds)}).assign(step=("time", np.asarray(out["step"], dtype=np.float64)))

@@ -17,8 +17,8 @@ One step:
 3. the prox (:func:`prox`): soft-threshold the attention at ``lr_A lam`` (mu_k-weighted penalty,
    Decision 5; the operator is :func:`theory.scb.soft_threshold`);
 4. with ``project``, the projection ``a_k <- a_k + (1 - 1^T a_k)/T`` (Decision 6) after the prox
-   (spec §2 pseudo-code; ``normalise="step"``) or, with ``project_before_prox``, between 1 and 2 (the
-   l1 study's ``l1_proj``: the prox then still sets exact zeros).
+   (spec §2 pseudo-code; ``normalise="step"``) or, with ``project_before_prox``, between 1 and 2
+   (``normalise="step_before_prox"``, the l1 claims' method: the prox then still sets exact zeros).
 
 The arithmetic is fixed: ``x - (lr g) / mu`` — the same as ``theory.scb.preconditioned_flow``, so a
 population step of this rule is the theory's discrete map ``V + dV`` bit for bit (tested).
@@ -64,7 +64,8 @@ def hyper(config: SCBConfig, T: int) -> Hyper:
     (plain SGD, attention logits at ``eta_A T^softmax_lr_power``, spec §6.1)."""
     variant = config.variant
     if variant == "preconditioned":
-        return Hyper(config.eta_V, config.eta_A, True, config.lam, config.lam_switch, config.normalise == "step")
+        return Hyper(config.eta_V, config.eta_A, True, config.lam, config.lam_switch, config.normalise != "end",
+                     project_before_prox=config.normalise == "step_before_prox")
     if variant == "softmax":
         return Hyper(config.eta_V, config.eta_A * float(T) ** config.softmax_lr_power, False)
     return Hyper(config.eta_V, config.eta_A, False)

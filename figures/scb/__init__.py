@@ -5,23 +5,12 @@
 * :mod:`.claims` — the headline claims and the code deciding them;
 * :mod:`.figures` — :data:`FIGURES` (the table's ``figures`` slot; ``figures.core.make_figures``
   collects their files and writes ``report.json``);
-* :mod:`.l1` — the l1-proximal vs vanilla SGD study (a grid of runs through the sweep store) and its
-  figure.
+* :mod:`.l1` — the l1-proximal vs vanilla SGD figure, from the l1 claims' runs.
 
-Direction: figures -> compare -> claims -> l1; compare never imports figures.
+Direction: figures -> l1 -> claims; figures -> compare -> claims; compare never imports figures.
 """
 
-from .claims import (
-    BAND_TOL,
-    ESCAPE_TOL,
-    SGD_ESCAPE_TOL,
-    TRANSFER_RATIO,
-    band_claim,
-    claims_from_study,
-    escape_time_claim,
-    l1_claims,
-    transfer_claim,
-)
+from .claims import BAND_TOL, band_claim
 from .compare import (
     BAND_LEVELS,
     TOLERANCE,
@@ -35,12 +24,12 @@ from .compare import (
     transfer_table,
 )
 from .figures import FIGURES, fig_escape_time, fig_overlay, fig_softmax_vs_linear, fig_transfer
-from .l1 import fig_l1_vs_sgd, l1_study
+from .l1 import fig_l1_vs_sgd
 
 __all__ = [
     "compare", "agreement_breakdown", "overlay_data", "escape_time_table", "transfer_table", "ode_for",
     "escape_formula_value", "spec_escape_times",
-    "escape_time_claim", "transfer_claim", "band_claim", "l1_claims", "claims_from_study",
-    "FIGURES", "fig_overlay", "fig_escape_time", "fig_transfer", "fig_softmax_vs_linear", "fig_l1_vs_sgd", "l1_study",
-    "TOLERANCE", "ESCAPE_TOL", "SGD_ESCAPE_TOL", "BAND_TOL", "TRANSFER_RATIO", "BAND_LEVELS",
+    "band_claim",
+    "FIGURES", "fig_overlay", "fig_escape_time", "fig_transfer", "fig_softmax_vs_linear", "fig_l1_vs_sgd",
+    "TOLERANCE", "BAND_TOL", "BAND_LEVELS",
 ]

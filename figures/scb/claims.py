@@ -1,114 +1,551 @@
-"""SCB's headline claims and the code that decides them (papers/scb.md §3.4, §3.6, §5, §6).
+"""SCB's headline claims, decided over seeds inside the paper's regime (papers/scb.md §3.4, §3.5,
+§5, §6; issue 19).
 
-Each function turns measured data into a :class:`~figures.report.Claim` (statement, verdict,
-evidence, regime):
+``claims`` (the row's ``claims`` slot) decides the registry ``claims.toml`` beside this module
+(the schema: ``docs/claims.md``); the functions it names are below, one group per protocol:
 
-* :func:`escape_time_claim` — ``escape_time_log_T`` (spec §3.4), from
-  :func:`figures.scb.compare.escape_time_table`;
-* :func:`transfer_claim` — ``transfer_skips_stage1`` (spec §5), from
-  :func:`figures.scb.compare.transfer_table`;
-* :func:`band_claim` — ``sde_band_calibrated`` (spec §3.6), from
-  :func:`figures.scb.compare.overlay_data`;
-* :func:`l1_claims` / :func:`claims_from_study` — ``l1_beats_sgd`` and ``l1_recovers_support``
-  (spec §6 item 1), from the l1 study (:mod:`.l1`).
+* **l1 vs SGD** (spec §6 item 1, §6.1) — ``l1_beats_sgd``, ``l1_recovers_ground_truth`` (the
+  paper's sense of recovery: early-stopped distance), ``l1_exact_support`` (exact support, a
+  stricter claim). :func:`l1_runs` / :func:`l1_sgd_runs` train every seed of a map point
+  (T, batch, lambda) in one batched call (:func:`empirical.scb.l1.train_seeds`);
+  :func:`l1_theory` is the noise-free population map of the same methods.
+* **escape** (spec §3.4) — ``escape_time_log_t``: :func:`escape_runs` trains real SGD (the fused
+  numba engine, :mod:`empirical.scb.fast`) at T/4 and T; :func:`escape_slope` is the slope of the
+  scaled escape time against ln T; :func:`escape_theory` the 4-D ODE on the same tasks.
+* **transfer** (spec §5) — ``transfer_skips_stage1``: :func:`transfer_runs` pretrains, snapshots
+  V, and fine-tunes on a correlated task from each snapshot and from scratch.
 
-Nothing here draws; :mod:`.compare` calls these, :mod:`.figures` does not need them.
+The learning-rate rules (spec §2 stability bound, Decision 6): the escape and transfer protocols
+run the preconditioned method at half its bound, ``eta_V = eta_A = 1/(m2 T)``; the l1 protocols run
+each method on a grid of :data:`LR_FRACTIONS` of *its own* bound (``2/(m2 T)`` preconditioned,
+``2/(max_k mu_k m2 T)`` vanilla SGD: the Hessian of plain GD along ``1_T`` in ``a_k`` is
+``mu_k m2 T``), the grid rate chosen per seed by the early-stopped population (validation) loss —
+never by the distances a claim tests. The l1 horizon comes from the theory's two time scales: the
+stage-1 escape ``t* = ln(T sqrt(rho))/(eta sqrt(rho K))`` plus one e-fold of the reduced flow's
+slowest stage-2 mode at the ground truth (:func:`l1_horizon`). The protocol config's ``eta_V``,
+``eta_A``, ``steps`` and ``log_every`` are therefore set by these rules (a config that moves them
+is refused: :class:`ConfigError`).
+
+Runs are cached per process (:func:`functools.lru_cache`): the three l1 claims, the figures and
+the compare report share one computation per map point.
+
+``band_claim`` (``sde_band_calibrated``) is the SDE calibration's single-run claim, kept here
+until the SDE's own registry entry replaces it (issue 20).
 """
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import xarray as xr
 
+from theory import scb
+from theory.errors import ConfigError
+
+from ..claims import registry_claims
 from ..report import Claim
-from . import l1 as L1
 
-__all__ = ["escape_time_claim", "transfer_claim", "band_claim", "l1_claims", "claims_from_study",
-           "ESCAPE_TOL", "SGD_ESCAPE_TOL", "BAND_TOL", "TRANSFER_RATIO"]
+__all__ = [
+    "claims", "band_claim", "BAND_TOL",
+    "l1_runs", "l1_sgd_runs", "l1_theory", "l1_quantities", "l1_horizon", "learning_rates",
+    "l1_vs_sgd_log_ratio", "l1_recovery_radius", "l1_exact_support", "early_stopped",
+    "escape_runs", "escape_theory", "escape_slope", "escape_quantities", "stage1_noise", "escape_context",
+    "escape_formula", "map_runs",
+    "attention_noise", "transfer_runs", "transfer_theory", "transfer_log_ratio", "transfer_quantities", "transfer_tasks",
+    "PRETRAIN", "LR_FRACTIONS", "TRANSFER_MIX",
+]
 
-#: escape_time_log_T: ODE vs formula (relative), ODE slope per decade vs ln(10)/sqrt(rho K) (relative)
-ESCAPE_TOL = 0.10
-#: escape_time_log_T: mean SGD escape vs its own task's ODE escape (relative)
-SGD_ESCAPE_TOL = 0.15
+#: the row's claims slot: the registry beside this module, decided over seeds with its maps
+claims = registry_claims("scb", Path(__file__).with_name("claims.toml"))
+
+#: each method's learning rates, as fractions of its own stability bound (module docstring)
+LR_FRACTIONS = (0.25, 0.5, 0.75)
+#: pretraining lengths of the transfer protocol, in units of the pretraining task's t* (formula)
+PRETRAIN = (0.25, 0.5, 1.0, 3.0)
+#: the downstream transition of the transfer protocol: mix * P_pre + (1 - mix) * P_indep (Decision 10)
+TRANSFER_MIX = 0.7
+_DEFAULT = scb.SCBConfig()
+#: the ODE backend of the theory's trajectories: scipy's Radau (no compile: a claims cell may run
+#: in a fresh worker process; diffrax agrees, tests/simulate)
+_BACKEND = "scipy"
+_RULED = ("eta_V", "eta_A", "steps", "log_every")
+
+
+def _check_ruled(config: scb.SCBConfig, protocol: str) -> None:
+    moved = [f for f in _RULED if getattr(config, f) != getattr(_DEFAULT, f)]
+    if moved:
+        raise ConfigError(moved[0], f"the {protocol} protocol sets {', '.join(_RULED)} from the stability bound and the "
+                                    f"theory's time scales (figures/scb/claims.py); do not set them")
+
+
+def _lr(task: scb.SCBTask) -> float:
+    """Half the preconditioned method's stability bound 2/(m2 T) (spec §2)."""
+    return 1.0 / (task.m2 * task.T)
+
+
+def escape_formula(task: scb.SCBTask, lr: float) -> float:
+    """``t* = ln(T sqrt(rho)) / (lr sqrt(rho K))`` steps (spec §3.4, eta_V = eta_A = lr)."""
+    rho = float(task.rho.mean())
+    return math.log(task.T * math.sqrt(rho)) / (lr * math.sqrt(rho * task.K))
+
+
+# ------------------------------------------------------------------------------------------------
+# l1 vs SGD (spec §6 item 1, §6.1)
+# ------------------------------------------------------------------------------------------------
+def _slowest_rate(task: scb.SCBTask) -> float:
+    """The slowest non-neutral relaxation rate (per unit lr) of the reduced flow (spec §3.3) at the
+    ground-truth fixed point ``zeta = omega = beta = 1, xi = 0``: the eigenvalues of its Jacobian
+    (one is 0, the scale direction a -> c a, V -> V / c). It is ~0.36/T: without the prox the
+    off-support mass leaves at a rate O(1/T)."""
+    T, rho, K, m2 = float(task.T), float(task.rho.mean()), task.K, task.m2
+
+    def rhs(y):
+        z, w, xi, b = y
+        n, c, s = T * xi**2 + 2 * xi * b + rho * b**2, xi + rho * b, T * xi + b
+        return np.array([c - n * z, -s * (s * w - 1), -(K * z**2 * xi + m2 * w * (s * w - 1)), K * z * (1 - z * b)])
+
+    y0, h = np.array([1.0, 1.0, 0.0, 1.0]), 1e-6
+    J = np.stack([(rhs(y0 + h * e) - rhs(y0 - h * e)) / (2 * h) for e in np.eye(4)], 1)
+    rates = -np.linalg.eigvals(J).real
+    return float(np.min(rates[rates > 1e-9 * np.max(rates)]))
+
+
+def l1_horizon(task: scb.SCBTask, lr: float) -> tuple[int, int]:
+    """``(steps, log_every)``: the stage-1 escape ``t*`` plus one e-fold of the slowest stage-2
+    mode of the reduced flow (:func:`_slowest_rate`), at the rate ``lr``; logged at ~100 points."""
+    steps = int(math.ceil(escape_formula(task, lr) + 1.0 / (lr * _slowest_rate(task))))
+    return steps, max(1, steps // 100)
+
+
+def learning_rates(task: scb.SCBTask, method: str) -> tuple[float, ...]:
+    """The grid of ``method``: :data:`LR_FRACTIONS` of its stability bound, ``2/(m2 T)`` for the
+    preconditioned method, ``2/(max_k mu_k m2 T)`` for vanilla SGD (module docstring)."""
+    bound = 2.0 / (task.m2 * task.T) if method != "sgd" else 2.0 / (float(task.mu.max()) * task.m2 * task.T)
+    return tuple(f * bound for f in LR_FRACTIONS)
+
+
+@lru_cache(maxsize=64)
+def _grid_runs(config: scb.SCBConfig, seeds: tuple[int, ...], device: str, population: bool) -> xr.Dataset:
+    """Every rate of :func:`learning_rates` x every seed of ``config``'s method (variant,
+    normalisation, lambda) in one batched call: dims (lr, seed, time); no seed dim with
+    ``population`` (the exact population gradient: one deterministic path per rate)."""
+    from empirical.scb import l1 as el1
+
+    task = scb.make_task(config)
+    method = el1.method_of(config)
+    steps, every = l1_horizon(task, _lr(task))
+    lrs = learning_rates(task, method)
+    seeds = seeds if not population else (0,)
+    runs = [el1.RunSpec(method, lr, float(config.lam), s) for lr in lrs for s in seeds]
+    out = el1.train_runs(task, runs, batch=config.batch, steps=steps, log_every=every, lam_switch=config.lam_switch,
+                         device=device, population=population)
+    n = len(seeds)
+    parts = []
+    for j, lr in enumerate(lrs):
+        sl = {k: (v if k == "step" else v[j * n:(j + 1) * n]) for k, v in out.items()}
+        parts.append(el1.trajectory_of_runs(sl, config.replace(eta_V=lr, eta_A=lr, steps=steps, log_every=every),
+                                            list(seeds), task=task))
+    ds = xr.concat(parts, dim="lr", coords="minimal", compat="override", combine_attrs="drop_conflicts")
+    ds = ds.assign_coords(lr=list(lrs))
+    return ds.isel(seed=0, drop=True) if population else ds
+
+
+_KEEP = ("population_loss", "value_relative_distance_to_truth", "attention_distance_to_truth",
+         "attention_max_column_distance", "support_exact", "attention_nonzeros", "attention_target_coefficient")
+
+
+def _prefixed(ds: xr.Dataset, prefix: str) -> xr.Dataset:
+    return xr.Dataset({f"{prefix}{k}": ds[k].rename(lr=f"{prefix}lr") for k in _KEEP}, attrs=ds.attrs)
+
+
+def _l1_dataset(config, seeds, device, *, sgd: bool, population: bool) -> xr.Dataset:
+    _check_ruled(config, "l1")
+    key = config.replace(seed=0, variant="preconditioned", batch=1 if population else config.batch)
+    parts = [_prefixed(_grid_runs(key, tuple(seeds), device, population), "l1_")]
+    if sgd:
+        base = key.replace(variant="sgd", lam=0.0, lam_switch=2.0, normalise="end")
+        parts.append(_prefixed(_grid_runs(base, tuple(seeds), device, population), "sgd_"))
+    return xr.merge(parts, combine_attrs="drop_conflicts")
+
+
+def l1_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> xr.Dataset:
+    """The l1 method (preconditioned proximal SGD, the config's normalisation and lambda; each rate of
+    :func:`learning_rates`, module docstring) on every seed: ``l1_*`` variables over (l1_lr, seed, time)."""
+    return _l1_dataset(config, seeds, device, sgd=False, population=False)
+
+
+def l1_sgd_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> xr.Dataset:
+    """:func:`l1_runs` plus vanilla SGD on the same minibatches (paired seeds) at each rate of
+    :func:`learning_rates`: ``sgd_*`` variables over (sgd_lr, seed, time)."""
+    return _l1_dataset(config, seeds, device, sgd=True, population=False)
+
+
+def l1_theory(config: scb.SCBConfig) -> xr.Dataset:
+    """The theory's trajectory: the same methods on the exact population gradient (the noise-free
+    discrete maps, spec §3.2-3.5), one deterministic path with the variables of :func:`l1_sgd_runs`."""
+    return _l1_dataset(config, (0,), "cpu", sgd=True, population=True)
+
+
+def early_stopped(traj: xr.Dataset, prefix: str) -> dict[str, float]:
+    """The logged point of minimal population loss of one seed's runs (spec §6.1 decision: early
+    stopping on the exact population loss = an infinite validation set), over the method's rates
+    and logged steps (the rate is chosen the same way): its variables, without the prefix, and
+    ``lr_index``."""
+    loss = traj[f"{prefix}population_loss"]
+    L = np.where(np.isfinite(loss.values), loss.values, np.inf)
+    if not np.isfinite(L).any():
+        return {k: float("nan") for k in _KEEP}
+    j, i = np.unravel_index(int(np.argmin(L)), L.shape)  # (lr, time)
+    return {k: float(traj[f"{prefix}{k}"].values[j, i]) for k in _KEEP} | {"lr_index": float(j)}
+
+
+_FLOOR = 1e-12  # distances below the float noise floor count as this
+
+
+def l1_vs_sgd_log_ratio(traj: xr.Dataset, config: scb.SCBConfig) -> float:
+    """``max(ln(dist_P^l1 / dist_P^sgd), ln(dist_A^l1 / dist_A^sgd))`` at each method's early
+    stop (SGD at its validation-chosen rate): below 0 when l1 is closer to the ground truth on
+    both P and the attention."""
+    a, b = early_stopped(traj, "l1_"), early_stopped(traj, "sgd_")
+    ratios = [math.log(max(a[k], _FLOOR) / max(b[k], _FLOOR))
+              for k in ("value_relative_distance_to_truth", "attention_distance_to_truth")]
+    return max(ratios) if all(map(math.isfinite, ratios)) else float("nan")
+
+
+def l1_recovery_radius(traj: xr.Dataset, config: scb.SCBConfig) -> float:
+    """``max(dist_P / (1/2), max_k |a_k/1'a_k - q_k| / (1/(sqrt 2 Q)))`` at the early stop: below 1
+    when the normalised V is closer to P than to the context-free start ``mu 1^T`` and every
+    normalised attention column lies within half the distance to the nearest other Q-sparse target."""
+    a = early_stopped(traj, "l1_")
+    return max(a["value_relative_distance_to_truth"] / 0.5,
+               a["attention_max_column_distance"] * math.sqrt(2) * config.Q)
+
+
+def l1_exact_support(traj: xr.Dataset, config: scb.SCBConfig) -> float:
+    """1 when, at the early stop, every attention column's non-zeros are exactly its support S_k."""
+    v = early_stopped(traj, "l1_")["support_exact"]
+    return float("nan") if not math.isfinite(v) else float(v > 0.5)
+
+
+@lru_cache(maxsize=64)
+def attention_noise(task_config: scb.SCBConfig) -> float:
+    """Per-sample minibatch noise of the l1 method's attention update at the ground truth
+    (``V = P``, ``a_k = q_k``), exactly: the RMS over off-support coordinates (t not in S_k) of the
+    standard deviation of the preconditioned per-sample gradient ``G_{a_k,t}/mu_k`` (spec §3.2:
+    ``G_{a_k} = X^T V^T r`` when the sample's query is k, else 0). An off-support token
+    ``x_t ~ mu`` is independent of ``w = P^T (P X q_k - e_y)``, which depends only on the Q
+    support tokens, the selected position and the target: enumerated exactly. Divide by sqrt(B)
+    for a batch of B (``sigma_B``); it does not depend on T."""
+    import itertools
+
+    task = scb.make_task(task_config)
+    N, P, mu = task.N, task.P, task.mu
+    var = []
+    for k in range(N):
+        S = task.support[k]
+        q = task.Qm[S, k]
+        m1 = m2 = 0.0  # E[sum_i mu_i w_i], E[sum_i mu_i w_i^2] given the query k
+        for z in itertools.product(range(N), repeat=len(S)):
+            pz = float(np.prod(mu[list(z)]))
+            h = np.zeros(N)
+            np.add.at(h, list(z), q)
+            py = P[:, list(z)] @ q  # y ~ sum_j q_j P[:, z_j]
+            W = P.T @ (P @ h)[:, None] - P.T  # column y: P^T (P h - e_y)
+            m1 += pz * float(py @ (mu @ W))
+            m2 += pz * float(py @ (mu @ W**2))
+        # the preconditioned gradient of column k: 1[query = k] w_{x_t} / mu_k
+        var.append((mu[k] * m2 - (mu[k] * m1) ** 2) / mu[k] ** 2)
+    T, Q = task.T, task.support.shape[1]
+    return float(np.sqrt(np.sum(np.asarray(var) * (T - Q)) / (N * (T - Q))))
+
+
+def l1_quantities(config: scb.SCBConfig, coords) -> dict[str, float]:
+    """The regime's derived quantities at a map point (claims.toml): ``lam_over_support_limit``
+    = lambda / (K min q) (spec §3.5: above 1 the prox zeroes the support at the ground truth) and
+    ``lam_over_noise_floor`` = lambda / (sigma_B sqrt(eta K / 2)) (the prox's pull against the
+    stationary minibatch fluctuation of an off-support coordinate, sigma_B =
+    :func:`attention_noise` / sqrt(B)); ``lam_over_max_noise`` = lambda /
+    (sigma_B sqrt(2 ln((T - Q) N))) (the prox above the largest of the off-support noises);
+    ``lam_over_formula`` = lambda Q^2 N^3 / (0.1 K) (the paper's scale, eps = 0.1; shown only)."""
+    task = scb.make_task(config)
+    lam = float(config.lam)
+    q_min = float(task.Qm[task.Qm > 0].min())
+    sigma = attention_noise(config.replace(seed=0, lam=0.0, lam_switch=2.0, batch=1, steps=400, log_every=5)) \
+        / math.sqrt(config.batch)
+    lr = _lr(task)
+    return {"lam_over_support_limit": lam / (task.K * q_min),
+            "lam_over_noise_floor": lam / (sigma * math.sqrt(lr * task.K / 2)),
+            "lam_over_max_noise": lam / (sigma * math.sqrt(2 * math.log((task.T - config.Q) * task.N))),
+            "lam_over_formula": lam * config.Q**2 * task.N**3 / (0.1 * task.K), "sigma_B": sigma}
+
+
+# ------------------------------------------------------------------------------------------------
+# Stage-1 escape (spec §3.4)
+# ------------------------------------------------------------------------------------------------
+_CONTEXT_RATIO = 4  # the escape slope is measured between T / 4 and T
+
+
+def _contexts(config: scb.SCBConfig) -> tuple[int, int]:
+    lo = config.T // _CONTEXT_RATIO
+    if lo < config.Q or lo * _CONTEXT_RATIO != config.T:
+        raise ConfigError("T", f"the escape protocol needs T divisible by {_CONTEXT_RATIO} with T/{_CONTEXT_RATIO} "
+                               f">= Q, got T={config.T}")
+    return lo, config.T
+
+
+def escape_context(config: scb.SCBConfig, T: int) -> tuple[scb.SCBConfig, scb.SCBTask, float]:
+    """``(config, task, lr)`` of the escape protocol at context ``T``: half the stability bound,
+    3 t* steps logged at ~400 points (the cell's other fields kept)."""
+    base = config.replace(T=T, seed=0, variant="preconditioned", lam=0.0, lam_switch=2.0, normalise="end")
+    task = scb.make_task(base)
+    lr = _lr(task)
+    steps = int(math.ceil(3 * escape_formula(task, lr)))
+    return base.replace(eta_V=lr, eta_A=lr, steps=steps, log_every=max(1, steps // 400)), task, lr
+
+
+@lru_cache(maxsize=64)
+def _escape_run(cfg: scb.SCBConfig, seed: int, device: str) -> xr.Dataset:
+    """One real-SGD run of the context config ``cfg`` (:func:`_escape_config`): cached, so the
+    context T shared by two map cells (the upper end of one, the lower of the next) runs once."""
+    from empirical.scb.fast import train_fast
+
+    tr, _ = train_fast(cfg, device=device, seed=seed, task=scb.make_task(cfg),
+                       stop_when=lambda o: o["attention_target_coefficient"] >= 0.6)
+    return tr
+
+
+@lru_cache(maxsize=64)
+def _escape_ode(cfg: scb.SCBConfig) -> float:
+    import simulate
+
+    ode = simulate.solve(scb.problem(cfg, task=scb.make_task(cfg), t=np.linspace(0, cfg.steps, 3001)),
+                         backend=_BACKEND)
+    return float(simulate.first_crossing(ode, "attention_target_coefficient", scb.ESCAPE_LEVEL))
+
+
+def _escape_dataset(config, values: dict[str, list[float]]) -> xr.Dataset:
+    lo, hi = _contexts(config)
+    return xr.Dataset({k: ("context", np.asarray(v, dtype=np.float64)) for k, v in values.items()},
+                      coords={"context": [lo, hi]})
+
+
+def _escape_values(config: scb.SCBConfig, escape) -> xr.Dataset:
+    vals: dict[str, list[float]] = {"escape_steps": [], "lr": [], "rate_scale": []}
+    for T in _contexts(config):
+        cfg, task, lr = escape_context(config, T)
+        vals["escape_steps"].append(escape(cfg))
+        vals["lr"].append(lr)
+        vals["rate_scale"].append(math.sqrt(float(task.rho.mean()) * task.K))
+    return _escape_dataset(config, vals)
+
+
+def escape_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> list[xr.Dataset]:
+    """Real minibatch SGD (the fused numba engine, :func:`empirical.scb.fast.train_fast`; the
+    preconditioned method, lambda = 0) at T/4 and T, each at half its stability bound for
+    3 t* steps (stopping once beta passes 0.6): per seed the escape steps (beta reaches 1/2), the
+    learning rate and ``sqrt(rho K)`` per context."""
+    import simulate
+
+    _check_ruled(config, "escape")
+    key = config.replace(seed=0)
+    return [_escape_values(key, lambda cfg, s=int(s): float(simulate.first_crossing(
+        _escape_run(cfg, s, device), "attention_target_coefficient", scb.ESCAPE_LEVEL))) for s in seeds]
+
+
+def escape_theory(config: scb.SCBConfig) -> xr.Dataset:
+    """The 4-D ODE (spec §3.3) on the same tasks and learning rates: its escape steps at T/4, T."""
+    return _escape_values(config.replace(seed=0), _escape_ode)
+
+
+def escape_slope(traj: xr.Dataset, config: scb.SCBConfig) -> float:
+    """Slope of the scaled escape time ``tau = t_escape * eta * sqrt(rho K)`` against ``ln T``
+    between T/4 and T (spec §3.4: ``tau* = ln(T sqrt(rho)) + O(1)``, slope 1)."""
+    tau = traj["escape_steps"].values * traj["lr"].values * traj["rate_scale"].values
+    T = traj["context"].values.astype(float)
+    return float((tau[1] - tau[0]) / math.log(T[1] / T[0]))
+
+
+@lru_cache(maxsize=64)
+def stage1_noise(config: scb.SCBConfig, samples: int = 20_000, seed: int = 0) -> float:
+    """Per-sample standard deviation of the zeta-projection ``<g, P~>/|P~|^2`` of the preconditioned
+    V-gradient ``g = r (X a)^T D^{-1}`` at the initialisation (``V = mu 1^T``, ``a = 1/T``:
+    ``r = mu - e_y``, ``X a`` = the token histogram / T), Monte Carlo over ``samples`` draws of
+    spec §1.2's sample."""
+    task = scb.make_task(config)
+    rng = np.random.default_rng(seed)
+    N, T, mu, P = task.N, task.T, task.mu, task.P
+    Pt = task.P_tilde
+    x = rng.choice(N, size=(samples, T), p=mu)
+    k = rng.choice(N, size=samples, p=mu)
+    cdf = np.cumsum(task.Qm.T, 1)  # row k: the cdf of q^(k) over positions
+    pos = (rng.random(samples)[:, None] >= cdf[k]).sum(1).clip(max=T - 1)
+    xs = x[np.arange(samples), pos]
+    y = (rng.random(samples)[:, None] > np.cumsum(P[:, xs].T, 1)).sum(1).clip(max=N - 1)
+    h = np.stack([(x == j).sum(1) for j in range(N)], 1) / T  # (samples, N)
+    c = (mu @ Pt)[None, :] - Pt[y]  # c_j(y) = mu^T P~_j - P~_{y j}
+    proj = ((h / mu) * c).sum(1) / (Pt**2).sum()
+    return float(proj.std(ddof=1))
+
+
+def escape_quantities(config: scb.SCBConfig, coords) -> dict[str, float]:
+    """``stage1_snr`` at the larger context T: the deterministic seed of the unstable stage-1 mode
+    (the drift eta/T integrated over the growth time 1/gamma) over its stochastic seed (the
+    zeta-noise eta sigma_zeta / sqrt(B) per step accumulated over 1/(2 gamma)):
+    ``sqrt(2 B / gamma) / (T sigma_zeta)``, gamma = eta sqrt(rho K) (spec §3.4)."""
+    _, task, lr = escape_context(config, config.T)
+    gamma = lr * math.sqrt(float(task.rho.mean()) * task.K)
+    sigma = stage1_noise(config.replace(seed=0, batch=1, steps=400, log_every=5))
+    return {"stage1_snr": math.sqrt(2 * config.batch / gamma) / (config.T * sigma), "sigma_zeta": sigma}
+
+
+# ------------------------------------------------------------------------------------------------
+# Transfer (spec §5, Decision 10)
+# ------------------------------------------------------------------------------------------------
+def transfer_tasks(config: scb.SCBConfig, mix: float = TRANSFER_MIX):
+    """``(pre_task, down_task)``: the pretraining task of ``config`` and the downstream task with
+    transition ``mix * P_pre + (1 - mix) * P_indep`` and the same targets q (Decision 10)."""
+    from empirical.scb import correlated_transition
+
+    pre = scb.make_task(config)
+    P_down = correlated_transition(pre.P, mix, seed=7)
+    down = scb.SCBTask(P=P_down, mu=scb.stationary_distribution(P_down), Qm=pre.Qm, support=pre.support,
+                       config=config)
+    return pre, down
+
+
+def transfer_start(V_pre: np.ndarray, down_task: scb.SCBTask) -> tuple[np.ndarray, np.ndarray]:
+    """The fine-tuning start: the pretrained V after the final normalisation (V/colsum),
+    re-centred on the downstream mean (V0 mu_down = mu_down), the attention uniform (spec §5)."""
+    N, T = down_task.N, down_task.T
+    Vn = V_pre / V_pre.sum(0, keepdims=True)
+    V0 = Vn - np.outer(Vn @ down_task.mu - down_task.mu, np.ones(N))
+    return V0, np.full((T, N), 1.0 / T)
+
+
+def _transfer_plan(config: scb.SCBConfig):
+    pre, down = transfer_tasks(config)
+    lr_pre, lr_down = _lr(pre), _lr(down)
+    quarter = max(1, int(round(escape_formula(pre, lr_pre) / 4)))
+    snaps = [int(round(p * 4)) for p in PRETRAIN]  # in quarters of t*
+    steps_down = int(math.ceil(4 * escape_formula(down, lr_down)))
+    return pre, down, lr_pre, lr_down, quarter, snaps, steps_down
+
+
+@lru_cache(maxsize=16)
+def _transfer_dataset(config: scb.SCBConfig, seeds: tuple[int, ...], device: str) -> list[xr.Dataset]:
+    import simulate
+    from empirical.scb import l1 as el1
+
+    pre, down, lr_pre, lr_down, quarter, snaps, steps_down = _transfer_plan(config)
+    S = len(seeds)
+    pre_out = el1.train_runs(pre, [el1.RunSpec("l1", lr_pre, 0.0, s) for s in seeds], batch=config.batch,
+                             steps=quarter * max(snaps), log_every=quarter, device=device)
+    starts_V, starts_A = [], []
+    for s in range(S):  # scratch, then one start per snapshot
+        starts_V.append(np.outer(down.mu, np.ones(down.N)))
+        starts_A.append(np.full((down.T, down.N), 1.0 / down.T))
+        for j in snaps:
+            V0, A0 = transfer_start(pre_out["V"][s, j], down)
+            starts_V.append(V0)
+            starts_A.append(A0)
+    runs = [el1.RunSpec("l1", lr_down, 0.0, s) for s in seeds for _ in range(1 + len(snaps))]
+    cfg = config.replace(eta_V=lr_down, eta_A=lr_down, steps=steps_down, log_every=max(1, steps_down // 200))
+    out = el1.train_runs(down, runs, batch=config.batch, steps=cfg.steps, log_every=cfg.log_every, device=device,
+                         init=(np.stack(starts_V), np.stack(starts_A)))
+    tr = el1.trajectory_of_runs(out, cfg, list(range(len(runs))), task=down, dim="run")
+    esc = np.asarray(simulate.first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL))
+    esc = esc.reshape(S, 1 + len(snaps))
+    zeta0 = tr["value_transition_correlation"].values[:, 0].reshape(S, 1 + len(snaps))
+    return [xr.Dataset({"escape_scratch": ((), esc[s, 0]), "escape_transfer": ("pretrain", esc[s, 1:]),
+                        "zeta0": ("pretrain", zeta0[s, 1:])}, coords={"pretrain": list(PRETRAIN)}) for s in range(S)]
+
+
+def transfer_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> list[xr.Dataset]:
+    """Per seed: pretrain (the preconditioned method, lambda = 0, half its stability bound) on
+    ``config``'s task, snapshot V at :data:`PRETRAIN` x t*; fine-tune on the correlated downstream
+    task (:func:`transfer_tasks`) from scratch and from each snapshot (:func:`transfer_start`),
+    same batch, half the downstream bound, 4 t* steps; every run of a map point in one batched
+    call. Variables: ``escape_scratch``, ``escape_transfer`` (pretrain), ``zeta0`` (pretrain)."""
+    _check_ruled(config, "transfer")
+    return list(_transfer_dataset(config.replace(seed=0), tuple(int(s) for s in seeds), device))
+
+
+@lru_cache(maxsize=16)
+def _transfer_ode(config: scb.SCBConfig) -> xr.Dataset:
+    import simulate
+
+    pre, down, lr_pre, lr_down, quarter, snaps, steps_down = _transfer_plan(config)
+    cfg_pre = config.replace(eta_V=lr_pre, eta_A=lr_pre)
+    ode_pre = simulate.solve(scb.problem(cfg_pre, task=pre, t=np.arange(max(snaps) + 1, dtype=float) * quarter),
+                             backend=_BACKEND)
+    cfg_down = config.replace(eta_V=lr_down, eta_A=lr_down)
+    t_down = np.linspace(0, steps_down, 4001)
+
+    def escape(init=None):
+        ode = simulate.solve(scb.problem(cfg_down, task=down, init=init, t=t_down), backend=_BACKEND)
+        return float(simulate.first_crossing(ode, "attention_target_coefficient", scb.ESCAPE_LEVEL))
+
+    Pt_pre = pre.P_tilde
+    esc, zeta0 = [], []
+    for j in snaps:  # the reduced state's V = zeta P~ + omega mu 1^T (spec §3.3)
+        z, w = (float(ode_pre[n].values[j]) for n in ("zeta", "omega"))
+        V = z * Pt_pre + w * np.outer(pre.mu, np.ones(pre.N))
+        start = transfer_start(V, down)
+        esc.append(escape(start))
+        zeta0.append(scb.initial_state(cfg_down, down, start)["zeta"])
+    return xr.Dataset({"escape_scratch": ((), escape()), "escape_transfer": ("pretrain", esc),
+                       "zeta0": ("pretrain", zeta0)}, coords={"pretrain": list(PRETRAIN)})
+
+
+def transfer_theory(config: scb.SCBConfig) -> xr.Dataset:
+    """The 4-D ODE: pretraining from the standard start, its (zeta, omega) at each snapshot made
+    into V, fine-tuning from there and from scratch on the downstream task."""
+    return _transfer_ode(config.replace(seed=0))
+
+
+def transfer_log_ratio(traj: xr.Dataset, config: scb.SCBConfig, *, pretrain: float) -> float:
+    """``ln(t_transfer / t_scratch)``: escape steps (beta reaches 1/2) on the downstream task from
+    the snapshot pretrained for ``pretrain`` x t*, over those from scratch."""
+    t = float(traj["escape_transfer"].sel(pretrain=pretrain).values)
+    return math.log(max(t, 1.0) / float(traj["escape_scratch"].values))
+
+
+def transfer_quantities(config: scb.SCBConfig, coords) -> dict[str, float]:
+    """``transfer_seed_ratio`` = x0 / (b/T) = zeta0 T sqrt(rho K): the transfer start's seed of the
+    unstable stage-1 mode (x = sqrt(eta K) zeta) over the seed the 1/T drift makes from scratch
+    (b/T = sqrt(eta/rho)/T, spec §3.4); zeta0 from the theory's pretraining (:func:`transfer_theory`)."""
+    key = config.replace(seed=0)
+    ode = _transfer_ode(key)
+    _, down = transfer_tasks(key)
+    zeta0 = float(ode["zeta0"].sel(pretrain=coords["pretrain"]).values)
+    return {"transfer_seed_ratio": zeta0 * down.T * math.sqrt(float(down.rho.mean()) * down.K), "zeta0": zeta0}
+
+
+# ------------------------------------------------------------------------------------------------
+# A claim's runs, for the figures
+# ------------------------------------------------------------------------------------------------
+def map_runs(name: str, *, quick: bool = True, device: str = "cpu") -> list[tuple[dict, scb.SCBConfig, Any]]:
+    """``[(coords, config, runs)]``: claim ``name``'s runs function on every config point of its
+    map (all seeds) — the very call its map cells make, so in one process the figures, the claims
+    and the compare report share one computation (the functions above cache their runs)."""
+    from ..claims import plan_claim
+    from ..claims_registry import resolve_ref
+
+    spec = claims.registry().get(name)
+    plan = plan_claim(spec, quick=quick)
+    runs = resolve_ref(spec.runs, f"{spec.field}.runs")
+    return [(coords, cfg, runs(cfg, seeds=list(plan.seeds), device=device)) for coords, cfg in plan.configs]
+
+
+# ------------------------------------------------------------------------------------------------
+# The SDE band (issue 20 replaces this with its registry entry)
+# ------------------------------------------------------------------------------------------------
 #: sde_band_calibrated: |coverage - nominal| in probability (the issue's +-5 points)
 BAND_TOL = 0.05
-#: transfer_skips_stage1: samples to escape from the pretrained V at most this fraction of scratch
-TRANSFER_RATIO = 0.5
-
-
-def escape_time_claim(df) -> Claim:
-    """Stage 1 takes time ~ log T (spec §3.4): the ODE escape matches the formula within
-    :data:`ESCAPE_TOL` at every T and grows by ln(10)/sqrt(rho K) per decade (same tolerance);
-    trained SGD escapes (mean over seeds) within :data:`SGD_ESCAPE_TOL` of their own task's ODE,
-    for the reference SGD at small T and the fused-kernel SGD (``sgd_fast``) at larger T.
-    Evidence also gives the real-SGD slope of ``escape x lr x sqrt(rho K)`` against ``ln T``
-    (population prediction: 1)."""
-    ode = df[df.source == "ode"].sort_values("T")
-    rel_formula = np.abs(ode.escape_time.values - ode.formula.values) / ode.formula.values
-    slope = np.polyfit(np.log10(ode["T"].values), ode.escape_time.values, 1)[0]
-    slope_pred = np.log(10) / np.sqrt(1 / 3 * 0.1)  # the spec's setting rho = 1/3, K = 0.1
-
-    def per_T(src):
-        g = df[df.source == src]
-        t = g.groupby("T").agg(sgd=("escape_time", "mean"), ode=("ode_same_task", "first"))
-        return t, (np.abs(t.sgd - t.ode) / t.ode).values
-
-    ref, rel_sgd = per_T("sgd")
-    fast, rel_fast = per_T("sgd_fast")
-    f = df[df.source == "sgd_fast"]
-    scaled = (f.escape_time * f.lr * np.sqrt(f.rho * f.K)).values
-    sgd_slope = float(np.polyfit(np.log(f["T"].values), scaled, 1)[0]) if f["T"].nunique() > 1 else float("nan")
-    rels = np.concatenate([rel_sgd, rel_fast])
-    holds = bool(np.all(rel_formula <= ESCAPE_TOL) and abs(slope / slope_pred - 1) <= ESCAPE_TOL
-                 and np.all(np.isfinite(rels)) and np.all(rels <= SGD_ESCAPE_TOL))
-    return Claim(
-        "escape_time_log_T",
-        "Trained from scratch, the initial (sample-intensive) stage lasts a time growing like log T: "
-        "t* ~ log(T sqrt(rho))/sqrt(eta_V eta_A rho K) in the population flow.",
-        holds,
-        {"T_ode": ode["T"].tolist(), "ode_escape": ode.escape_time.tolist(), "formula": ode.formula.tolist(),
-         "ode_vs_formula_rel": rel_formula.tolist(), "ode_slope_per_decade": slope,
-         "predicted_slope_per_decade": slope_pred, "T_sgd": ref.index.tolist(),
-         "sgd_escape_mean": ref.sgd.tolist(), "ode_same_task": ref.ode.tolist(),
-         "sgd_vs_ode_rel": rel_sgd.tolist(), "T_sgd_fast": fast.index.tolist(),
-         "sgd_fast_escape_mean": fast.sgd.tolist(), "sgd_fast_ode_same_task": fast.ode.tolist(),
-         "sgd_fast_vs_ode_rel": rel_fast.tolist(), "sgd_fast_slope_vs_lnT": sgd_slope,
-         "predicted_sgd_fast_slope_vs_lnT": 1.0, "tolerance_ode": ESCAPE_TOL, "tolerance_sgd": SGD_ESCAPE_TOL},
-        f"ODE: spec setting K=0.1 rho=1/3 eta_V=eta_A=1, T={ode['T'].tolist()}; SGD (empirical.scb): N=3 Q=2 lr=0.8/T "
-        f"batch {int(df[df.source == 'sgd'].batch.iloc[0])}, T={ref.index.tolist()}; SGD (empirical.scb.fast): N=3 Q=2 "
-        f"lr=2/(m2 T)/2 batch {int(f.batch.iloc[0])}, T={fast.index.tolist()}; "
-        f"{int(df[df.source == 'sgd'].seed.nunique())}/{int(f.seed.nunique())} seeds",
-    )
-
-
-def transfer_claim(df) -> Claim:
-    """Transfer (spec §5): from the pretrained V with uniform attention, samples to escape are at
-    most :data:`TRANSFER_RATIO` x those from scratch at every T (V + attention reported as ablation)."""
-    piv = df.pivot(index="T", columns="start", values="samples")
-    ode = df.pivot(index="T", columns="start", values="ode_escape_steps")
-    ratio = (piv["pretrained V"] / piv["scratch"]).values
-    ratio_va = (piv["pretrained V + attention"] / piv["scratch"]).values
-    zeta0 = df[df.start == "pretrained V"].groupby("T").zeta0.first()
-    lr = df.groupby("T").lr.first().values  # escape steps x lr: time in units of the flow
-    holds = bool(np.all(np.isfinite(ratio)) and np.all(ratio <= TRANSFER_RATIO))
-    return Claim(
-        "transfer_skips_stage1",
-        "Finetuning from a model pretrained on a task with a correlated transition matrix bypasses the "
-        "initial sample-intensive stage (pretrained V only; attention re-initialised uniform).",
-        holds,
-        {"T": piv.index.tolist(), "samples_scratch": piv["scratch"].tolist(),
-         "samples_pretrained_V": piv["pretrained V"].tolist(),
-         "samples_pretrained_V_and_attention": piv["pretrained V + attention"].tolist(),
-         "ratio_V_over_scratch": ratio.tolist(), "ratio_V_and_attention_over_scratch": ratio_va.tolist(),
-         "ode_ratio_V_over_scratch": (ode["pretrained V"] / ode["scratch"]).tolist(),
-         "escape_x_lr_scratch": (piv["scratch"] / df.batch.iloc[0] * lr).tolist(),
-         "escape_x_lr_pretrained_V": (piv["pretrained V"] / df.batch.iloc[0] * lr).tolist(),
-         "zeta0_pretrained_V": zeta0.tolist(), "threshold_ratio": TRANSFER_RATIO},
-        f"N=3 Q=2 lr=0.8/T batch {int(df.batch.iloc[0])}, downstream P = {df.mix.iloc[0]} P_pre + "
-        f"{1 - df.mix.iloc[0]:.2g} P_indep, same q; escape = beta reaches 1/2; one seed per T",
-    )
 
 
 def band_claim(overlay: dict[str, Any]) -> Claim:
@@ -129,82 +566,3 @@ def band_claim(overlay: dict[str, Any]) -> Claim:
         f"levels {[float(lvl) for lvl in coverage]}; t = 0 excluded; "
         f"{overlay['sgd'].sizes['run']} SGD runs vs {overlay['sde'].sizes['path']} SDE paths",
     )
-
-
-# ------------------------------------------------------------------------------------------------
-# The l1 study (figures/scb/l1.py)
-# ------------------------------------------------------------------------------------------------
-def _verdict(d: pd.DataFrame) -> dict[str, Any]:
-    """l1 (validation-selected lambda > 0) vs vanilla SGD on one (T, batch) slice: medians over seeds
-    of the early-stopped distances, support fraction, and whether l1 is smaller on both."""
-    sel, sgd = L1.selected(d), d[d.method == "sgd"]
-    med = {f"{m}_{k}": float(g[k].median()) for m, g in (("l1", sel), ("sgd", sgd)) for k in ("dist_P", "dist_A")}
-    return {**{f"median_{k}": v for k, v in med.items()},
-            "l1_beats_sgd": bool(med["l1_dist_P"] < med["sgd_dist_P"] and med["l1_dist_A"] < med["sgd_dist_A"]),
-            "support_fraction": float(sel.support_recovered.mean()), "lam": float(sel.lam.iloc[0]),
-            "lam_over_sigma": float(sel.lam_over_sigma.iloc[0]), "lr_l1": float(sel.lr.iloc[0]),
-            "lr_sgd": float(sgd.lr.iloc[0]), "sigma_B": float(d.sigma.iloc[0])}
-
-
-def claims_from_study(df: pd.DataFrame, s: L1.L1Settings) -> list[Claim]:
-    """``l1_beats_sgd`` and ``l1_recovers_support`` decided at the smallest batch and largest T of
-    the study, the l1 lambda > 0 chosen by median early-stopped validation loss; the verdicts at
-    the other (T, batch) slices are evidence (``by_regime``)."""
-    df_all, df = df, df[df.lr_backoff == 1]
-    B, T = min(df.batch), max(df["T"])
-    d = df[(df.batch == B) & (df["T"] == T)]
-    v = _verdict(d)
-    back = {f"T={t},B={b}": _verdict(g) for (t, b), g in df_all[df_all.lr_backoff == 2].groupby(["T", "batch"])}
-    sel, sgd = L1.selected(d), d[d.method == "sgd"]
-    by_regime = {f"T={t},B={b}": _verdict(g) for (t, b), g in df.groupby(["T", "batch"])}
-    per_lam = {f"{m},lam={lam:.3g}": {"lam_over_sigma": float(g.lam_over_sigma.iloc[0]),
-                                      "dist_P": float(g.dist_P.median()), "dist_A": float(g.dist_A.median()),
-                                      "nnz_mean": float(g.nnz_mean.median()),
-                                      "support_fraction": float(g.support_recovered.mean()),
-                                      "val_loss": float(g.val_loss.median())}
-               for (m, lam), g in d[d.method != "sgd"].groupby(["method", "lam"])}
-    regime = (f"N={s.config.N} T={T} Q={s.config.Q} batch {B}, {len(s.seeds)} seeds, {s.steps(T, B)[0] * B} samples, "
-              f"lr l1={v['lr_l1']:.3g} sgd={v['lr_sgd']:.3g} (own largest stable/sqrt 2), lam={v['lam']:.3g} "
-              f"({v['lam_over_sigma']:.2g} sigma_B) chosen by validation loss, task_seed {s.config.task_seed}")
-    beats = Claim(
-        "l1_beats_sgd",
-        "At small batch the l1-regularised proximal method reaches a smaller early-stopped distance to "
-        "the ground truth, for P and for the attention, than vanilla SGD (each at its own largest "
-        "stable learning rate).",
-        holds=v["l1_beats_sgd"],
-        evidence={**{k: x for k, x in v.items() if k not in ("l1_beats_sgd", "support_fraction")},
-                  "lam_paper": float(d.lam_paper.iloc[0]),
-                  "l1_dist_P_seeds": sel.dist_P.round(4).tolist(), "sgd_dist_P_seeds": sgd.dist_P.round(4).tolist(),
-                  "l1_dist_A_seeds": sel.dist_A.round(4).tolist(), "sgd_dist_A_seeds": sgd.dist_A.round(4).tolist(),
-                  "per_lambda": per_lam,
-                  "by_regime": {k: {"holds": x["l1_beats_sgd"], "l1_dist_P": x["median_l1_dist_P"],
-                                    "sgd_dist_P": x["median_sgd_dist_P"], "l1_dist_A": x["median_l1_dist_A"],
-                                    "sgd_dist_A": x["median_sgd_dist_A"], "lam_over_sigma": x["lam_over_sigma"]}
-                                for k, x in by_regime.items()},
-                  "one_more_lr_step_back": {k: {"holds": x["l1_beats_sgd"], "lr_l1": x["lr_l1"], "lr_sgd": x["lr_sgd"],
-                                                "l1_dist_P": x["median_l1_dist_P"], "sgd_dist_P": x["median_sgd_dist_P"],
-                                                "l1_dist_A": x["median_l1_dist_A"], "sgd_dist_A": x["median_sgd_dist_A"]}
-                                            for k, x in back.items()}},
-        regime=regime)
-    support = Claim(
-        "l1_recovers_support",
-        "After early stopping and the final normalisation, the attention support equals the true one "
-        "(in at least 80% of seeds).",
-        holds=bool(v["support_fraction"] >= 0.8),
-        evidence={"support_fraction": v["support_fraction"], "lam": v["lam"],
-                  "nnz_mean_seeds": sel.nnz_mean.round(2).tolist(), "nnz_max_seeds": sel.nnz_max.tolist(),
-                  "true_nnz": s.config.Q, "T": T,
-                  "best_fraction_any_lambda": max(x["support_fraction"] for x in per_lam.values()),
-                  "by_regime": {k: {"support_fraction": x["support_fraction"], "lam_over_sigma": x["lam_over_sigma"]}
-                                for k, x in by_regime.items()},
-                  "one_more_lr_step_back": {k: x["support_fraction"] for k, x in back.items()}},
-        regime=regime)
-    return [beats, support]
-
-
-def l1_claims(quick: bool = True, device: str = "auto", *, store=None, workers: int = 1, ray: str | None = None,
-              **overrides) -> list[Claim]:
-    """The two claims of the l1 study (:mod:`.l1`; see :func:`claims_from_study`; sweep options as
-    :func:`figures.scb.l1.l1_study`)."""
-    s = L1.settings(quick, **overrides)
-    return claims_from_study(L1.study(s, device, store, workers, ray), s)

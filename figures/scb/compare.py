@@ -7,9 +7,12 @@
 * where_agreement_breaks — :class:`~figures.report.Break` rows: the same rel_l2 as the batch
   shrinks (noise) and as the learning rate approaches the stability bound 2/(m2 T)
   (discretisation);
-* claims — decided in :mod:`.claims` from the data computed here: :func:`escape_time_table`
-  (``escape_time_log_T``, spec §3.4), :func:`transfer_table` (``transfer_skips_stage1``, spec §5),
-  :func:`overlay_data` (``sde_band_calibrated``, spec §3.6) and the l1 study (:mod:`.l1`).
+* claims — the registry's :class:`~figures.claims.ClaimResult` (:mod:`.claims`, decided over seeds
+  with their validity maps; the map cells are in the claims' store, so after ``tdyn claims`` or
+  the figures' claims step the report only reads them), then ``sde_band_calibrated`` (spec §3.6,
+  a single-run claim on :func:`overlay_data` until issue 20's registry entry replaces it);
+* :func:`escape_time_table` and :func:`transfer_table` — the escape and transfer claims' runs (the
+  same cached computation their map cells use) as tables for the figures.
 
 The data functions are computed once per process and arguments (the figures of
 :mod:`.figures` draw the same data the report judged; ``tdyn figures scb`` computes it once).
@@ -27,7 +30,6 @@ import xarray as xr
 
 import simulate
 from empirical import scb as escb
-from empirical.scb.fast import escape_time_points
 from empirical.trainer import stack_runs
 from theory import Problem, scb
 
@@ -36,8 +38,7 @@ from ..report import Break, Observable, Report
 from . import claims as C
 
 __all__ = ["compare", "agreement_breakdown", "overlay_data", "escape_time_table", "transfer_table",
-           "transfer_tasks", "transfer_starts", "ode_for", "escape_formula_value", "spec_escape_times",
-           "TOLERANCE", "DIAGNOSTICS", "BAND_LEVELS"]
+           "ode_for", "escape_formula_value", "spec_escape_times", "TOLERANCE", "DIAGNOSTICS", "BAND_LEVELS"]
 
 #: rel_l2 threshold for the correlation observables (small lr, large batch)
 TOLERANCE = 0.05
@@ -76,10 +77,7 @@ def compare(*, quick: bool = True, device: str = "auto", config: scb.SCBConfig |
     if claims:
         overlay = overlay_data(quick, device=device)
         details["band_coverage"] = overlay["coverage"]
-        report.claims = [C.escape_time_claim(escape_time_table(quick, device=device)),
-                         C.transfer_claim(transfer_table(quick, device=device)),
-                         C.band_claim(overlay),
-                         *C.l1_claims(quick, device)]
+        report.claims = [*C.claims(quick=quick, device=device), C.band_claim(overlay)]
     return report
 
 
@@ -172,105 +170,60 @@ def _overlay_data(quick, device, cfg, runs, paths, seed) -> dict[str, Any]:
     return {"ode": ode, "sde": ens, "sgd": sgd, "coverage": coverage, "coverage_se": coverage_se, "config": cfg}
 
 
-def escape_time_table(quick: bool = True, *, device: str = "auto", real_sgd_Ts=None,
-                      real_sgd_batch: int = 512) -> pd.DataFrame:
+def escape_time_table(quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
     """Escape time (beta reaches 1/2) vs T, one row per source and run:
 
     * ``source == "ode"``: ODE and formula on the spec's setting for T = 1e2..1e4 (1e5 with --full);
-    * ``"sgd"``: :func:`empirical.scb.train` (the reference SGD) at small T, lr = 0.8/T, batch of
-      ``SCBConfig.preset("escape_time")`` (512 / 2048);
-    * ``"sgd_fast"``: :func:`empirical.scb.fast.escape_time_points` (fused kernels) at larger T
-      (``real_sgd_Ts``; quick 64, 256; --full 64..4096), lr = half the stability bound 2/(m2 T)
-      (spec §2), batch ``real_sgd_batch`` (512).
+    * ``"sgd_fast"``: the ``escape_time_log_t`` claim's runs (:func:`figures.scb.claims.escape_runs`:
+      real SGD, fused kernels, lr = half the stability bound 2/(m2 T)), every context T of its map
+      at every batch and seed, with its task's ODE escape (``ode_same_task``) and the formula."""
+    return _escape_time_table(quick, _device(device)).copy()
 
-    Every SGD row carries its own task's ODE escape (``ode_same_task``) and ``rel_err_vs_ode``.
-    Real SGD at T = 1e5 (N = 3) is out of reach: the bound forces lr ~ 1/T, so the escape takes
-    ~T log T steps of B*T positions each (~1e14 positions; pass ``real_sgd_Ts`` to try)."""
-    Ts = None if real_sgd_Ts is None else tuple(real_sgd_Ts)
-    return _escape_time_table(quick, device, Ts, real_sgd_batch).copy()
+
+def _device(device: str) -> str:
+    from empirical.trainer import resolve_device
+
+    return resolve_device(device).type
 
 
 @lru_cache(maxsize=4)
-def _escape_time_table(quick, device, real_sgd_Ts, real_sgd_batch) -> pd.DataFrame:
+def _escape_time_table(quick, device) -> pd.DataFrame:
     df_ode = spec_escape_times([1e2, 1e3, 1e4] if quick else [1e2, 1e3, 1e4, 1e5])
     rows = []
-    sgd_T = [8, 16] if quick else [8, 16, 32, 64, 128]
-    seeds = 2 if quick else 5
-    for Tv in sgd_T:
-        lr = 0.8 / Tv  # a fixed fraction of the stability bound ~ 2N/T
-        base = scb.SCBConfig.preset("escape_time", quick, T=Tv, eta_V=lr, eta_A=lr, steps=1, log_every=1)
-        task = scb.make_task(base)
-        t_form = escape_formula_value(scb.system_parameters(base, task))
-        steps = int(3 * t_form)
-        cfg = base.replace(steps=steps, log_every=max(1, steps // 200))
-        t_ode = simulate.first_crossing(ode_for(cfg, np.linspace(0, steps, 801), task),
-                                        "attention_target_coefficient", scb.ESCAPE_LEVEL)
-        for s in range(seeds):
-            tr, _ = escb.train(cfg, device=device, seed=s, task=task,
-                               stop_when=lambda o: o["attention_target_coefficient"] >= 0.6)
-            t_sgd = simulate.first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL)
-            rows.append({"source": "sgd", "T": float(Tv), "seed": s, "lr": lr, "K": task.K, "batch": cfg.batch,
-                         "escape_time": t_sgd, "ode_same_task": t_ode, "rel_err_vs_ode": abs(t_sgd - t_ode) / t_ode,
-                         "formula": t_form})
-    fast_T = real_sgd_Ts or ((64, 256) if quick else (64, 256, 1024, 4096))
-    fast = pd.DataFrame(escape_time_points(fast_T, batch=real_sgd_batch, seeds=2, device=device))
-    fast = fast.assign(source="sgd_fast")
-    fast["T"] = fast["T"].astype(float)
-    return pd.concat([df_ode, pd.DataFrame(rows), fast], ignore_index=True)
+    for _, cfg, runs in C.map_runs("escape_time_log_t", quick=quick, device=device):
+        theory = C.escape_theory(cfg)
+        for i, Tv in enumerate(theory["context"].values):
+            _, task, lr = C.escape_context(cfg, int(Tv))
+            t_ode = float(theory["escape_steps"].values[i])
+            for s, r in enumerate(runs):
+                esc = float(r["escape_steps"].values[i])
+                rows.append({"source": "sgd_fast", "T": float(Tv), "batch": cfg.batch, "seed": s, "lr": lr,
+                             "K": task.K, "rho": float(task.rho.mean()), "escape_time": esc, "ode_same_task": t_ode,
+                             "rel_err_vs_ode": abs(esc - t_ode) / t_ode, "formula": C.escape_formula(task, lr)})
+    df = pd.concat([df_ode, pd.DataFrame(rows)], ignore_index=True)
+    return df.drop_duplicates(subset=["source", "T", "batch", "seed"], ignore_index=True)
 
 
-def transfer_tasks(Tv: int, *, mix: float = 0.7, batch: int = 256):
-    """Pretraining and downstream configs/tasks at context ``T`` (Decision 10,
-    ``SCBConfig.preset("transfer")``): the downstream transition is ``mix * P_pre + (1 - mix) *
-    P_indep``; the downstream keeps the pretraining targets ``q^(k)`` (so the V + attention
-    ablation carries aligned attention)."""
-    lr = 0.8 / Tv
-    pre = scb.SCBConfig.preset("transfer", T=Tv, eta_V=lr, eta_A=lr, batch=batch, steps=1)
-    pre_task = scb.make_task(pre)
-    P_down = escb.correlated_transition(pre_task.P, mix, seed=7)
-    down_task = scb.SCBTask(P=P_down, mu=scb.stationary_distribution(P_down), Qm=pre_task.Qm,
-                            support=pre_task.support, config=pre)
-    return pre, pre_task, down_task
-
-
-def transfer_starts(V_pre: np.ndarray, A_pre: np.ndarray, down_task, config) -> dict[str, Any]:
-    """Initial (V0, A0) per start. Pretrained weights get the final normalisation (V/colsum,
-    a/1'a); V is re-centred on the downstream mean (V0 mu_down = mu_down, spec §5 transfer)."""
-    N = down_task.N
-    Vn = V_pre / V_pre.sum(0, keepdims=True)
-    V0 = Vn - np.outer(Vn @ down_task.mu - down_task.mu, np.ones(N))
-    A_uniform = scb.initial_parameters(config, down_task)[1]
-    return {"scratch": None, "pretrained V": (V0, A_uniform),
-            "pretrained V + attention": (V0, A_pre / A_pre.sum(0, keepdims=True))}
-
-
-def transfer_table(quick: bool = True, *, device: str = "auto", Ts=None, mix: float = 0.7) -> pd.DataFrame:
-    """Samples to escape (beta >= 1/2) on a downstream task whose transition is correlated with the
-    pretraining task's: from scratch, from the pretrained V with the attention re-initialised
-    uniform (the paper's transfer claim, spec §5/§6.1), and from pretrained V + attention
-    (ablation). Batch 256; each row also carries the ODE's escape from the same start. Columns
-    ``T, start, escape_steps, samples, ode_escape_steps, zeta0, beta0, batch, lr, mix``."""
-    return _transfer_table(quick, device, None if Ts is None else tuple(Ts), mix).copy()
+def transfer_table(quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
+    """The ``transfer_skips_stage1`` claim's runs (:func:`figures.scb.claims.transfer_runs`) as rows
+    ``T, start, seed, escape_steps, samples, ode_escape_steps, zeta0, batch, mix``: per seed the
+    escape (beta >= 1/2) on the downstream task from scratch and from V pretrained for
+    ``pretrain`` x t* (attention uniform), with the ODE's escape from the theory's start."""
+    return _transfer_table(quick, _device(device)).copy()
 
 
 @lru_cache(maxsize=4)
-def _transfer_table(quick, device, Ts, mix) -> pd.DataFrame:
+def _transfer_table(quick, device) -> pd.DataFrame:
     rows = []
-    Ts = Ts or ([8, 16] if quick else [8, 16, 32, 64, 128])
-    for Tv in Ts:
-        pre, pre_task, down_task = transfer_tasks(Tv, mix=mix)
-        steps = int(4 * escape_formula_value(scb.system_parameters(pre, pre_task)))
-        pre = pre.replace(steps=steps, log_every=max(1, steps // 100))
-        _, exp = escb.train(pre, device=device, task=pre_task)
-        starts = transfer_starts(*exp.parameters_numpy(), down_task, pre)
-        for label, ini in starts.items():
-            tr, _ = escb.train(pre, device=device, task=down_task, init=ini,
-                               stop_when=lambda o: o["attention_target_coefficient"] >= 0.6)
-            t_esc = simulate.first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL)
-            ode = ode_for(pre, np.linspace(0, steps, 801), down_task, init=ini)
-            y0 = scb.initial_state(pre, down_task, ini)
-            rows.append({"T": float(Tv), "start": label, "escape_steps": t_esc, "samples": t_esc * pre.batch,
-                         "ode_escape_steps": simulate.first_crossing(ode, "attention_target_coefficient",
-                                                                     scb.ESCAPE_LEVEL),
-                         "zeta0": y0["zeta"], "beta0": y0["beta"], "batch": pre.batch, "lr": pre.eta_A, "mix": mix})
+    for _, cfg, runs in C.map_runs("transfer_skips_stage1", quick=quick, device=device):
+        th = C.transfer_theory(cfg)
+        for s, r in enumerate(runs):
+            starts = [("scratch", float(r["escape_scratch"]), float(th["escape_scratch"]), 0.0)] + [
+                (f"pretrained V ({p:g} t*)", float(r["escape_transfer"].sel(pretrain=p)),
+                 float(th["escape_transfer"].sel(pretrain=p)), float(r["zeta0"].sel(pretrain=p)))
+                for p in r["pretrain"].values]
+            for label, esc, ode, z0 in starts:
+                rows.append({"T": float(cfg.T), "start": label, "seed": s, "escape_steps": esc,
+                             "samples": esc * cfg.batch, "ode_escape_steps": ode, "zeta0": z0, "batch": cfg.batch,
+                             "mix": C.TRANSFER_MIX})
     return pd.DataFrame(rows)

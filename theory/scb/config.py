@@ -99,7 +99,9 @@ class SCBConfig(ParamsBase):
     steps: int = 400
     log_every: int = 5
     init: str = "mu"  # V = mu 1^T ("mu") or 11^T/N ("uniform")
-    normalise: str = "end"  # "end" (final normalisation only) or "step" (projection 1^T a_k = 1, Decision 6)
+    # "end" (final normalisation only), "step" (projection 1^T a_k = 1 after the prox, Decision 6) or
+    # "step_before_prox" (the projection between the gradient step and the prox: the prox still sets exact zeros)
+    normalise: str = "end"
     softmax_lr_power: float = 2.0  # softmax variant: attention lr = eta_A * T**power (spec §6.1: T^2)
     seed: int = 0
 
@@ -123,7 +125,7 @@ class SCBConfig(ParamsBase):
             ("attention", ("uniform", "dirichlet")),
             ("query", ("outside", "last")),
             ("init", ("mu", "uniform")),
-            ("normalise", ("end", "step")),
+            ("normalise", ("end", "step", "step_before_prox")),
         ):
             check_choice(name, getattr(self, name), allowed)
         if not (math.isfinite(self.lam_switch) and self.lam_switch >= 0):

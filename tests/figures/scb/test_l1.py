@@ -1,54 +1,67 @@
-"""The SCB l1-vs-SGD study (figures/scb/l1.py): the figure's files, and the study through the sweep
-store against the golden table (within its stored tolerance), resumed after a lost cell."""
+"""The SCB l1-vs-SGD figure (figures/scb/l1.py), drawn from the ``l1_beats_sgd`` claim's runs: its
+files, its curves (each seed at its validation-chosen rate) and its table against the claim's own
+statistic on the same runs."""
 
-from pathlib import Path
-
+import numpy as np
 import pandas as pd
+import pytest
 
-from empirical.scb import l1 as el1
+from figures.claims import registry
+from figures.scb import claims as C
 from figures.scb import l1 as fl1
-from helpers.golden import assert_matches_golden
+from theory import scb
+
+SEEDS = [0, 1, 2]
 
 
-def test_figure_writes_png_and_csv_of_the_study(tmp_path):
-    """The figure saves both files; the CSV holds exactly the study's rows."""
-    kw = dict(Ts=(16,), batches=(64,), seeds=(0, 1, 2), samples=300 * 64, n_log=15, horizon=100, n_grid=22,
-              lam_multiples=(1.0,), methods=el1.METHODS)  # same settings as above: cached study
-    data = fl1.fig_l1_vs_sgd(tmp_path, True, device="cpu", **kw)
+@pytest.fixture
+def tiny_map(monkeypatch):
+    """The claim's runs at two small map points (T = 8, batch 64, two lambdas): the claim's own
+    runs function, in place of the quick map (the figure and the claim call the same one)."""
+    base = registry("scb").get(fl1.CLAIM).protocol.config(scb.SCBConfig, True)
+    points = []
+    for lam in (1e-2, 0.1):
+        coords = {"T": 8, "batch": 64, "lam": lam}
+        cfg = base.replace(**coords)
+        points.append((coords, cfg, C.l1_sgd_runs(cfg, seeds=SEEDS)))
+    monkeypatch.setattr(C, "map_runs", lambda name, *, quick=True, device="cpu": points if name == fl1.CLAIM else [])
+    return points
+
+
+def test_figure_writes_png_and_the_claims_numbers(tmp_path, tiny_map):
+    """Files, the lint (strict), and the table: per (lambda, method, seed) the claim's early stop."""
+    from figures.core import collecting
+
+    with collecting(strict=True):
+        data = fl1.fig_l1_vs_sgd(tmp_path, True, device="cpu")
     assert (tmp_path / "scb_l1_vs_sgd.png").stat().st_size > 1000
-    csv = pd.read_csv(tmp_path / "scb_l1_study.csv")
-    pd.testing.assert_frame_equal(csv[["method", "lam", "seed", "dist_P", "dist_A"]],
-                                  data["study"][["method", "lam", "seed", "dist_P", "dist_A"]], check_exact=False, rtol=1e-12)
-    assert set(data["selected"].method) == {"l1", "l1_proj"}
+    csv = pd.read_csv(tmp_path / "scb_l1_vs_sgd.csv")
+    assert len(csv) == 2 * 2 * len(SEEDS)  # (lambda, method, seed)
+    pd.testing.assert_frame_equal(csv[["lam", "method", "seed", "dist_P", "dist_Q"]],
+                                  data["table"][["lam", "method", "seed", "dist_P", "dist_Q"]], rtol=1e-12)
+    for coords, cfg, ds in tiny_map:
+        rows = data["table"][data["table"].lam == coords["lam"]]
+        for i, seed in enumerate(SEEDS):
+            one = ds.isel(seed=i)
+            stat = C.l1_vs_sgd_log_ratio(one, cfg)  # the claim's statistic on the same run
+            assert rows[rows.seed == seed].log_distance_ratio.to_numpy() == pytest.approx([stat, stat])
+            for method in ("l1", "sgd"):
+                e = C.early_stopped(one, f"{method}_")
+                r = rows[(rows.seed == seed) & (rows.method == method)].iloc[0]
+                assert r.dist_P == pytest.approx(e["value_relative_distance_to_truth"])
+                assert r.lr == pytest.approx(float(one[f"{method}_lr"].values[int(e["lr_index"])]))
 
 
-TINY = dict(Ts=(16,), batches=(32, 64), seeds=(0, 1), samples=120 * 64, n_log=10, horizon=60, n_grid=22,
-            lam_multiples=(1.0,), methods=("l1", "sgd"))
-
-
-def test_study_through_the_sweep_store_is_unchanged_and_resumes(tmp_path):
-    """The study run as sweep cells gives exactly the table the pre-sweep code gave
-    (tests/data/scb_l1_study_tiny.csv, written by the direct loop of commit 6dc906b with these
-    settings; floats within the tolerance stored beside it, as another machine's last bits may
-    differ); a second call reads the same store back, so it must give the identical table computes no cell; after losing one finished cell (an interrupted
-    sweep) a rerun computes just that cell and the table is again the same."""
-    from empirical.sweeps import read_index
-
-    store = tmp_path / "store"
-    fl1._STUDIES.clear()
-    df = fl1.l1_study(True, device="cpu", store=store, **TINY)
-    n_cells = 2 * 2 + 2  # lr searches per (batch, method) + one runs cell per batch
-    assert df.attrs["cells_computed"] == n_cells
-    assert_matches_golden(df, Path(__file__).parents[2] / "data" / "scb_l1_study_tiny.csv")
-    idx = read_index(store)
-    assert len(idx) == n_cells and set(idx.status) == {"ok"} and set(idx.part) == {"lr", "runs"}
-    fl1._STUDIES.clear()
-    again = fl1.l1_study(True, device="cpu", store=store, **TINY)
-    assert again.attrs["cells_computed"] == 0
-    pd.testing.assert_frame_equal(again, df, check_exact=True)
-    lost = idx[idx.part == "runs"].file.iloc[0]
-    (store / lost).unlink()
-    fl1._STUDIES.clear()
-    resumed = fl1.l1_study(True, device="cpu", store=store, **TINY)
-    assert resumed.attrs["cells_computed"] == 1
-    pd.testing.assert_frame_equal(resumed, df, check_exact=True)
+def test_curves_are_each_seeds_validation_chosen_rate(tiny_map):
+    """A curve's seed row is the distance path of the rate whose minimal population loss is lowest
+    (chosen here independently, by a loop over rates)."""
+    data = fl1.fig_l1_vs_sgd(None, True, device="cpu")
+    coords, _, ds = tiny_map[1]
+    for method, key in (("l1", coords["lam"]), ("sgd", "sgd")):
+        for which, name in (("P", "value_relative_distance_to_truth"), ("Q", "attention_distance_to_truth")):
+            got = data["curves"][(8, 64, key, which)]
+            for i in range(len(SEEDS)):
+                losses = [np.nanmin(ds[f"{method}_population_loss"].isel(seed=i).values[j])
+                          for j in range(ds.sizes[f"{method}_lr"])]
+                best = int(np.argmin(losses))
+                np.testing.assert_allclose(got[i], ds[f"{method}_{name}"].isel(seed=i).values[best])
