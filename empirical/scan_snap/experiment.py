@@ -1,7 +1,8 @@
 """Scan & Snap training (papers/scan_snap.md §5): one run for the Trainer
-(:class:`ScanSnapExperiment`, :func:`train`, :func:`run` = the paper row's ``train`` slot), many runs
-as one batched computation (:func:`train_grid`, Fig. 6), and the same finite-T SGD as a jax
-stochastic map (:func:`sgd_ensemble`).
+(:class:`ScanSnapExperiment`, :func:`train`, :func:`run` = the paper row's ``train`` slot), every
+seed of a setting in one call (:func:`train_seeds`, the claims' runs), many runs as one batched
+computation (:func:`train_grid`, Fig. 6), and the same finite-T SGD as a jax stochastic map
+(:func:`sgd_ensemble`).
 
 The data path is the config's variant (``counts`` or ``sequences``, :mod:`.data`); the model and
 loss are :mod:`.model`, the update rule :mod:`.update`; ``engine="numpy"`` grids run the compiled
