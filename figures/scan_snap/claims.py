@@ -16,7 +16,8 @@ registry names:
   :func:`snap_deceleration`), ``entropy_falls_with_eta_z`` (the old ``entropy_falls_with_eta_Z``; names are lower_snake_case) (:func:`fig6_runs`,
   :func:`fig6_theory`, :func:`entropy_slope`);
 * :func:`reduced_table`: the reduced claim's map next to the exact T = inf flow (the compare
-  report's ``reduced_grid`` details: whether a gap is the reduction's or the network's).
+  report's ``reduced_grid`` details: whether a gap is the reduction's or the network's);
+  :func:`snap_table` likewise for the snap claim, beside Theorem 4's closed form (``snap_grid``).
 
 Time is per-sample time (``config.ode_time``); horizons of the reduced claim count units of
 ``1/eta_Z``, windows of the snap claim units of ``t0 = 2 K ln M / eta_Y`` (Theorem 4).
@@ -35,7 +36,7 @@ from theory import scan_snap as ss
 
 __all__ = ["claims", "claim_quantities", "overlap_eigenvalues", "promised_error", "eta_Z_time_config",
            "reduced_runs", "reduced_theory", "reduced_error", "snap_runs", "snap_theory", "snap_deceleration",
-           "fig6_runs", "fig6_theory", "entropy_slope", "reduced_table", "LOG_PER_UNIT"]
+           "fig6_runs", "fig6_theory", "entropy_slope", "reduced_table", "snap_table", "LOG_PER_UNIT"]
 
 #: the row's claims slot: the registry beside this module, decided over seeds with its maps
 claims = registry_claims("scan-snap")
@@ -141,28 +142,37 @@ def reduced_error(traj, config, *, horizon) -> float:
         return float(np.linalg.norm(dr - dz) / np.linalg.norm(dz) / promised_error(config))
 
 
-def reduced_table(result) -> list[dict]:
-    """The reduced claim's map beside the exact T = inf flow: per point (common_prob, ratio,
-    horizon) the training's statistic (mean over seeds and its interval), the exact flow's and the
-    promised error. Where the flow fails as the network does, the gap is the reduction's."""
+def _beside_flow(result, window: str, label: str, statistic: str, flow_config, columns) -> list[dict]:
+    """A claim's map beside the exact T = inf flow (one solve per (common_prob, eta_Z), from zero
+    init at ``flow_config(config)``'s times): per point the coordinates (``window``, the statistic's
+    axis, as ``label``), the training's ``statistic`` (mean over seeds, interval, verdict) and
+    ``columns(config, flow, window value)``."""
     from .compare import theory_trajectory
 
     rows, flows = [], {}
     for p in result.points:
         c = dict(p.coords)
         cfg = result.spec.protocol.config(ss.Config, result.quick).with_overrides(
-            [f"{k}={v!r}" for k, v in c.items() if k != "horizon"])
+            [f"{k}={v!r}" for k, v in c.items() if k != window])
         key = (cfg.common_prob, cfg.eta_Z)
         if key not in flows:
-            run = eta_Z_time_config(cfg)
-            flows[key] = (cfg, theory_trajectory(run, run.ode_times()))
-        exact = reduced_error(flows[key][1], cfg, horizon=c["horizon"])
+            run = flow_config(cfg).replace(zero_init=True)
+            flows[key] = theory_trajectory(run, run.ode_times())
         d = p.decision
-        rows.append({"common_prob": cfg.common_prob, "eta_Y/eta_Z": cfg.eta_Y / cfg.eta_Z, "horizon_eta_Z_t": c["horizon"],
-                     "inside_regime": p.inside, "training_error_over_promised": None if d is None else d.estimate,
+        rows.append({"common_prob": cfg.common_prob, "eta_Y/eta_Z": cfg.eta_Y / cfg.eta_Z, label: c[window],
+                     "inside_regime": p.inside, f"training_{statistic}": None if d is None else d.estimate,
                      "interval": None if d is None else list(d.interval), "verdict": p.verdict,
-                     "exact_flow_error_over_promised": exact, "promised_error": promised_error(cfg)})
+                     **columns(cfg, flows[key], c[window])})
     return rows
+
+
+def reduced_table(result) -> list[dict]:
+    """The reduced claim's map beside the exact T = inf flow: per point (common_prob, ratio,
+    horizon) the training's statistic (mean over seeds and its interval), the exact flow's and the
+    promised error. Where the flow fails as the network does, the gap is the reduction's."""
+    return _beside_flow(result, "horizon", "horizon_eta_Z_t", "error_over_promised", eta_Z_time_config,
+                        lambda cfg, flow, h: {"exact_flow_error_over_promised": reduced_error(flow, cfg, horizon=h),
+                                              "promised_error": promised_error(cfg)})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -196,6 +206,17 @@ def snap_deceleration(traj, config, *, start) -> float:
     zc = np.interp([a, math.sqrt(10) * a, 10 * a], t, traj["z_c"].values)
     first, second = zc[0] - zc[1], zc[1] - zc[2]
     return float(second / first) if first > 0 else float("nan")
+
+
+def snap_table(result) -> list[dict]:
+    """The snap claim's map beside the exact T = inf flow and Theorem 4's closed form: per point
+    (common_prob, ratio, window start) the training's fall ratio (mean over seeds, its interval,
+    verdict), the exact flow's from zero init on the runs' times and Theorem 4's (:func:`snap_theory`).
+    Where the exact flow's ratio is the training's, a failure is Theorem 4's 1-D snap ODE missing
+    the flow at those times, not SGD's noise or the finite T."""
+    return _beside_flow(result, "start", "start_over_t0", "fall_ratio", lambda cfg: cfg,
+                        lambda cfg, flow, a: {"exact_flow_fall_ratio": snap_deceleration(flow, cfg, start=a),
+                                              "theorem_4_fall_ratio": snap_deceleration(snap_theory(cfg), cfg, start=a)})
 
 
 # ------------------------------------------------------------------------------------------------
