@@ -206,6 +206,7 @@ register(Paper(
     figures="figures.scan_snap.figures:FIGURES",
     estimate="theory.scan_snap.config:estimate",
     text="empirical.scan_snap.text:ScanSnapTextConfig",  # Figs. 7 and 10 on WikiText-2
+    claims="figures.scan_snap.claims:claims",  # figures/scan_snap/claims.toml, decided over seeds
     variants=("counts", "sequences"),
     missing={"sde": "minibatch noise of the count-vector SGD is simulated exactly (empirical.scan_snap.fast), not as an SDE"},
 ))

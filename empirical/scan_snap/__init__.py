@@ -8,7 +8,8 @@ Modules, read in this order:
 * :mod:`.model` — :class:`DirectYZ` (``R`` independent copies), the cross-entropy, one batch's loss;
 * :mod:`.update` — the update rule (SGD with momentum, Adam; optax-style ``init``/``update``);
 * :mod:`.experiment` — :class:`ScanSnapExperiment` for the Trainer, :func:`train`, :func:`run`
-  (the paper row's ``train`` slot), batched grids (:func:`train_grid`) and the jax SGD map
+  (the paper row's ``train`` slot), every seed of a setting in one call (:func:`train_seeds`),
+  batched grids (:func:`train_grid`) and the jax SGD map
   (:func:`sgd_ensemble`);
 * :mod:`.fast` — the compiled (numba) count-vector SGD engine of the Fig. 6 grid;
 * :mod:`.text` — the real-text protocol (Figs. 7 and 10; the row's ``text`` slot).
@@ -18,8 +19,8 @@ Modules, read in this order:
 
 from . import update
 from .data import Sampler, counts_of
-from .experiment import ScanSnapExperiment, run, sgd_ensemble, train, train_grid
+from .experiment import ScanSnapExperiment, run, sgd_ensemble, train, train_grid, train_seeds
 from .model import DirectYZ, cross_entropy, loss_step
 
 __all__ = ["Sampler", "counts_of", "DirectYZ", "cross_entropy", "loss_step", "update", "ScanSnapExperiment",
-           "train", "run", "train_grid", "sgd_ensemble"]
+           "train", "run", "train_seeds", "train_grid", "sgd_ensemble"]

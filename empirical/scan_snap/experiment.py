@@ -1,7 +1,8 @@
 """Scan & Snap training (papers/scan_snap.md §5): one run for the Trainer
-(:class:`ScanSnapExperiment`, :func:`train`, :func:`run` = the paper row's ``train`` slot), many runs
-as one batched computation (:func:`train_grid`, Fig. 6), and the same finite-T SGD as a jax
-stochastic map (:func:`sgd_ensemble`).
+(:class:`ScanSnapExperiment`, :func:`train`, :func:`run` = the paper row's ``train`` slot), every
+seed of a setting in one call (:func:`train_seeds`, the claims' runs), many runs as one batched
+computation (:func:`train_grid`, Fig. 6), and the same finite-T SGD as a jax stochastic map
+(:func:`sgd_ensemble`).
 
 The data path is the config's variant (``counts`` or ``sequences``, :mod:`.data`); the model and
 loss are :mod:`.model`, the update rule :mod:`.update`; ``engine="numpy"`` grids run the compiled
@@ -23,6 +24,7 @@ from theory.scan_snap import (
     PAPER,
     ScanSnapConfig,
     count_vector_objective,
+    entropy,
     make_task,
     observables_from_parameters,
     symmetric_y_coordinates,
@@ -33,7 +35,7 @@ from . import update
 from .data import Sampler
 from .model import DirectYZ, loss_step
 
-__all__ = ["ScanSnapExperiment", "train", "run", "train_grid", "sgd_ensemble"]
+__all__ = ["ScanSnapExperiment", "train", "run", "train_seeds", "train_grid", "sgd_ensemble", "logged_observables"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -88,23 +90,38 @@ class ScanSnapExperiment:
 
     def observables(self) -> dict[str, float]:
         Y, Z = self.parameters_numpy()
-        t = self.task
-        obs = {k: float(v) for k, v in observables_from_parameters(Y, Z, t).items()}
-        obs.update({k: float(v) for k, v in symmetric_y_coordinates(t, Y).items()})
-        for j in range(t.dt.shape[1]):
-            obs[f"z_dt_{j}"] = float(np.mean([Z[t.query[n], t.dt[n, j]] for n in range(t.K)]))
-        if t.common.size:
-            obs["z_c"] = float(Z[np.unique(t.query)][:, t.common].mean())
-        if self.log_z_rows:
-            for n in range(t.K):
-                for l in t.support(n):
-                    obs[f"z_{n}_{l}"] = float(Z[t.query[n], l])
-        return obs
+        return {k: float(v) for k, v in logged_observables(self.task, Y, Z, self.log_z_rows).items()}
 
 
     def parameters_info(self) -> dict[str, Any]:
         """Derived sizes (the config itself is recorded once, by the Trainer)."""
         return {"K": self.task.K, "M_out": self.task.M_out}
+
+
+def logged_observables(task, Y: np.ndarray, Z: np.ndarray, z_rows: bool = True,
+                       attention_only: bool = False) -> dict[str, np.ndarray]:
+    """What a run logs, from parameters ``Y`` (..., M_in, M_out), ``Z`` (..., M_in, M_in) (any
+    leading dims: one run, or the seeds of :func:`train_seeds`): the spec §6 observables, the
+    symmetric-coordinate means of ``Y`` and of ``Z`` (``z_dt_j``: DT j's logit, mean over classes;
+    ``z_c``: the common logits' mean) that the T = inf system integrates, and with ``z_rows`` every
+    moving attention logit ``z_{n}_{l}`` (class n, token l). ``attention_only``: the ``z`` means
+    and ``dt_entropy`` only (cheap enough to log every step)."""
+    zq = Z[..., task.query, :]  # (..., K, M_in): each class's query row
+    zdt = np.take_along_axis(zq, np.broadcast_to(task.dt, zq.shape[:-1] + task.dt.shape[1:]), -1)
+    if attention_only:  # c_n on the DTs, P(l|n) e^{z}: the spec §6 DT entropy
+        logc = zdt + np.log(np.take_along_axis(task.P, task.dt, 1))
+        obs = {"dt_entropy": entropy(np.exp(logc - logc.max(-1, keepdims=True))).mean(-1)}
+    else:
+        obs = dict(observables_from_parameters(Y, Z, task))
+        obs.update(symmetric_y_coordinates(task, Y))
+    obs.update({f"z_dt_{j}": zdt[..., j].mean(-1) for j in range(task.dt.shape[1])})
+    if task.common.size:
+        obs["z_c"] = Z[..., np.unique(task.query)[:, None], task.common[None, :]].mean((-2, -1))
+    if z_rows:
+        for n in range(task.K):
+            for l in task.support(n):
+                obs[f"z_{n}_{l}"] = Z[..., task.query[n], l]
+    return obs
 
 
 def train(config: ScanSnapConfig, *, device: str = "auto", seed: int | None = None, progress: bool = False,
@@ -136,6 +153,66 @@ def _hyper(config: ScanSnapConfig, lr_Y: torch.Tensor, lr_Z: torch.Tensor) -> di
     """The update rule's settings: the config's optimiser and momentum, learning rates (R,) per run."""
     return {"lr": {"Y": lr_Y.view(-1, 1, 1), "Z": lr_Z.view(-1, 1, 1)}, "method": config.optimizer,
             "momentum": config.momentum}
+
+
+# ------------------------------------------------------------------------------------------------
+# The seeds of one setting in one call (a claim's map point)
+# ------------------------------------------------------------------------------------------------
+def train_seeds(config: ScanSnapConfig, *, seeds, device: str = "cpu", z_rows: bool = False,
+                attention_only: bool = False):
+    """Every seed of ``config`` in one vectorised run: a trajectory with dims ``(seed, time)``,
+    logged at ``config.log_steps()`` (time ``config.ode_times()``), the variables of
+    :func:`logged_observables` (``z_rows``: also every moving logit; ``attention_only``: the
+    attention's coordinates and DT entropy only). The claims' ``runs``.
+
+    SGD on count vectors (``optimizer="sgd"``, ``variant="counts"``) runs the compiled engine
+    :class:`empirical.scan_snap.fast.CountSGD` with one generator per seed
+    (``numpy.random.default_rng(seed)``): seed ``s``'s run is the same numbers batched or alone,
+    and the same algorithm as the Trainer's :func:`train` (same init law, count law, batch-mean
+    gradient and PyTorch momentum; given the Trainer's minibatches it reproduces the Trainer's
+    parameters: tests); only the random streams differ (numpy's, not torch's). Float64, CPU
+    (``device`` is accepted for the ``runs`` signature). Other settings (Adam, token sequences)
+    train each seed with :func:`train` and stack the runs. A run that diverges leaves NaN from its
+    last finite log on (for every seed of the call: they share the engine's steps)."""
+    import xarray as xr
+
+    from simulate.trajectory import make_trajectory
+
+    from .fast import CountSGD
+
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ConfigError("seeds", "give at least one seed")
+    if config.optimizer != "sgd" or config.variant != "counts":
+        runs = [train(config.replace(seed=s), device=device, log_z_rows=z_rows)[0].drop_vars("loss", errors="ignore")
+                for s in seeds]
+        if attention_only:
+            keep = ["dt_entropy", *[v for v in runs[0].data_vars if v.startswith("z_dt_") or v == "z_c"]]
+            runs = [r[keep] for r in runs]
+        return xr.concat(runs, "seed").assign_coords(seed=seeds)
+    task = make_task(config)
+    R = len(seeds)
+    eng = CountSGD(task, [config.eta_Y] * R, [config.eta_Z] * R, batch=config.batch, momentum=config.momentum,
+                   zero_init=config.zero_init, rng=[np.random.default_rng(s) for s in seeds])
+    logs = [int(s) for s in config.log_steps()]
+    rows: list[dict[str, np.ndarray]] = []
+    message = ""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for i, step in enumerate(logs):
+            try:
+                while eng.steps_done < step:
+                    eng.step()
+            except DivergenceError as err:
+                message = f"diverged at step {err.step}: {err.message}"
+                nan = {k: np.full(R, np.nan) for k in rows[0]}
+                rows += [nan] * (len(logs) - i)
+                break
+            rows.append(logged_observables(task, eng.Y, eng.Z, z_rows, attention_only))
+    data = {k: np.stack([r[k] for r in rows], -1) for k in rows[0]}  # (seed, time)
+    traj = make_trajectory(config.ode_times(), data, paper=PAPER, system=config.variant, source="train",
+                           backend="numba-count-engine-batched", status=-1 if message else 0, message=message,
+                           lead_dims=("seed",), config=config)
+    return traj.assign_coords(seed=seeds)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -164,20 +164,34 @@ class CountSGD:
     """``R`` runs of minibatch SGD with PyTorch momentum (``v = mu v + g; theta += lr v``, ascent on
     J) on the direct (Y, Z) model. ``lr_Y``, ``lr_Z``: (R,) learning rates; ``Y`` (R, M_in, M_out),
     ``Z`` (R, M_in, M_in) start at zero or at PyTorch's default init U(+-1/sqrt(M_in)) drawn from
-    ``rng`` (a seeded ``numpy.random.Generator``; same seed -> same numbers)."""
+    ``rng`` (a seeded ``numpy.random.Generator``; same seed -> same numbers).
+
+    ``rng`` may also be a sequence of ``R`` generators, one per run (the seeds of a claim's map
+    point, :func:`empirical.scan_snap.experiment.train_seeds`): run ``r`` then draws its init and
+    every minibatch from ``rng[r]`` alone, in blocks whose length does not depend on ``R``, so the
+    batched runs are exactly the runs made one at a time (tested)."""
 
     def __init__(self, task: ScanSnapTask, lr_Y, lr_Z, *, batch: int, momentum: float, zero_init: bool,
-                 rng: np.random.Generator, dtype=np.float64):
-        self.task, self.B, self.mu, self.rng, self.dtype = task, batch, momentum, rng, np.dtype(dtype)
+                 rng, dtype=np.float64):
+        self.task, self.B, self.mu, self.dtype = task, batch, momentum, np.dtype(dtype)
         self.lr_Y, self.lr_Z = np.asarray(lr_Y, self.dtype), np.asarray(lr_Z, self.dtype)
         R, Mi, Mo, K = self.lr_Y.shape[0], task.M_in, task.M_out, task.K
         self.R = R
+        per_run = not isinstance(rng, np.random.Generator)
+        self.rng, self._rngs = (None, list(rng)) if per_run else (rng, None)
+        if per_run and len(self._rngs) != R:
+            raise ValueError(f"{len(self._rngs)} generators for {R} runs")
         if zero_init:
             self.Y, self.Z = np.zeros((R, Mi, Mo), self.dtype), np.zeros((R, Mi, Mi), self.dtype)
         else:
             b = 1.0 / np.sqrt(Mi)
-            self.Y = rng.uniform(-b, b, (R, Mi, Mo)).astype(self.dtype, copy=False)
-            self.Z = rng.uniform(-b, b, (R, Mi, Mi)).astype(self.dtype, copy=False)
+            if per_run:  # each run's init from its own stream: Y then Z
+                draws = [(g.uniform(-b, b, (Mi, Mo)), g.uniform(-b, b, (Mi, Mi))) for g in self._rngs]
+                self.Y = np.stack([d[0] for d in draws]).astype(self.dtype, copy=False)
+                self.Z = np.stack([d[1] for d in draws]).astype(self.dtype, copy=False)
+            else:
+                self.Y = rng.uniform(-b, b, (R, Mi, Mo)).astype(self.dtype, copy=False)
+                self.Z = rng.uniform(-b, b, (R, Mi, Mi)).astype(self.dtype, copy=False)
         self.sup = np.stack([task.support(n) for n in range(task.K)])  # (K, S): equal sizes (generator)
         C, U = task.common.size, task.dt.shape[1]
         if not (np.array_equal(task.common, np.arange(C))
@@ -210,6 +224,8 @@ class CountSGD:
         return Batch(m[i], counts[i], mask[i])
 
     def _draw_block(self):
+        if self._rngs is not None:
+            return self._draw_block_per_run()
         R, B, K = self.R, self.B, self.task.K
         steps = max(1, BLOCK_ROWS // (R * B))
         m = self.rng.multinomial(B, np.full(K, 1.0 / K), size=(steps, R))  # classes i.i.d. uniform
@@ -219,6 +235,24 @@ class CountSGD:
         # slot p of (step, r, k) is row offset + p; slots past m hold any other row (a placeholder,
         # weight 0)
         counts = rows[np.minimum(offset[..., None] + slot, len(rows) - 1)]  # (steps, R, K, P, S)
+        self._block, self._next = (m, counts, (slot < m[..., None]).astype(self.dtype)), 0
+
+    def _draw_block_per_run(self):
+        """:meth:`_draw_block` with one generator per run: run ``r`` draws ``steps`` minibatches'
+        class counts, then their rows, from ``rng[r]`` (``steps`` independent of ``R``), so a run
+        draws the same numbers batched or alone."""
+        B, K = self.B, self.task.K
+        steps = max(1, BLOCK_ROWS // B)
+        ms, rows = [], []
+        for g in self._rngs:
+            ms.append(g.multinomial(B, np.full(K, 1.0 / K), size=steps))  # (steps, K)
+            rows.append(self._sampler.sample(g, steps * B).T.astype(self.dtype))  # (steps B, S), (step, class)
+        m = np.stack(ms, 1)  # (steps, R, K)
+        slot = np.arange(m.max())
+        counts = np.empty(m.shape + (slot.size, rows[0].shape[1]), self.dtype)
+        for r, (mr, xr) in enumerate(zip(ms, rows)):
+            off = (np.cumsum(mr.reshape(-1)) - mr.reshape(-1)).reshape(mr.shape)
+            counts[:, r] = xr[np.minimum(off[..., None] + slot, len(xr) - 1)]
         self._block, self._next = (m, counts, (slot < m[..., None]).astype(self.dtype)), 0
 
     # -- gradient --------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 * :mod:`.compare` — :func:`compare` (the paper row's ``compare`` slot): the trained network vs the
   T = inf ODE, where agreement breaks (:class:`~figures.report.Break` rows);
-* :mod:`.claims` — the paper's headline claims and the code deciding them;
+* :mod:`.claims` — the row's ``claims`` slot: the registry ``claims.toml`` (statement, regime,
+  criterion, falsifier, map per claim) decided over seeds, and the functions it names;
 * :mod:`.figures` — :data:`FIGURES` (the row's ``figures`` slot);
 * :mod:`.fig6` — the Fig. 6 grid through the sweep runner (a multi-run study);
 * :mod:`.text` — the real-text figures and claims (Figs. 7 and 10 on WikiText-2).

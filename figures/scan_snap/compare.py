@@ -11,7 +11,12 @@
   (3) the momentum map on the finite-T objective ``E_counts[J]`` (Monte Carlo over count vectors,
   spec §1.3); and the momentum map vs the ODE as ``lr -> 0`` at ``mu = 0.9`` (one
   :class:`~figures.report.Break` row per theory line comparison and per learning rate);
-* **claims**: decided in :mod:`.claims` (which uses the theory lines and agreement numbers here).
+* **claims**: the row's claims slot (:mod:`.claims`, the registry ``claims.toml``): each
+  :class:`~figures.claims.ClaimResult` decided over seeds inside the paper's regime with its map
+  (the same cached map cells as ``tdyn claims`` and the figures); the reduced claim's map beside
+  the exact T = inf flow (``details["reduced_grid"]``), the snap claim's beside the flow and
+  Theorem 4's closed form (``details["snap_grid"]``) and the real-text claims
+  (``details["real_text_claims"]``, :mod:`.text`) in the details.
 
 Presets (:class:`~theory.scan_snap.ScanSnapConfig`): ``theory`` for the observables, ``official``
 for where agreement breaks.
@@ -200,21 +205,25 @@ def momentum_gap(quick: bool, device: str) -> dict:
 def compare_data(quick: bool = True, device: str = "auto"):
     """``(report, theory, practice)``: the report and the theory-regime trajectories it was built on.
     Cached per process (call it positionally): the figures and ``report.json`` share one run."""
-    from .claims import decide
+    from ..claims import run_claims
+    from . import text
+    from .claims import reduced_table, snap_table
 
     cfg = ss.Config.preset("theory", quick)
     inside, theory, practice = regime_agreement(cfg, device)
     judged = {"z_rows", "y_coordinates", "dt_entropy", "dt_entropy_drop", "population_loss"}
     observables = [Observable(k, v, COMPARE_TOL if k in judged else None) for k, v in inside.items()]
     gap = momentum_gap(quick, device)
-    claims, grid = decide(quick, device)
+    claims = run_claims(ss.PAPER, quick=quick, device=device)
+    named = {c.name: c for c in claims}
     report = Report(
         paper=ss.PAPER,
         regime=(f"Syn-Small, zero init, SGD momentum 0, eta_Y = eta_Z = {cfg.eta_Y}, batch {cfg.batch}, "
                 f"T = {cfg.T} (count vectors), {cfg.steps} steps (t = step) vs the full T = inf ODE"),
         observables=observables, claims=claims, where_agreement_breaks=gap["rows"],
         details={"momentum_gap_lr_sweep": gap["lr_sweep"], "mc_counts_per_class": gap["mc_counts_per_class"],
-                 "reduced_grid": grid["rows"]})
+                 "reduced_grid": reduced_table(named["reduced_ode_matches_training"]),
+                 "snap_grid": snap_table(named["scan_then_snap"]), "real_text_claims": text.claims(quick, device)})
     return report, theory, practice
 
 

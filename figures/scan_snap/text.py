@@ -14,16 +14,14 @@ import sys
 import matplotlib.pyplot as plt  # the Agg backend: figures/__init__ imports figures.core first
 import numpy as np
 import pandas as pd
-from scipy.stats import spearmanr
 
 from empirical import text as corpus_text
 from theory.scan_snap import PAPER
 
 from ..core import finish_figure, save_table
 from ..realtext import corpus_available, results, runs_dir, text_regime
-from ..report import Claim
 
-__all__ = ["fig_scan_snap_maps", "fig_scan_snap_entropy_vs_lr", "claims", "decide"]
+__all__ = ["fig_scan_snap_maps", "fig_scan_snap_entropy_vs_lr", "claims", "decide", "TEXT_CLAIMS"]
 
 
 def _corpus_or_note(corpus) -> bool:
@@ -88,31 +86,64 @@ def fig_scan_snap_entropy_vs_lr(outdir, quick: bool = True, *, device: str = "au
     return df
 
 
-def decide(res) -> list[Claim]:
-    """The real-text claims decided on the protocol's results ``res`` (numbers in ``evidence``)."""
+#: the real-text statements (Decision 13: outside the theory; qualitative), each with the sign that
+#: decides it. Decided over seeds only (>= figures.claims.MIN_SEEDS), never from one run.
+TEXT_CLAIMS = {
+    "wikitext_higher_lr_lower_entropy": (
+        "Higher SGD learning rate => lower attention entropy (Fig. 10; App. G)",
+        "per seed, the least-squares slope of the validation attention entropy on the learning rate"),
+    "wikitext_attention_sparsifies_and_freezes": (
+        "At constant lr the lowest layer's attention becomes sparse (entropy falls) and freezes "
+        "(later changes smaller than early ones) (Fig. 7)",
+        "per run, the last map change over the first (and the entropy fall)"),
+}
+
+def _criterion():
+    from ..claims_registry import Criterion
+
+    return Criterion("below", 0.0, "Fig. 10's statement is a sign: entropy decreasing in the learning rate, "
+                                    "i.e. a negative slope of the validation attention entropy on lr")
+
+
+def decide(res) -> list[dict]:
+    """The real-text claims on the protocol's results ``res``, each a dict (name, statement,
+    statistic, per-seed ``values``, ``verdict``, ``interval``, ``seeds``, ``note``). Fig. 10 is
+    decided over the sweep's seeds (:func:`figures.claims.decide`, a bootstrap interval) when
+    there are >= 5 of them (the full protocol), else left undecided; Fig. 7 runs one seed per
+    model, so it is reported (its numbers) and never decided."""
+    from ..claims import MIN_SEEDS
+    from ..claims import decide as decide_over_seeds
+
     c, df = res["config"], res["sweep"]
-    g = df.groupby("lr")["entropy"].agg(["mean", "std"])
-    rho = float(spearmanr(df["lr"], df["entropy"]).statistic)
-    lr_claim = Claim("wikitext_higher_lr_lower_entropy", "Higher SGD learning rate => lower attention entropy (Fig. 10)",
-                     bool(rho < 0 and g["mean"].iloc[-1] < g["mean"].iloc[0]),
-                     {"lr": list(g.index), "entropy_mean": list(g["mean"]), "entropy_std": list(g["std"]),
-                      "spearman_lr_entropy": rho},
-                     text_regime(res, f"; 1 layer, SGD one lr for all, {c.sweep_steps} minibatches, seeds {list(c.seeds)}"))
-    ev, ok = {}, True
+    slopes = [float(np.polyfit(g["lr"].values, g["entropy"].values, 1)[0]) for _, g in df.groupby("seed")
+              if g["lr"].nunique() > 1]
+    name = "wikitext_higher_lr_lower_entropy"
+    lr_claim = {"name": name, "statement": TEXT_CLAIMS[name][0], "statistic": TEXT_CLAIMS[name][1],
+                "values": slopes, "seeds": len(slopes), "verdict": None, "interval": None,
+                "regime": text_regime(res, f"; 1 layer, SGD one lr for all, {c.sweep_steps} minibatches, lrs "
+                                           f"{list(c.sweep_lrs)}, seeds {list(c.seeds)}")}
+    if len(slopes) >= MIN_SEEDS:
+        d = decide_over_seeds(slopes, _criterion())
+        lr_claim.update({"verdict": d.verdict, "estimate": d.estimate, "interval": list(d.interval),
+                         "method": d.method, "note": ""})
+    else:
+        lr_claim["note"] = (f"undecided: {len(slopes)} seeds < {MIN_SEEDS} in this protocol (the full one "
+                            f"has 5); no verdict from fewer seeds")
+    ev = {}
     for L, snaps in res["maps"].items():
         steps = sorted(snaps)
-        ents = [float(-(snaps[s] * np.log(snaps[s] + 1e-8)).sum(1).mean()) for s in steps]
-        changes = [float(np.linalg.norm(snaps[b] - snaps[a])) for a, b in zip(steps, steps[1:])]
-        ev[f"L{L}_steps"], ev[f"L{L}_entropy"], ev[f"L{L}_change"] = steps, ents, changes
-        ok &= ents[-1] < ents[0] and changes[-1] < changes[0]
-    freeze = Claim("wikitext_attention_sparsifies_and_freezes",
-                   "At constant lr the lowest layer's attention becomes sparse (entropy falls) and freezes "
-                   "(later changes smaller than early ones) (Fig. 7)", bool(ok), ev,
-                   text_regime(res, f"; layers {list(c.layers)}, SGD lr {c.lr:g}, FFN lr {c.ffn_lr:g}"))
+        ev[f"L{L}_entropy"] = [float(-(snaps[s] * np.log(snaps[s] + 1e-8)).sum(1).mean()) for s in steps]
+        ev[f"L{L}_change"] = [float(np.linalg.norm(snaps[b] - snaps[a])) for a, b in zip(steps, steps[1:])]
+    name = "wikitext_attention_sparsifies_and_freezes"
+    freeze = {"name": name, "statement": TEXT_CLAIMS[name][0], "statistic": TEXT_CLAIMS[name][1],
+              "values": ev, "seeds": 1, "verdict": None, "interval": None,
+              "note": "undecided: the Fig. 7 protocol trains one seed per model; numbers reported, no verdict",
+              "regime": text_regime(res, f"; layers {list(c.layers)}, SGD lr {c.lr:g}, FFN lr {c.ffn_lr:g}")}
     return [lr_claim, freeze]
 
 
-def claims(quick: bool = True, device: str = "auto", corpus=None) -> list[Claim]:
+def claims(quick: bool = True, device: str = "auto", corpus=None) -> list[dict]:
     """The real-text claims (:func:`decide` on :func:`figures.realtext.results`); ``[]`` when no
-    corpus is present."""
+    corpus is present. They go to the compare report's details (``real_text_claims``), not its
+    claims table: their protocol is not a map over the paper's regime (Decision 13)."""
     return decide(results(PAPER, quick, device, corpus)) if corpus_available(corpus) else []
