@@ -34,7 +34,7 @@ from theory.joma import JomaConfig, initial_parameters, make_data, mixture_data,
 from .data import hblt_block_data
 from .experiment import probe_targets
 
-__all__ = ["train_seeds", "seed_config", "BATCHED_VARIANTS"]
+__all__ = ["train_seeds", "seed_config", "batched_engine", "observe_at", "BATCHED_VARIANTS"]
 
 #: the variants :func:`train_seeds` batches (``hier`` trains a multi-layer Transformer with Adam:
 #: per seed through the Trainer)
@@ -117,10 +117,25 @@ class _Batch:
         return cls(t(z0s), t([W[:Mc].T for W in W0s]), t([W[Mc] for W in W0s]))
 
 
+def _named(observed: dict, lead: int = 1) -> dict:
+    """Expand ``observe()``'s blocks: a name with ``{}`` placeholders holds an array (S, *dims,
+    ...) and becomes one variable per index (1-based), ``z_{}`` -> ``z_1, z_2, ...``; ``lead``
+    leading dims (the seed) are kept, as are any trailing ones (time)."""
+    out = {}
+    for key, arr in observed.items():
+        m = key.count("{}")
+        if not m:
+            out[key] = arr
+            continue
+        for idx in np.ndindex(*arr.shape[lead:lead + m]):
+            out[key.format(*(i + 1 for i in idx))] = arr[(slice(None),) * lead + idx]
+    return out
+
+
 class _Engine:
     """One batched experiment: ``loss_of(z, V, s) -> (S,)`` per-seed losses of any parameters
     (the Hessians of :mod:`figures.joma.claims` use it), ``loss()`` at the current ones,
-    ``observe() -> {name: (S,)}``."""
+    ``observe() -> {name: (S,) or block}`` (a block: a name with ``{}`` per index, see :func:`_named`)."""
 
     name = ""
     p: _Batch
@@ -196,10 +211,7 @@ class _Block(_Engine):
     def _state(self, h):
         """The parameters as the per-seed experiment logs them."""
         c, p = self.c, self.p
-        out = {f"z_{l + 1}": p.z[:, l] for l in range(c.Mc)}
-        out.update({f"v_1_{l + 1}": p.V[:, 0, l] for l in range(c.Mc)})
-        out.update({f"s_{k + 1}": p.s[:, k] for k in range(c.K)})
-        return out
+        return {"z_{}": p.z, "v_1_{}": p.V[:, 0, :], "s_{}": p.s}
 
     def _entropy(self):
         b = _attend(self.c.attention, self.X, self.p.z, self.c.temperature)
@@ -213,6 +225,7 @@ class _Block(_Engine):
         out["attention_entropy"] = self._entropy()
         if c.attention != "linear":  # Theorem 1 (exp: exact; softmax: the estimate zhat)
             dz, zh = z - self.z0, self._zhat(V) + self.C
+            out["zhat_{}"] = zh  # Theorem 1's estimate, zhat(0) = z(0)
             out["invariant_residual_rel"] = (torch.linalg.vector_norm(zh - z, dim=-1)
                                              / torch.linalg.vector_norm(dz, dim=-1).clamp_min(1e-300))
             out["nc_change"] = _nc(zh - self.z0, dz)
@@ -249,9 +262,7 @@ class _Mixture(_Block):
 
     def _state(self, h):
         c, p = self.c, self.p
-        out = {f"z_{l + 1}": p.z[:, l] for l in range(c.Mc)}
-        out.update({f"v_{k + 1}_{l + 1}": p.V[:, k, l] for k in range(c.K) for l in range(c.Mc)})
-        out.update({f"s_{k + 1}": p.s[:, k] for k in range(c.K)})
+        out = {"z_{}": p.z, "v_{}_{}": p.V, "s_{}": p.s}
         out["accuracy"] = (h.argmax(-1) == self.labels).double().mean(-1)
         return out
 
@@ -282,9 +293,7 @@ class _Probe(_Engine):
     def observe(self):
         q = torch.softmax(self.p.z / self.c.temperature, -1)
         out = {"attention_entropy": -(q * torch.log(q)).sum(-1)}
-        out.update({f"v_{j + 1}": self.p.V[:, 0, j] for j in range(self.mu.shape[1])})
-        out.update({f"mu_{j + 1}": self.mu[:, j] for j in range(self.mu.shape[1])})
-        return out
+        return {**out, "v_{}": self.p.V[:, 0, :], "mu_{}": self.mu}
 
 
 class _HBLT(_Engine):
@@ -306,13 +315,37 @@ class _HBLT(_Engine):
         return torch.nn.functional.binary_cross_entropy_with_logits(h, self.y, reduction="none").mean(-1)
 
     def observe(self):
-        Mc = self.X.shape[-1]
-        out = {f"z_{l + 1}": self.p.z[:, l] for l in range(Mc)}
-        out.update({f"v_{l + 1}": self.p.V[:, 0, l] for l in range(Mc)})
-        return out
+        return {"z_{}": self.p.z, "v_{}": self.p.V[:, 0, :]}
 
 
 _ENGINES = {"fixed": _Block, "ce": _Block, "mixture": _Mixture, "probe": _Probe, "hblt": _HBLT}
+
+
+def batched_engine(config: JomaConfig, seeds, device: str = "cpu") -> _Engine:
+    """The batched experiment of ``config``'s variant for ``seeds`` before training: its data
+    (``X``; rows of the seed dim), parameters ``p`` (``z``, ``V``, ``s``: the initial ones),
+    ``loss_of(z, V, s)`` (per-seed losses of any parameters) and ``observe()``. The theory's
+    trajectories are measured with the same ``observe`` (:func:`observe_at`)."""
+    from empirical.trainer import resolve_device
+
+    if config.variant not in _ENGINES:
+        raise ConfigError("variant", f"train_seeds batches {', '.join(BATCHED_VARIANTS)}; "
+                                     f"{config.variant!r} trains per seed (empirical.joma.train)")
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ConfigError("seeds", "give at least one seed")
+    return _ENGINES[config.variant](config, seeds, resolve_device(device))
+
+
+def observe_at(engine: _Engine, z, V, s) -> dict[str, np.ndarray]:
+    """``engine.observe()`` with the parameters set to ``z`` (S, Mc), ``V`` (S, K, Mc), ``s``
+    (S, K) — e.g. a point of an ODE's trajectory — as float64 arrays (S,)."""
+    from empirical.trainer import torch_threads
+
+    with torch_threads(1), torch.no_grad():  # small tensors: extra intra-op threads only cost
+        for p, x in zip(engine.p.params, (z, V, s)):
+            p.copy_(torch.as_tensor(np.asarray(x), dtype=torch.float64))
+        return _named({k: v.detach().cpu().numpy().copy() for k, v in engine.observe().items()})
 
 
 def train_seeds(config: JomaConfig, *, seeds, device: str = "cpu") -> xr.Dataset:
@@ -321,18 +354,13 @@ def train_seeds(config: JomaConfig, *, seeds, device: str = "cpu") -> xr.Dataset
     ``config.ode_time(step)``. Returns one trajectory with dims ``(seed, time)`` (coordinate
     ``seed``; the HBLT block adds the coordinate ``lca_height`` (dim ``token``): each contextual
     token's LCA height with the query)."""
-    from empirical.trainer import resolve_device, torch_threads
+    from empirical.trainer import torch_threads
     from simulate.trajectory import make_trajectory
 
-    if config.variant not in _ENGINES:
-        raise ConfigError("variant", f"train_seeds batches {', '.join(BATCHED_VARIANTS)}; "
-                                     f"{config.variant!r} trains per seed (empirical.joma.train)")
     seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise ConfigError("seeds", "give at least one seed")
-    dev = resolve_device(device)
     with torch_threads(1):  # small tensors: one intra-op thread (as the Trainer)
-        eng = _ENGINES[config.variant](config, seeds, dev)
+        eng = batched_engine(config, seeds, device)
+        dev = eng.device
         params = eng.p.params
         lr = float(config.lr)
         log_at = {int(s) for s in config.log_steps()}
@@ -352,7 +380,7 @@ def train_seeds(config: JomaConfig, *, seeds, device: str = "cpu") -> xr.Dataset
                 if step + 1 in log_at:
                     observe()
     names = list(rows[0])
-    data = {n: torch.stack([r[n] for r in rows], -1).detach().cpu().numpy() for n in names}
+    data = _named({n: torch.stack([r[n] for r in rows], -1).detach().cpu().numpy() for n in names})
     traj = make_trajectory(config.ode_times(), data, paper="joma", system=eng.name, source="train",
                            backend=f"torch-{dev.type}-batched", lead_dims=("seed",), config=config)
     traj = traj.assign(step=("time", np.asarray(config.log_steps(), dtype=np.float64)))

@@ -40,6 +40,11 @@ def test_train_seeds_equals_the_per_seed_trainer_runs(name):
             keep = np.isfinite(want)
             np.testing.assert_allclose(got[keep], want[keep], rtol=1e-9, atol=1e-9 * np.abs(want[keep]).max(),
                                        err_msg=f"{name}: {n}, seed {s}")
+        if "invariant_max_abs_drift" in ref:  # Theorem 1's estimate (zhat(0) = z(0)) against the Trainer's
+            Mc = cfg.Mc
+            zh = np.stack([batch[f"zhat_{l + 1}"].isel(seed=i).values - batch[f"z_{l + 1}"].isel(seed=i).values
+                           for l in range(Mc)])
+            np.testing.assert_allclose(np.abs(zh).max(0), ref["invariant_max_abs_drift"].values, rtol=1e-7, atol=1e-12)
     if name != "probe" and name != "fixed_exp":  # seeds differ (data and init) where the variant draws them
         a, b = (batch["z_1"].isel(seed=i).values for i in (0, 1))
         assert np.abs(a - b).max() > 1e-6
