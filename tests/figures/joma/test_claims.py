@@ -178,3 +178,29 @@ def test_hblt_regime_resolution():
     want = 0.8**6 * (1 - 0.8**2) / (2 * math.sqrt(2 / 1024))
     assert C.hblt_regime(cfg, {})["height_resolution"] == pytest.approx(want)
     assert C.hblt_regime(cfg.replace(rho=0.0), {})["height_resolution"] == 0.0
+
+
+def test_registry_symbols_and_labels_are_mathtext():
+    """Every symbol and axis label of both registries renders (the claims' map figures)."""
+    import tomllib
+    from pathlib import Path
+
+    from matplotlib.mathtext import MathTextParser
+
+    parser, seen = MathTextParser("agg"), []
+
+    def walk(x):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k in ("symbol", "label") and isinstance(v, str):
+                    parser.parse(v)
+                    seen.append(v)
+                else:
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    for name in ("claims.toml", "text_claims.toml"):
+        walk(tomllib.loads((Path(C.__file__).with_name(name)).read_text()))
+    assert len(seen) > 20
