@@ -60,7 +60,7 @@ from theory.errors import ConfigError, DivergenceError, SolverError
 from .claims_registry import MIN_SEEDS, ClaimSpec, Criterion, Registry, load_registry, resolve_ref
 
 __all__ = ["decide", "decide_exact", "interval", "grade", "Decision", "MapPoint", "ClaimResult", "decide_claim",
-           "plan_claim", "MapPlan",
+           "plan_claim", "MapPlan", "conclude",
            "claim_cell", "registry", "registry_claims", "run_claims", "theory_check", "TheoryCheck",
            "planted_violation", "statistic_values", "VERDICTS", "GRADES", "MIN_SEEDS", "CLAIM_CELL",
            "load_registry", "NoClaims"]
@@ -529,9 +529,27 @@ def _where_it_breaks(points: Sequence[MapPoint]) -> str:
     return "; ".join(parts)
 
 
+def conclude(claim: ClaimSpec, points: Sequence[MapPoint], *, quick: bool = True, level: float = 0.95,
+             failed: int = 0) -> ClaimResult:
+    """A claim's verdict from map points decided outside the sweep cells — for runs a paper's
+    protocol already makes (e.g. real-text runs shared with its figures): each in-regime point's
+    decision should be :func:`decide` at the simultaneous level ``1 - (1 - level)/m`` (``m`` the
+    in-regime points); the verdict, deciding point, grade and where it breaks follow the rule of
+    :func:`decide_claim`. With no point inside the regime the claim is ``inconclusive`` (grade C)."""
+    m = sum(p.inside for p in points)
+    return _conclude(claim, list(points), quick=quick, level=level, point_level=1 - (1 - level) / max(m, 1),
+                     failed=failed)
+
+
 def _conclude(claim: ClaimSpec, points: list[MapPoint], *, quick: bool, level: float, point_level: float,
               failed: int) -> ClaimResult:
     inside = [p for p in points if p.inside]
+    if not inside:  # nothing to decide on (only via conclude: plan_claim refuses such a map)
+        return ClaimResult(
+            spec=claim, verdict="inconclusive", estimate=float("nan"), interval=(float("nan"), float("nan")),
+            level=level, point_level=point_level, seeds=max((len(p.values) for p in points), default=0),
+            regime_points=0, grade="C", at={}, where_it_breaks="no map point lies inside the regime; "
+            + _where_it_breaks(points), points=tuple(points), quick=quick, failed_cells=failed)
     decided = [p for p in inside if p.decision is not None]
     crit = claim.criterion
     margin = {id(p): crit.margin(*p.decision.interval) for p in decided}

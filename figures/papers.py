@@ -241,5 +241,6 @@ register(Paper(
     figures="figures.joma.figures:FIGURES",
     estimate="theory.joma.config:estimate",
     text="empirical.joma.text:JomaTextConfig",  # Figs. 6 and 8 on WikiText-2
+    claims="figures.joma.claims:claims",
     variants=("fixed", "ce", "mixture", "probe", "hblt", "hier"),
 ))

@@ -255,26 +255,37 @@ class MixtureExperiment(_Trained):
         return {k: float(v) for k, v in out.items()}
 
 
+def probe_targets(generator: torch.Generator, n: int = len(FIG4_MU)) -> torch.Tensor:
+    """The probe's targets ``2 mu`` (float64, (n,)) with ``mu = sort(3 U + 1)``, ``U ~ U(0, 1)^n``
+    drawn (float32, as the official Fig. 4 script) from ``generator``: the official script's only
+    random choice, so seed 0 gives :data:`~theory.joma.FIG4_MU` (to its 4 printed decimals) and
+    every seed a fresh Fig.-4 draw."""
+    u = torch.rand(n, generator=generator, device=generator.device)
+    return 2 * torch.sort(u * 3 + 1).values.double()
+
+
 @dataclass
 class ProbeExperiment(_Trained):
     """Class ``n`` = a sequence of contextual token ``n`` (``x = e_n``) + the query; exp attention
     with temperature; ``K = 1`` hidden unit regressed on ``mu_n`` (loss ``mean_n (mu_n - h_n)^2/2``).
-    Attention entropy is that of the query over a uniform bag: ``H(softmax(z/T))``."""
+    Attention entropy is that of the query over a uniform bag: ``H(softmax(z/T))``. The targets
+    ``mu`` (default ``None``) are drawn per seed by :func:`probe_targets` (twice Fig. 4's ``mu``)."""
 
     config: JomaConfig
-    mu: tuple = tuple(2 * m for m in FIG4_MU)
+    mu: tuple | None = None
     dtype: torch.dtype = torch.float64
     paper: str = PAPER
     name: str = "probe"
 
     def setup(self, device, generator):
         c = self.config
-        n = len(self.mu)
+        target = probe_targets(generator) if self.mu is None else torch.as_tensor(self.mu, dtype=torch.float64)
+        n = target.numel()
         W0 = np.zeros((n + 1, 1))
         self.model = JomaBlock(W0, np.zeros(n), "exp", c.activation, c.temperature, self.dtype).to(device)
         self.init_update()
         self.X = torch.eye(n, dtype=self.dtype, device=device)
-        self.target = torch.as_tensor(self.mu, dtype=self.dtype, device=device)
+        self.target = target.to(device=device, dtype=self.dtype)
 
     def step(self, step):
         loss = 0.5 * ((self.target - self.model(self.X)[:, 0]) ** 2).mean()
@@ -285,7 +296,7 @@ class ProbeExperiment(_Trained):
     def observables(self):
         z, V, s = self.model.reduced()
         out = {"attention_entropy": float(entropy(z / self.config.temperature))}
-        out.update({f"v_{j + 1}": float(V[0, j]) for j in range(len(self.mu))})
+        out.update({f"v_{j + 1}": float(V[0, j]) for j in range(V.shape[1])})
         return out
 
 

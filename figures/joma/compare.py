@@ -9,10 +9,12 @@
   Where pointwise agreement breaks is reported (:class:`~figures.report.Break` rows).
 * **Derivation check** (:func:`derivation_check`): the ``fixed`` top (loss ``-G.h``, the very
   objective the ODE is derived from) — agreement measures only the SGD step error; diagnostic.
-* **Learning order** (:func:`learning_order`): HBLT block, half-times vs LCA height (§3.4).
+* **Learning order** (:func:`learning_order`): HBLT block, half-times vs LCA height (§3.4), one
+  Trainer run per seed (the figure's table; the claim is decided in :mod:`.claims`).
 
-:func:`compare` (the paper row's ``compare`` slot) assembles the report; the claims are decided in
-:mod:`.claims` (and :mod:`.text` for real text).
+:func:`compare` (the paper row's ``compare`` slot) assembles the report; its ``claims`` are the
+paper's :class:`~figures.claims.ClaimResult` s (:func:`.claims.claims`, decided over seeds with
+their validity maps, once per process: ``tdyn figures`` and the report share them).
 """
 
 from __future__ import annotations
@@ -31,8 +33,7 @@ from theory.errors import SolverError
 
 from ..core import agreement, rel_l2
 from ..report import Break, Observable, Report
-from .claims import entropy_claim, invariant_claim, learning_order_claim
-from .text import wikitext_claims
+from .claims import claims as decided_claims
 
 __all__ = ["compare", "headline", "block_flow_ode", "derivation_check", "learning_order", "half_times", "break_time",
            "headline_breaks", "stack", "A1_WINDOW", "HEADLINE_TOLERANCE"]
@@ -175,14 +176,11 @@ def learning_order(seeds: tuple = (0,), device: str = "cpu") -> dict:
 
 def compare(*, quick: bool = True, device: str = "auto") -> Report:
     """`tdyn compare joma`: the headline mixture network vs the JoMA ODE, the derivation check,
-    and the headline claims decided by measurement (:mod:`.claims`, :mod:`.text`)."""
+    and the paper's claims decided over seeds (:func:`.claims.claims`)."""
     dev = "cpu" if device == "auto" else device  # float64 toys: the CPU is the reference device
-    seeds = (0,) if quick else (0, 1, 2)
-    hs = [headline(quick, dev, s) for s in seeds]  # claims over every data seed; observables: seed 0
-    h = hs[0]
+    h = headline(quick, dev, 0)
     cfg = h["config"]
     d = derivation_check("scipy", dev)
-    lo = learning_order((0,) if quick else (0, 1, 2), dev)
     obs = [Observable(f"mixture_{k}_assumption1_window", h["rel_window"][k], HEADLINE_TOLERANCE[k],
                       f"t <= {h['t_window']:.4g} (G drift <= {A1_WINDOW})") for k in ("v", "z")]
     obs += [Observable(f"mixture_{k}_full_run", h["rel_full"][k], None, "whole run; Assumption 1 broken late")
@@ -203,11 +201,9 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
               f"{cfg.seq_len} tokens, softmax over positions (T={cfg.temperature}), {cfg.activation} MLP, CE, "
               f"full-batch SGD lr={cfg.lr}, {cfg.steps} steps (t = lr*step <= {cfg.ode_time(cfg.steps):g}), zero init; "
               f"ODE: block flow (spec §2.1) with G frozen at G(0)")
-    claims = [invariant_claim(hs, seeds, regime), entropy_claim(hs, seeds, regime), learning_order_claim(lo),
-              *wikitext_claims(quick, device)]
     details = {"t_assumption1_window": h["t_window"], "ode_status": h["ode"]["status"],
                "final_accuracy": float(h["traj"]["accuracy"].values[-1]),
                "headline_is": "mixture (CE top, tanh, softmax)",
                "derivation_check_regime": (f"exp attention, linear MLP, Mc={d['config'].Mc}, K={d['config'].K}, "
                                            f"fixed g = I - 11^T/K, lr={d['config'].lr}, {d['config'].steps} steps")}
-    return Report("joma", regime, obs, claims, headline_breaks(h), details)
+    return Report("joma", regime, obs, list(decided_claims(quick=quick, device=device)), headline_breaks(h), details)

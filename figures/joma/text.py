@@ -8,13 +8,19 @@ or the CLI's ``--store``).
   entropy and fc1 stable rank over training; each writes its PNG and its long CSV;
 * :func:`fig_wikitext` — both, plus the per-layer summary table; the entry of the paper's
   ``FIGURES`` (skipped, with a note, when no corpus is present);
-* :func:`claims` / :func:`wikitext_claims` — drop and bounce of entropy and stable rank, and the
-  bounce at the best learning rate, decided on those runs (``[]`` without a corpus).
+* :func:`text_claim_results` — the real-text claims (``text_claims.toml``: drop and bounce of
+  entropy and stable rank, the bounce at the best learning rate) on those runs, per seed, with the
+  criterion of docs/claims.md (:func:`curve_rebound` > 0); inconclusive, with what deciding them
+  would cost, while the protocol has fewer than 5 seeds or shorter runs than the paper's
+  (``[]`` without a corpus).
 """
 
 from __future__ import annotations
 
+import math
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 import matplotlib
 
@@ -28,16 +34,12 @@ from empirical.joma.text import per_layer_summary  # noqa: E402
 
 from ..core import finish_figure, save_table  # noqa: E402
 from ..realtext import corpus_available, results, runs_dir, text_regime  # noqa: E402
-from ..report import Claim  # noqa: E402
 
-__all__ = ["fig_joma_entropy", "fig_joma_lr_sweep", "fig_wikitext", "summaries", "drop_bounce", "claims",
-           "wikitext_claims", "DROP_BOUNCE_NATS", "STABLE_RANK_REL"]
+__all__ = ["fig_joma_entropy", "fig_joma_lr_sweep", "fig_wikitext", "summaries", "curve_rebound",
+           "text_claim_results", "text_registry", "TEXT_CLAIMS"]
 
-#: a layer "drops then bounces" when its entropy falls at least this far below the start and
-#: rises at least this far above its minimum by the end (1 % of the uniform causal 2.632 nats)
-DROP_BOUNCE_NATS = 0.026
-#: the same for fc1's stable rank, relative to its initial value
-STABLE_RANK_REL = 0.01
+#: the real-text claims (registry format, docs/claims.md), decided on the protocol's own runs
+TEXT_CLAIMS = Path(__file__).with_name("text_claims.toml")
 
 
 def _long(traj, **keys) -> pd.DataFrame:
@@ -115,48 +117,111 @@ def fig_wikitext(outdir, quick: bool = True, *, device: str = "auto", corpus=Non
     return out
 
 
-def drop_bounce(summary: pd.DataFrame, delta) -> np.ndarray:
-    """Per layer of a :func:`~empirical.joma.text.per_layer_summary`: dropped and bounced by more
-    than ``delta`` (a number, or one per layer)."""
-    d = np.asarray(delta, float)
-    return ((summary["drop"] > d) & (summary["bounce"] > d)).to_numpy()
+def curve_rebound(traj, config=None, *, name: str, relative: bool = False) -> float:
+    """``y(T) - min_{t <= T/2} y(t)`` of the curve ``traj[name]`` over the logged minibatches
+    (``T`` the last one; divided by ``y(0)`` with ``relative``): positive once the curve has turned
+    and risen back, negative while it is still falling (the criterion of ``text_claims.toml``)."""
+    step = np.asarray(traj["step"].values, dtype=np.float64)
+    y = np.asarray(traj[name].values, dtype=np.float64)
+    first = step <= step[-1] / 2
+    out = float(y[-1] - y[first].min())
+    return out / float(y[0]) if relative else out
 
 
-def claims(res) -> list[Claim]:
-    """The real-text claims decided on the protocol's results ``res`` (numbers in ``evidence``)."""
-    c = res["config"]
-    ev_e, ev_s, hits_e, hits_s = {}, {}, [], []
-    for L, traj in res["depth"].items():
-        se, ss = per_layer_summary(traj), per_layer_summary(traj, "stable_rank_layer")
-        he, hs = drop_bounce(se, DROP_BOUNCE_NATS), drop_bounce(ss, STABLE_RANK_REL * ss["initial"])
-        hits_e += list(he)
-        hits_s += list(hs)
-        ev_e.update({f"L{L}_initial": list(se["initial"]), f"L{L}_min": list(se["min"]),
-                     f"L{L}_min_step": list(se["min_step"]), f"L{L}_final": list(se["final"])})
-        ev_s.update({f"L{L}_initial": list(ss["initial"]), f"L{L}_min": list(ss["min"]),
-                     f"L{L}_min_step": list(ss["min_step"]), f"L{L}_final": list(ss["final"])})
-    ev_e["layers_drop_and_bounce"] = f"{int(sum(hits_e))}/{len(hits_e)}"
-    ev_s["layers_drop_and_bounce"] = f"{int(sum(hits_s))}/{len(hits_s)}"
-    setting = text_regime(res, f"; Adam lr {c.lr:g}, depths {list(c.layers)}, seeds {list(c.seeds)}, "
-                          f"drop/bounce threshold {DROP_BOUNCE_NATS} nats (stable rank {STABLE_RANK_REL:.0%})")
-    sweep = {lr: per_layer_summary(t) for lr, t in res["sweep"].items()}
+def text_registry():
+    """The real-text claims' registry (``text_claims.toml``), validated (its runs are the
+    protocol's, so there is no Config to check its map against)."""
+    from ..claims_registry import load_registry
+
+    return load_registry(TEXT_CLAIMS, paper="joma", resolve=True)
+
+
+def _layers(traj) -> int:
+    return sum(1 for v in traj.data_vars if v.startswith("entropy_layer"))
+
+
+def _points(claim, cells, inside, level_of, quick):
+    """Map points of ``cells`` (coords -> per-seed values): decided where inside the regime with
+    >= 5 seeds (simultaneous level), else undecided with the reason."""
+    from ..claims import MIN_SEEDS, MapPoint, decide
+
+    pts = []
+    for coords, values in cells:
+        ok, violated = inside(coords)
+        vals = tuple(float(v) for v in values)
+        if ok and len(vals) >= MIN_SEEDS and all(map(math.isfinite, vals)):
+            dec, note = decide(vals, claim.criterion, level=level_of, estimator=claim.statistic.estimator), ""
+        else:
+            dec, note = None, (f"{len(vals)} seed(s): a verdict needs >= {MIN_SEEDS}" if len(vals) < MIN_SEEDS
+                               else "outside the regime: not decided")
+        pts.append(MapPoint(coords, ok, violated, vals, dec, note=note))
+    return pts
+
+
+def text_claim_results(quick: bool = True, device: str = "auto", corpus=None) -> list:
+    """The real-text claims as :class:`~figures.claims.ClaimResult` s, on the protocol's runs
+    (shared with the figures: :func:`figures.realtext.results`), per seed: each map point is a
+    (depth, layer) or a learning rate; decided at the simultaneous level where the runs are as
+    long as the paper's and there are >= 5 seeds, otherwise inconclusive with the reason and the
+    cost of deciding (``[]`` without a corpus)."""
+    if not corpus_available(corpus):
+        return []
+    from ..claims import conclude
+
+    res = results("joma", quick, device, corpus)
+    c, reg, level = res["config"], text_registry(), 0.95
+    seeds = list(c.seeds)
+    steps_bound = reg.get("wikitext_entropy_drop_and_bounce").regime[0]
+    long_enough = steps_bound.contains(c.steps)
+    why = () if long_enough else (f"minibatches = {c.steps}, regime {steps_bound.describe()}",)
+
+    def per_seed(L, lr, fn):
+        return [fn(t) for t in res["runs"][(L, lr)]]
+
+    depth_cells = {"entropy": [], "stable_rank": []}
+    for L in c.layers:
+        for layer in range(_layers(res["depth"][L])):
+            coords = {"n_layer": L, "layer": layer}
+            depth_cells["entropy"].append((coords, per_seed(L, c.lr, lambda t: curve_rebound(t, name=f"entropy_layer{layer}"))))
+            depth_cells["stable_rank"].append((coords, per_seed(
+                L, c.lr, lambda t: curve_rebound(t, name=f"stable_rank_layer{layer}", relative=True))))
     val = {lr: float(t["val_loss"].values[-1]) for lr, t in res["sweep"].items()}
     best = min(val, key=val.get)
-    bounce = {lr: float(np.mean(drop_bounce(s, DROP_BOUNCE_NATS))) for lr, s in sweep.items()}
-    return [
-        Claim("wikitext_entropy_drop_and_bounce", "Per-layer attention entropy drops early, then bounces (Fig. 6)",
-              bool(np.mean(hits_e) >= 0.5), ev_e, setting),
-        Claim("wikitext_stable_rank_drop_and_bounce", "The stable rank of each MLP's first layer drops, then bounces",
-              bool(np.mean(hits_s) >= 0.5), ev_s, setting),
-        Claim("wikitext_bounce_at_best_lr",
-              f"In the {c.sweep_layers}-layer lr sweep the run with the lowest validation loss shows the entropy "
-              "bounce (Fig. 8: bounce correlates with low validation loss)",
-              bool(bounce[best] >= 0.5), {"lr": list(val), "final_val_loss": list(val.values()),
-                                          "fraction_layers_bouncing": list(bounce.values())},
-              text_regime(res, f"; {c.sweep_layers} layers, Adam lr {list(c.sweep_lrs)}")),
-    ]
+    sweep_cells = [({"lr": lr}, per_seed(c.sweep_layers, lr, lambda t: np.mean(
+        [curve_rebound(t, name=f"entropy_layer{l}") for l in range(_layers(t))]))) for lr in c.sweep_lrs]
+    n_in = {"depth": sum(len(v) for v in depth_cells.values()) // 2 if long_enough else 0,
+            "sweep": 1 if long_enough else 0}
+    point_level = {k: 1 - (1 - level) / max(n, 1) for k, n in n_in.items()}
+    out = []
+    for name, cells, kind, inside in (
+            ("wikitext_entropy_drop_and_bounce", depth_cells["entropy"], "depth", lambda co: (long_enough, why)),
+            ("wikitext_stable_rank_drop_and_bounce", depth_cells["stable_rank"], "depth", lambda co: (long_enough, why)),
+            ("wikitext_bounce_at_best_lr", sweep_cells, "sweep",
+             lambda co: (long_enough and co["lr"] == best, why + (() if co["lr"] == best else (
+                 f"lowest validation loss = False (lr {best:g} has it)",))))):
+        claim = reg.get(name)
+        r = conclude(claim, _points(claim, cells, inside, point_level[kind], quick), quick=quick, level=level)
+        if r.regime_points == 0 or len(seeds) < 5:
+            r = replace(r, where_it_breaks=_undecided_note(res, r, len(seeds)))
+        out.append(r)
+    return out
 
 
-def wikitext_claims(quick: bool = True, device: str = "auto", corpus=None) -> list[Claim]:
-    """:func:`claims` on the protocol's runs for ``tdyn compare joma``; ``[]`` when no corpus is present."""
-    return claims(results("joma", quick, device, corpus)) if corpus_available(corpus) else []
+def _undecided_note(res, r, n_seeds: int) -> str:
+    """Why a real-text claim stays inconclusive, the measured values, and what deciding it costs."""
+    c = res["config"]
+    vals = [v for p in r.points for v in p.values]
+    pos = sum(v > 0 for v in vals)
+    per_seed = res["seconds"] / max(n_seeds, 1)
+    from empirical.joma.text import JomaTextConfig
+
+    full = JomaTextConfig.full()
+    runs_full = len(dict.fromkeys([(L, full.lr) for L in full.layers] + [(full.sweep_layers, lr) for lr in full.sweep_lrs]))
+    runs_here = len(res["runs"])
+    cpu_h = per_seed / max(runs_here * c.steps, 1) * runs_full * full.steps * 5 / 3600
+    return (f"not decided: {n_seeds} seed(s) of {c.steps} minibatches per run, a verdict needs >= 5 seeds of runs "
+            f"as long as the paper's (>= 6900 minibatches); measured on this seed: {pos} of {len(vals)} map points "
+            f"with a positive rebound (min {min(vals):.3g}, max {max(vals):.3g}). Deciding the quick map would take "
+            f"5 seeds: ~{5 * per_seed:.0f} s of training here; the paper's horizon (tdyn figures joma --full: "
+            f"{runs_full} runs x {full.steps} minibatches x 5 seeds, full vocabulary) ~{cpu_h:.0f} CPU-hours at this "
+            f"run's rate: a GPU")

@@ -178,3 +178,27 @@ def test_registry_resolves_references(tmp_path):
 def test_missing_registry_file(tmp_path):
     with pytest.raises(ConfigError, match="registry: no such file"):
         load_registry(tmp_path / "claims.toml")
+
+
+def test_conclude_points_decided_outside_the_sweep():
+    """figures.claims.conclude: map points a paper decided on its own runs get decide_claim's rule
+    (any in-regime failure fails; holds only when every in-regime point holds); none inside the
+    regime is inconclusive, grade C."""
+    from figures.claims import MapPoint, conclude
+
+    spec = load_registry(TINY_TOML, paper="tiny", config=TinyConfig, resolve=True).get("gap_shrinks")
+    level = 1 - 0.05 / 3
+
+    def point(x, values, inside=True):
+        dec = decide(values, spec.criterion, level=level) if inside else None
+        return MapPoint({"lr": x}, inside, () if inside else ("lr > 2",), tuple(values), dec)
+
+    good, bad = [-1.0, -1.1, -0.9, -1.05, -0.95], [1.0, 1.1, 0.9, 1.05, 0.95]
+    held = conclude(spec, [point(0.1, good), point(0.2, good), point(0.3, good), point(3.0, bad, False)])
+    assert held.verdict == "holds" and held.regime_points == 3 and held.grade == "B" and held.seeds == 5
+    assert held.point_level == pytest.approx(level)
+    failed = conclude(spec, [point(0.1, good), point(0.2, bad), point(0.3, good)])
+    assert failed.verdict == "fails" and failed.at == {"lr": 0.2}
+    none = conclude(spec, [point(3.0, bad, False)])
+    assert none.verdict == "inconclusive" and none.grade == "C" and none.regime_points == 0
+    assert "no map point lies inside the regime" in none.where_it_breaks

@@ -1,15 +1,206 @@
-"""figures/joma/claims.py: the drop-and-bounce numbers behind the entropy claim, on known curves."""
+"""figures/joma/claims.py + claims.toml: per claim, the theory's own trajectory passes the criterion
+at every in-regime point of the quick map, and a planted violation is decided ``fails``; the
+statistics and regime quantities on cases with known answers."""
+
+import importlib
+import math
 
 import numpy as np
+import pytest
+import xarray as xr
 
-from figures.joma.claims import bounce_numbers
+from figures.claims import planted_violation, theory_check
+from theory import joma as J
+
+C = importlib.import_module("figures.joma.claims")
 
 
-def test_bounce_numbers_on_known_curves():
-    t = np.linspace(0, 10, 101)
-    H = 1 + (t - 4) ** 2 / 16  # minimum 1 at t = 4, H0 = 2, H(10) = 3.25
-    nums = bounce_numbers(t, H)
-    assert nums["t_min"] == 4.0 and nums["drop"] == 1.0 and nums["bounce_fraction"] == 2.25
-    assert nums["interior_min"] and nums["single_turning_point"]
-    mono = bounce_numbers(t, 2 - t / 10)
-    assert not mono["interior_min"] and mono["bounce_fraction"] == 0.0
+@pytest.fixture(scope="module")
+def registry():
+    return C.decide_registry.registry()
+
+
+def test_registry_lists_the_papers_claims(registry):
+    assert registry.names == ["invariant_holds", "invariant_holds_mixture", "entropy_drops_then_bounces",
+                              "learning_order_lowest_lca_first"]
+    for spec in registry.claims:
+        assert spec.runs == "empirical.joma.seeds:train_seeds" and spec.theory
+
+
+# ---- Theorem 1 -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["invariant_holds", "invariant_holds_mixture"])
+def test_invariant_theory_passes_its_criterion(registry, name):
+    check = theory_check(registry.get(name))
+    assert check.holds, str(check)
+    assert len(check.points) >= 7  # Gaussian and random X, several times inside the regime
+
+
+def _reflected(traj):
+    """The logits moving against the invariant: z(t) -> 2 z(0) - z(t), zhat unchanged."""
+    out = traj.copy()
+    for v in traj.data_vars:
+        if v.startswith("z_"):
+            z = traj[v].values
+            out[v] = ("time", 2 * z[0] - z)
+    return out
+
+
+@pytest.mark.parametrize("name", ["invariant_holds", "invariant_holds_mixture"])
+def test_invariant_planted_violation_fails(registry, name):
+    """Logits whose change is the opposite of the invariant's prediction: residual ~ 2 > 1."""
+    from empirical.joma.seeds import train_seeds
+
+    spec = registry.get(name)
+    cfg = spec.protocol.config(J.JomaConfig, True).replace(steps=100)
+    runs = train_seeds(cfg, seeds=range(5))
+    planted = [_reflected(runs.isel(seed=i)) for i in range(5)]
+    t = float(cfg.ode_time(60))
+    assert planted_violation(spec, planted, config=cfg, t=t).verdict == "fails"
+    assert planted_violation(spec, [runs.isel(seed=i) for i in range(5)], config=cfg, t=t).verdict == "holds"
+
+
+def test_invariant_residual_on_a_known_trajectory():
+    t = np.linspace(0, 1, 11)
+    ds = xr.Dataset({"z_1": ("time", 1 + 3 * t), "z_2": ("time", -4 * t), "zhat_1": ("time", 1 + 3 * t),
+                     "zhat_2": ("time", 0 * t)}, coords={"time": t})
+    # dz = (3, -4) t, dzhat = (3, 0) t: residual |(0, -4)| / 5 = 0.8 at every t > 0
+    assert C.invariant_residual(ds, None, t=0.5) == pytest.approx(0.8)
+    assert math.isnan(C.invariant_residual(ds, None, t=2.0))  # past the run's end
+
+
+def test_invariant_regime_reads_the_theory_at_t():
+    cfg = J.JomaConfig.preset("toy", True, steps=2000)
+    th = C.block_theory(cfg)
+    q = C.invariant_regime(cfg, {"t": 50.0})
+    i = int(np.argmin(abs(th["time"].values - 50.0)))
+    assert th["time"].values[i] == 50.0
+    assert q["attention_logit_spread"] == pytest.approx(np.ptp([th[f"z_{l + 1}"].values[i] for l in range(cfg.Mc)])
+                                                         / cfg.temperature)
+    assert q["g_drift"] == pytest.approx(th["g_drift"].values[i]) and 0 < q["g_drift"] < 0.1
+
+
+# ---- Theorem 4 -------------------------------------------------------------------------------------
+def test_bounce_theory_passes_its_criterion(registry):
+    check = theory_check(registry.get("entropy_drops_then_bounces"))
+    assert check.holds, str(check)
+    assert {p.coords["variant"] for p in check.points} == {"probe"} and len(check.points) >= 4
+
+
+def test_bounce_planted_violation_fails(registry):
+    """The theory's own entropies with the rebound reflected downwards (the entropy keeps falling
+    after its turning point): negative rebound at every seed."""
+    spec = registry.get("entropy_drops_then_bounces")
+    cfg = spec.protocol.config(J.JomaConfig, True)
+    planted = []
+    for tr in C.bounce_theory(cfg):
+        H = tr["attention_entropy"].values
+        i = int(np.argmin(H))
+        falling = np.concatenate([H[:i + 1], 2 * H[i] - H[i + 1:]])
+        planted.append(tr.assign(attention_entropy=("time", falling)))
+    assert planted_violation(spec, planted, config=cfg, horizon=1000).verdict == "fails"
+
+
+def test_entropy_rebound_on_known_curves():
+    cfg = J.JomaConfig.preset("probe", True)  # t = 0.01 step
+    t = cfg.ode_times()
+    v = xr.Dataset({"attention_entropy": ("time", 1 + (t - 5) ** 2 / 25)}, coords={"time": t})
+    # T = 20 (2000 steps): min over [0, 10] is 1 at t = 5, H(20) = 1 + 225/25 = 10
+    assert C.entropy_rebound(v, cfg, horizon=2000) == pytest.approx(9.0)
+    mono = v.assign(attention_entropy=("time", 2 - t / 40))  # still falling: H(T) - min over [0, T/2] < 0
+    assert C.entropy_rebound(mono, cfg, horizon=2000) == pytest.approx(-0.25)
+    assert math.isnan(C.entropy_rebound(v, cfg, horizon=10**6))
+
+
+def test_probe_flow_is_the_trained_probes_limit():
+    """The probe network trained by SGD (autograd) follows the gradient flow of :func:`probe_flow`
+    (formulas typed independently), with the first-order error of Euler steps: halving the step
+    halves the gap."""
+    from empirical.joma.seeds import train_seeds
+
+    gaps = []
+    for lr in (0.004, 0.002):
+        cfg = J.JomaConfig.preset("probe", True, lr=lr, steps=int(3 / lr), log_every=int(0.5 / lr))
+        net = train_seeds(cfg, seeds=[3]).isel(seed=0)["attention_entropy"].values
+        flow = C.bounce_theory(cfg)[3]["attention_entropy"].values  # the theory's seeds 0..4
+        gaps.append(np.abs(net - flow).max())
+    assert gaps[1] < 1.5e-3 and 0.4 < gaps[1] / gaps[0] < 0.6, gaps
+
+
+def test_bounce_regime_quantities(registry):
+    cfg = J.JomaConfig.preset("probe", True, log_every=10)
+    q_small, q_big = (C.bounce_regime(cfg.replace(lr=lr), {"horizon": 1000}) for lr in (0.01, 0.1))
+    assert q_big["lr_curvature"] == pytest.approx(10 * q_small["lr_curvature"])
+    # t* in ~[1.5, 3.5] for Fig.-4 draws: at T = 10 (lr 0.01) the turn lies in the first half
+    assert 0.15 < q_small["turn_fraction"] < 0.5 and q_big["turn_fraction"] == pytest.approx(q_small["turn_fraction"] / 10)
+
+
+# ---- §3.4 learning order ----------------------------------------------------------------------------
+def test_learning_order_theory_passes_its_criterion(registry):
+    check = theory_check(registry.get("learning_order_lowest_lca_first"))
+    assert check.holds, str(check)
+
+
+def _ordered_tokens(config, faster_high: bool, seed: int):
+    """z_l(t) = a_l (1 - exp(-t / tau_l)) with tau increasing (or decreasing) in the LCA height."""
+    H = J.hblt_leaf_lca_heights(config.depth, config.branching, 0)[1:]
+    rng = np.random.default_rng(seed)
+    tau = 100.0 * (5 - H if faster_high else H) * rng.uniform(0.9, 1.1, H.size)
+    t = config.ode_times()
+    return xr.Dataset({f"z_{l + 1}": ("time", rng.uniform(0.5, 2) * (1 - np.exp(-t / tau[l]))) for l in range(H.size)},
+                      coords={"time": t})
+
+
+def test_learning_order_planted_violation_fails(registry):
+    spec = registry.get("learning_order_lowest_lca_first")
+    cfg = spec.protocol.config(J.JomaConfig, True)
+    planted = [_ordered_tokens(cfg, True, s) for s in range(5)]
+    assert planted_violation(spec, planted, config=cfg, horizon=1500).verdict == "fails"
+    right = [_ordered_tokens(cfg, False, s) for s in range(5)]
+    assert planted_violation(spec, right, config=cfg, horizon=1500).verdict == "holds"
+
+
+def test_order_spearman_excludes_suppressed_tokens():
+    cfg = J.JomaConfig(variant="hblt", steps=100, log_every=1)
+    t = cfg.ode_times()
+    H = J.hblt_leaf_lca_heights(4, 2, 0)[1:]
+    # H = 1 and H = 2 tokens rise (H = 1 faster); every other token is suppressed, and the suppressed
+    # H = 4 tokens fall fastest: counted as "learned", they would reverse the order
+    z = {f"z_{l + 1}": ("time", (1 - np.exp(-t / (10 if h == 1 else 40))) if h <= 2 else -(1 - np.exp(-t / 2)))
+         for l, h in enumerate(H)}
+    ds = xr.Dataset(z, coords={"time": t})
+    assert C.order_spearman(ds, cfg, horizon=100) == pytest.approx(np.corrcoef([1, 2, 2], [1, 2, 2])[0, 1] * 0 + 1)
+    only_one = xr.Dataset({k: ("time", v[1] if k == "z_1" else -np.abs(v[1])) for k, v in z.items()}, coords={"time": t})
+    assert math.isnan(C.order_spearman(only_one, cfg, horizon=100))
+
+
+def test_hblt_regime_resolution():
+    cfg = J.JomaConfig(variant="hblt", rho=0.8, hblt_samples=1024)
+    want = 0.8**6 * (1 - 0.8**2) / (2 * math.sqrt(2 / 1024))
+    assert C.hblt_regime(cfg, {})["height_resolution"] == pytest.approx(want)
+    assert C.hblt_regime(cfg.replace(rho=0.0), {})["height_resolution"] == 0.0
+
+
+def test_registry_symbols_and_labels_are_mathtext():
+    """Every symbol and axis label of both registries renders (the claims' map figures)."""
+    import tomllib
+    from pathlib import Path
+
+    from matplotlib.mathtext import MathTextParser
+
+    parser, seen = MathTextParser("agg"), []
+
+    def walk(x):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k in ("symbol", "label") and isinstance(v, str):
+                    parser.parse(v)
+                    seen.append(v)
+                else:
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    for name in ("claims.toml", "text_claims.toml"):
+        walk(tomllib.loads((Path(C.__file__).with_name(name)).read_text()))
+    assert len(seen) > 20
