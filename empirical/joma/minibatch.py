@@ -5,12 +5,16 @@ The network is :class:`~empirical.joma.model.JomaBlock` (the ``fixed`` top: loss
 ``-mean_{n in batch} G_n . h(x_n)``, Assumption 1 exactly), trained by the paper's one update rule
 (:mod:`.update`: SGD, equal learning rates on ``W`` and ``z``) on minibatches of ``config.batch``
 rows drawn uniformly **with replacement** from the ``N`` data rows (the sampling the SDE's
-``Sigma = Cov/B`` describes). Every seed starts from the config's initial parameters (the SDE's
+``Sigma = Cov/B`` describes; ``config.replacement=False``: ``B`` distinct rows per step, whose mean
+has the smaller covariance ``(N - B)/(N - 1) Cov/B`` — the SDE's assumption broken on purpose, to
+map where it breaks). Every seed starts from the config's initial parameters (the SDE's
 initial state); seed ``s`` only drives its minibatch draws, ``torch.randint(0, N, (steps, B),
 generator=torch.Generator(device).manual_seed(s))``. Seeds run together: the parameters are
 stacked (:func:`empirical.seeds.stacked_modules`) and the forward pass is
 ``torch.func.vmap`` of the module through ``functional_call``; autograd of the summed loss gives
-each seed its own gradient. Float64.
+each seed its own gradient. Float64. The tensors are small (a few rows per seed): the run holds
+torch to one intra-op thread (restored afterwards) — on a shared 2-core machine two threads made
+it 10-40x slower.
 """
 
 from __future__ import annotations
@@ -35,6 +39,24 @@ def sgd_seeds(config: JomaConfig, *, seeds: Sequence[int], device: str = "cpu"):
     holding the block state ``z_l``, ``v_k_l``, ``s_k`` and the block system's observables (the
     Theorem-1 invariant expressions). A seed whose parameters become non-finite is NaN from there
     on; the run stops early once every seed has."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _sgd_seeds(config, seeds, device)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _draw_rows(c, generator, device) -> torch.Tensor:
+    """``(steps, B)`` row indices of one seed: uniform with replacement, or (``replacement=False``)
+    ``B`` distinct rows per step (the first ``B`` of a uniform random permutation)."""
+    if c.replacement:
+        return torch.randint(0, c.N, (c.steps, c.batch), generator=generator, device=device)
+    u = torch.rand(c.steps, c.N, generator=generator, dtype=torch.float64, device=device)
+    return u.argsort(-1)[:, :c.batch]
+
+
+def _sgd_seeds(config, seeds, device):
     from empirical.seeds import stacked_modules
     from empirical.trainer import resolve_device
     from simulate.trajectory import make_trajectory
@@ -53,8 +75,9 @@ def sgd_seeds(config: JomaConfig, *, seeds: Sequence[int], device: str = "cpu"):
     names = list(params)
     Xt = torch.as_tensor(X, dtype=torch.float64, device=dev)
     Gt = torch.as_tensor(G, dtype=torch.float64, device=dev)
-    idx = torch.stack([torch.randint(0, c.N, (c.steps, c.batch), generator=torch.Generator(dev).manual_seed(s),
-                                     device=dev) for s in seeds])  # (seeds, steps, B)
+    if not c.replacement and c.batch > c.N:
+        raise ConfigError("batch", f"{c.batch} distinct rows per step out of N = {c.N} (replacement=False)")
+    idx = torch.stack([_draw_rows(c, torch.Generator(dev).manual_seed(s), dev) for s in seeds])  # (seeds, steps, B)
     forward = torch.func.vmap(lambda p, b, x: torch.func.functional_call(base, (p, b), (x,)))
     state = update.init([params[k].detach() for k in names], config=c, xp=torch)
     log_at = [int(s) for s in c.log_steps()]
@@ -89,5 +112,6 @@ def sgd_seeds(config: JomaConfig, *, seeds: Sequence[int], device: str = "cpu"):
     variables.update({k: np.asarray(v, dtype=np.float64) for k, v in obs.items()})
     traj = make_trajectory(c.ode_times(), variables, paper="joma", system=f"block_{c.attention}_{c.activation}",
                            source="train", backend=f"torch-{dev.type}-batched-minibatch", lead_dims=("seed",),
-                           config=c, extra_attrs={"batch": int(c.batch), "sampling": "uniform with replacement"})
+                           config=c, extra_attrs={"batch": int(c.batch),
+                                        "sampling": "with replacement" if c.replacement else "distinct rows per step"})
     return traj.assign_coords(seed=seeds)

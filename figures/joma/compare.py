@@ -31,6 +31,7 @@ from theory.errors import SolverError
 
 from ..core import agreement, rel_l2
 from ..report import Break, Observable, Report
+from .calibration import details as sde_calibration
 from .claims import entropy_claim, invariant_claim, learning_order_claim
 from .text import wikitext_claims
 
@@ -209,5 +210,8 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
                "final_accuracy": float(h["traj"]["accuracy"].values[-1]),
                "headline_is": "mixture (CE top, tanh, softmax)",
                "derivation_check_regime": (f"exp attention, linear MLP, Mc={d['config'].Mc}, K={d['config'].K}, "
-                                           f"fixed g = I - 11^T/K, lr={d['config'].lr}, {d['config'].steps} steps")}
+                                           f"fixed g = I - 11^T/K, lr={d['config'].lr}, {d['config'].steps} steps"),
+               # issue 20: the block SDE against minibatch SGD (its claim decided over seeds, coverage at
+               # 50/80/90 %, variance ratios, where it breaks over (lr, batch)): figures.joma.calibration
+               "sde_calibration": sde_calibration(quick, dev)}
     return Report("joma", regime, obs, claims, headline_breaks(h), details)

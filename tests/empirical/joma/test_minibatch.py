@@ -71,3 +71,24 @@ def test_divergence_leaves_nan_and_other_variants_are_refused():
     assert np.isfinite(v[:, 0]).all() and np.isnan(v[:, -1]).all()
     with pytest.raises(ConfigError, match="variant"):
         sgd_seeds(J.JomaConfig(variant="ce"), seeds=[0])
+
+
+def test_without_replacement_one_step_covariance_has_the_finite_population_factor():
+    """``replacement=False``: B distinct rows per step, so one step's covariance is
+    ``(N - B)/(N - 1)`` times the i.i.d. one (zero for B = N: full batch, no noise)."""
+    cfg = J.JomaConfig(Mc=3, K=2, N=3, d=6, gradient="random", lr=0.1, steps=1, log_every=1, batch=2,
+                       init_scale=0.4, replacement=False)
+    names = J.state_names(3, 2)
+    tr = sgd_seeds(cfg, seeds=range(3000))
+    inc = np.stack([tr[n].values[:, 1] - tr[n].values[:, 0] for n in names], 1)
+    X, G = J.make_data(cfg)
+    W0, z0 = J.initial_parameters(cfg)
+    F = network_row_flows("exp", "linear", X, G, W0[:3].T, W0[3], z0, 1.0, d=6)
+    cov = cfg.lr**2 * (F - F.mean(0)).T @ (F - F.mean(0)) / 3 / 2 * (3 - 2) / (3 - 1)
+    se = np.sqrt((np.outer(cov.diagonal(), cov.diagonal()) + cov**2) / inc.shape[0]) + 1e-18
+    assert np.max(np.abs(np.cov(inc.T) - cov) / se) < 5
+    full = sgd_seeds(cfg.replace(batch=3), seeds=range(4))
+    v = full["v_1_1"].values
+    np.testing.assert_allclose(v, v[:1].repeat(4, 0), rtol=0, atol=1e-15)  # every seed takes the full batch
+    with pytest.raises(ConfigError, match="distinct"):
+        sgd_seeds(cfg.replace(batch=4), seeds=[0])
