@@ -297,7 +297,8 @@ def fig_headline(outdir: Path | None = None, quick: bool = True, *, device: str 
     dotted verticals: where the network leaves the ODE (the compare report's break times)."""
     h = headline(quick, _dev(device))
     cfg, t = h["config"], h["time"]
-    fig, axes = panels(4, size=(4.0, 3.0))
+    fig, grid = plt.subplots(2, 2, figsize=(8.4, 6.0), layout="constrained")  # a 2 x 2 grid
+    axes = list(grid.ravel())
     _pairs(axes[0], t, h["net"]["z"], t, h["theory"]["z"], "network, $l = ", "JoMA ODE, $G$ frozen at $G(0)$")
     _pairs(axes[1], t, h["net"]["v"][:, : cfg.Mc], t, h["theory"]["v"][:, : cfg.Mc], "network, $l = ",
            "JoMA ODE, $G$ frozen at $G(0)$")
@@ -307,14 +308,14 @@ def fig_headline(outdir: Path | None = None, quick: bool = True, *, device: str 
     axes[2].plot(t, h["H_ode"], **role("theory"), label="ODE's $z$, same sequences")
     axes[2].set_ylabel(ENTROPY)
     axes[2].set_title("attention entropy over positions")
-    axes[3].plot(t, h["drift"], color="C0", label="network")
+    axes[3].plot(t, h["drift"], color="C0", label="network's gradient drift")
     axes[3].axhline(0.1, **role("reference"))
     axes[3].set_ylabel(axis_label("gradient drift", symbol=r"$\|G(t) - G(0)\| / \|G(0)\|$"))
     axes[3].set_title("Assumption 1 (dash-dot: 10%)")
     for k, tb in h["t_break"].items():
         if tb is not None:
             for ax in axes[:2]:
-                ax.axvline(tb, color="r", ls=":", lw=0.8)
+                ax.axvline(tb, color="r", ls=":", lw=0.8, label="network leaves the ODE (break time)")
     for ax in axes:
         ax.set_xscale("symlog", linthresh=10.0)
         ax.set_xlim(0, t[-1])
