@@ -82,7 +82,8 @@ def fig2_invariant(outdir: Path | None = None, quick: bool = True, *, device: st
 
 
 def fig3_component_growth(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
-    """Fig. 3: U^T W at init and after training, and v_0's first components over time."""
+    """Fig. 3: V = (U^T W)^T (K units x Mc tokens) at init and after training, and the first unit's
+    first four components over time."""
     cfg = J.JomaConfig.preset("toy", quick)
     traj, exp = E.train(cfg, device=_dev(device))
     W0, _ = J.initial_parameters(cfg)
@@ -92,11 +93,11 @@ def fig3_component_growth(outdir: Path | None = None, quick: bool = True, *, dev
     for ax, V, when in ((axes[0], V0, "at initialisation"), (axes[1], V1, "after training")):
         lim = float(np.abs(V).max()) or 1.0
         heatmap(ax, V, xlabel=axis_label("contextual token", symbol="$l$"),
-                ylabel=axis_label("hidden unit", symbol="$k$"), cbar_label=r"$(U^\top W)_{kl}$",
+                ylabel=axis_label("hidden unit", symbol="$k$"), cbar_label=r"$v_{kl} = (U^\top W)_{lk}$",
                 cmap="RdBu_r", vmin=-lim, vmax=lim)
-        ax.set_title(r"$U^\top W$ " + when)
+        ax.set_title(r"$V = (U^\top W)^\top$ " + when)
     axes[1].add_patch(plt.Rectangle((-0.5, -0.5), cfg.Mc, 4, fill=False, ec="k", lw=1.5))
-    axes[1].set_title(r"$U^\top W$ after training (units 1-4 boxed)")
+    axes[1].set_title(r"$V$ after training (units 1-4 boxed)")
     for l in range(4):
         axes[2].plot(traj["step"].values, traj[f"v_1_{l + 1}"].values, color=f"C{l}", label=f"$v_{{1,{l + 1}}}$")
     axes[2].set_xlabel(STEPS)
