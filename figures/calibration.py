@@ -112,7 +112,7 @@ def coverage(sde: xr.Dataset, runs: xr.Dataset, name: str, levels: Sequence[floa
         raise ConfigError("interval", f"must be 'bootstrap' or 'binomial', got {interval!r}")
     times, Y = _runs_matrix(runs, name)
     keep = _keep(times, t_min)
-    sub = sde.assign({name: (("path", "time"), _paths_on(sde, name, times))}).assign_coords(time=times)
+    sub = xr.Dataset({name: (("path", "time"), _paths_on(sde, name, times))}, coords={"time": times})
     out = {}
     for level in levels:
         if not 0 < level < 1:

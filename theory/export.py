@@ -177,7 +177,9 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
     """An ``align`` environment (pastes into a document with ``amsmath``): the paper's named
     quantities as definitions (``\\langle a,q\\rangle &:= ...``), then ``\\dot{x} &= ...`` per
     state, then, when the system carries a minibatch noise model with a covariance, the diffusion
-    ``\\Sigma(\\theta) = \\frac{1}{B}\\,\\mathrm{Cov}_x[g]`` entry by entry; parameters stay symbolic.
+    ``\\Sigma(\\theta) = \\frac{1}{B}\\,\\mathrm{Cov}_x[g]`` entry by entry (a finite distribution whose
+    covariance is left implicit: ``\\Sigma`` as the sum over its outcomes, the per-sample flow ``g`` row
+    by row and the outcomes); parameters stay symbolic.
     No line is longer than ``width`` characters: long right-hand sides continue on ``&\\quad``
     lines and too-long terms become printing intermediates ``u_{k} := ...`` (listed in a comment
     line before the environment; the system is unchanged). ``expanded=True`` substitutes the
@@ -191,6 +193,8 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
     cov = getattr(noise, "covariance", None) if noise is not None else None
     if cov is not None:
         symbols |= cov.free_symbols
+    elif noise is not None and getattr(noise, "implicit_covariance", False):
+        symbols |= set(noise.samples)
     out = _Lines(symbols, width)
     body: list[str] = []
     if not expanded:
@@ -208,6 +212,8 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
                 if cov[i, j] != 0:
                     lhs = rf"\mathrm{{Cov}}_x[g]_{{{latex(system.state[i])}\,{latex(system.state[j])}}}"
                     body += out.lines(lhs, "=", cov[i, j])
+    elif noise is not None and getattr(noise, "implicit_covariance", False):
+        body += _implicit_covariance_rows(system, noise, out)
     rows = _block(body)
     note = []
     if out.names:
@@ -215,6 +221,32 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
         names = {1: first, 2: f"{first}, {last}"}.get(len(out.names), f"{first} to {last}")
         note = [f"% {names}: intermediates introduced for printing (not quantities of the system)"]
     return "\n".join([*note, r"\begin{align}", *rows, r"\end{align}"])
+
+
+def _implicit_covariance_rows(system: ReducedSystem, noise, out: _Lines) -> list[str]:
+    """The rows of a :class:`~theory.noise.Finite` noise whose covariance is left implicit
+    (``derive_noise(..., covariance=False)``): ``Σ`` as the sum over the outcomes, the per-sample
+    flow ``g`` (one row per state, in the sample symbols) and each outcome's probability and
+    sample values (packed into rows of at most the width)."""
+    b = latex(noise.batch_symbol)
+    dev = r"\left(g^{(k)} - \bar{g}\right)"
+    rows = [rf"\Sigma(\theta) &= \frac{{1}}{{{b}}} \sum_{{k}} p_{{k}} {dev} {dev}^{{\top}}",
+            out.CONT + r"g^{(k)} = g(\theta;\, x^{(k)}),\ \bar{g} = \sum_{k} p_{k}\, g^{(k)}",
+            out.CONT + r"g(\theta;\, x) = -P\, \nabla_{\theta}\, \ell(\theta;\, x)"]
+    for s, e in zip(system.state, noise.gradient):
+        rows += out.lines(rf"g_{{{latex(s)}}}", "=", e)
+    dist = noise.distribution
+    for k, (p, outcome) in enumerate(zip(dist.probabilities, dist.outcomes), 1):
+        items = [rf"p_{{{k}}} = {latex(p)}"] + [f"{latex(x)} = {latex(v)}" for x, v in outcome.items()]
+        head, line = rf"x^{{({k})}} &: ", ""
+        for item in items:
+            piece = item if not line else r",\ " + item
+            if line and not out._fits(head, line + piece):
+                rows.append(head + line)
+                head, line, piece = out.CONT, "", item
+            line += piece
+        rows.append(head + line)
+    return rows
 
 
 def _tex_text(text: str) -> str:
@@ -533,11 +565,20 @@ def noise_from_json(doc: Mapping[str, Any], syms: Mapping[str, sp.Symbol], state
     )
 
 
+def _as_printed(e) -> sp.Expr:
+    """``e`` as JSON stores and reloads it (printed, then parsed with its own symbols): sympy's
+    evaluation on parsing regroups unsimplified expressions (``x/(2*(a + b))`` comes back as
+    ``x/(2*a + 2*b)``), so a signature compares the reloaded form of both sides."""
+    e = sp.sympify(e)
+    return sp.parse_expr(expr_to_str(e), local_dict={str(s): s for s in e.free_symbols})
+
+
 def _noise_signature(noise) -> tuple | None:
     if noise is None:
         return None
     return (noise.method, bool(noise.exact), noise.state, noise.samples, noise.batch_symbol,
-            tuple(_exact(e) for e in noise.expressions()), json.dumps(_distribution_to_json(noise.distribution)))
+            tuple(_exact(_as_printed(e)) for e in noise.expressions()),
+            json.dumps(_distribution_to_json(noise.distribution)))
 
 
 def systems_to_json(paper: str, systems: Sequence[ReducedSystem]) -> str:

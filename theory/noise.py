@@ -33,7 +33,10 @@ each sample's gradient eventually moves ``θ`` by ``lr/(1-μ)`` times itself).
 
 Distributions (each has ``symbols``, ``expect(expr)`` and ``moments(g)``; combine freely):
 
-* :class:`Finite` — outcomes with (possibly symbolic) probabilities; exact.
+* :class:`Finite` — outcomes with (possibly symbolic) probabilities; exact. For a large state its
+  ``d x d`` covariance can be left implicit (``derive_noise(..., covariance=False)``): it is then
+  ``Σ_k p_k (g_k - E g)(g_k - E g)ᵀ`` over the outcomes, which the SDE's ``"outcomes"`` factor
+  realises exactly without forming ``d²`` entries.
 * :class:`Moments` — a closed-form moment generating function (``gaussian``, ``multinomial``); exact
   for ``g`` polynomial in the sample symbols (every moment is a derivative of the MGF); ``linearize``
   gives the delta method (``E g ≈ g(E x)``, ``Cov g ≈ J Cov(x) Jᵀ``, not exact).
@@ -377,7 +380,9 @@ class Noise:
     gradient:        the per-sample flow ``g = -P ∇_θ ℓ`` (``d`` expressions).
     mean:            ``E_x[g]`` (``None`` for a sampler).
     covariance:      ``Cov_x[g]`` per sample, a ``d x d`` Matrix (``None`` for a sampler: the SDE
-                     estimates it per step from fresh samples).
+                     estimates it per step from fresh samples; ``None`` for a :class:`Finite`
+                     noise derived with ``covariance=False``: implicit, ``Σ_k p_k (g_k - E g)
+                     (g_k - E g)ᵀ`` over the outcomes, exact — :attr:`implicit_covariance`).
     exact:           whether ``mean``/``covariance`` are exact (finite or closed-form moments).
     method:          ``"finite"``, ``"moments"``, ``"delta"`` (first-order) or ``"monte_carlo"``.
     batch_symbol:    ``B`` in ``Σ(θ) = Cov_x[g]/B`` (:attr:`sigma`).
@@ -398,6 +403,12 @@ class Noise:
     method: str
     batch_symbol: sp.Symbol = BATCH
     description: str = ""
+
+    @property
+    def implicit_covariance(self) -> bool:
+        """Whether ``Cov_x[g]`` is exact but left implicit in the outcomes of a :class:`Finite`
+        distribution (``derive_noise(..., covariance=False)``)."""
+        return self.covariance is None and isinstance(self.distribution, Finite)
 
     @property
     def sigma(self) -> sp.Matrix | None:
@@ -473,12 +484,14 @@ def expectation(expr, distribution) -> sp.Expr:
 
 def derive_noise(per_sample_loss, state: Sequence[sp.Symbol], samples: Sequence[sp.Symbol], distribution, *,
                  preconditioner=1, batch_symbol: sp.Symbol = BATCH, description: str = "", linearize: bool = False,
-                 simplify: bool = True) -> Noise:
+                 simplify: bool = True, covariance: bool = True) -> Noise:
     """Differentiate ``per_sample_loss`` w.r.t. ``state``, apply the flow's map ``preconditioner``
     (scalar, per-coordinate sequence or matrix: ``rhs = -P ∇ E ℓ``) and form ``E_x[g]`` and
     ``Cov_x[g]`` (module docstring). ``linearize``: the delta method for a :class:`Moments` part
     whose ``g`` is not polynomial (``exact=False``). ``simplify``: ``sp.simplify`` every entry
-    below :data:`SIMPLIFY_MAX_OPS` operations."""
+    below :data:`SIMPLIFY_MAX_OPS` operations. ``covariance=False`` (a :class:`Finite` distribution
+    only): leave ``Cov_x[g]`` implicit in the outcomes (``Noise.covariance`` is ``None``; the SDE's
+    ``"outcomes"`` factor is exact) instead of forming its ``d x d`` entries — for large states."""
     state, samples = tuple(state), tuple(samples)
     loss = sp.sympify(per_sample_loss)
     if set(distribution.symbols) != set(samples):
@@ -491,6 +504,12 @@ def derive_noise(per_sample_loss, state: Sequence[sp.Symbol], samples: Sequence[
                   gradient=g, batch_symbol=batch_symbol, description=description)
     if isinstance(distribution, MonteCarlo):
         return Noise(mean=None, covariance=None, exact=False, method="monte_carlo", **common)
+    if not covariance:
+        if not isinstance(distribution, Finite):
+            raise ConfigError("covariance", f"only a Finite distribution's covariance can be left implicit, "
+                                            f"not a {distribution.kind} one")
+        mean = tuple(_tidy(distribution.expect(e), simplify) for e in g)
+        return Noise(mean=mean, covariance=None, exact=True, method="finite", **common)
     mean, S = distribution.moments(g, linearize)
     mean = tuple(_tidy(e, simplify) for e in mean)
     cov = sp.Matrix(d, d, lambda i, j: S[i, j] - mean[i] * mean[j])

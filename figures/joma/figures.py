@@ -14,6 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.collections import LineCollection  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy.special import erfinv  # noqa: E402
@@ -23,17 +24,32 @@ from empirical import joma as E  # noqa: E402
 from theory import joma as J  # noqa: E402
 from theory.errors import SolverError  # noqa: E402
 
-from ..core import finish_figure, rel_l2, save_table  # noqa: E402
+from ..core import band_coverage, finish_figure, overlay, rel_l2, save_table  # noqa: E402
+from ..style import axis_label, heatmap, integer_ticks, legend_outside, panels, role  # noqa: E402
 from ..report import Break  # noqa: E402
 from .compare import derivation_check, headline, learning_order, stack  # noqa: E402
 from .text import fig_wikitext  # noqa: E402
 
 __all__ = ["FIGURES", "fig2_invariant", "fig3_component_growth", "fig4_nonlinear", "fig_theorem2", "fig_block_overlay",
-           "fig_headline", "where_agreement_breaks", "fig_learning_order", "fig_layers_and_table1"]
+           "fig_headline", "fig_sde_overlay", "where_agreement_breaks", "fig_learning_order", "fig_layers_and_table1"]
 
 
 def _dev(device):
     return "cpu" if device == "auto" else device
+
+
+#: x labels of the time axes (ODE time of the SGD variants is ``lr * step``; Adam's is the step)
+T_ODE = axis_label("time", symbol=r"$t = \eta\,k$")
+STEPS = axis_label("minibatch", symbol="$k$")
+ENTROPY = axis_label("attention entropy", "nats", r"$H$")
+
+
+def _pairs(ax, t_pr, Y_pr, t_th, Y_th, prefix: str, theory_label: str):
+    """Per component ``l`` (columns of ``Y``): the trained curve in colour (thick, translucent,
+    named ``prefix l``) and the theory as a thin dashed black line (named once)."""
+    for l in range(Y_pr.shape[1]):
+        ax.plot(t_pr, Y_pr[:, l], color=f"C{l % 10}", lw=2, alpha=0.5, label=f"{prefix}{l + 1}$")
+        ax.plot(t_th, Y_th[:, l], **role("theory_alt", linewidth=0.8), label=theory_label)
 
 
 def fig2_invariant(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
@@ -41,57 +57,69 @@ def fig2_invariant(outdir: Path | None = None, quick: bool = True, *, device: st
     linear MLP), plus the nonlinear-MLP (ReLU) variant on Gaussian X as a third row."""
     out = {}
     rows = (("gaussian", "linear"), ("random", "linear"), ("gaussian", "relu"))
-    fig, axes = plt.subplots(len(rows), 2, figsize=(9, 3.2 * len(rows)))
+    fig, axes = plt.subplots(len(rows), 2, figsize=(8, 2.6 * len(rows)), layout="constrained", squeeze=False)
+    curves = (("nc_zhat_z", "-", r"NC$(\hat{z}, z)$"), ("nc_term1_z", "--", "first term"),
+              ("nc_term2_z", "-.", r"$\bar{b}$ term"), ("nc_change", ":", "NC of the changes"))
     for row, (data, act) in enumerate(rows):
         cfg = J.JomaConfig.preset("toy", quick, data=data, activation=act)
         traj, _ = E.train(cfg, device=_dev(device))
         X, _ = J.make_data(cfg)
-        axes[row, 0].imshow(X.T, aspect="auto", cmap="viridis")
-        axes[row, 0].set_xlabel("Class label y")
-        axes[row, 0].set_ylabel("Contextual token index l")
-        axes[row, 0].set_title(f"X ({data}), {act} MLP", fontsize=9)
+        heatmap(axes[row, 0], X.T, xlabel=axis_label("class label", symbol="$y$"),
+                ylabel=axis_label("contextual token", symbol="$l$"),
+                cbar_label=axis_label("probability", symbol=r"$P(l \mid y)$"), cmap="viridis")
+        axes[row, 0].set_title(f"{data} X, {act} MLP")
         it = traj["step"].values
-        for name, style, lab in (("nc_zhat_z", "r-", "NC(zhat, z)"), ("nc_term1_z", "g--", "first term"),
-                                 ("nc_term2_z", "b--", "bbar term"), ("nc_change", "k:", "NC of changes")):
+        for i, (name, ls, lab) in enumerate(curves):
             if name in traj:
-                axes[row, 1].plot(it, traj[name].values, style, label=lab)
-        axes[row, 1].set_xlabel("Number of Batches")
+                axes[row, 1].plot(it, traj[name].values, color=f"C{i}", ls=ls, label=lab)
+        axes[row, 1].set_xlabel(STEPS)
+        axes[row, 1].set_ylabel("normalised correlation")
         axes[row, 1].set_ylim(-1.05, 1.05)
-        axes[row, 1].legend(fontsize=7)
-        axes[row, 1].grid(alpha=0.3)
         out[data if act == "linear" else f"{data}_{act}"] = traj
-    fig.tight_layout()
+    legend_outside(fig, [ax for ax in axes[:, 1]])
     finish_figure(fig, outdir, "fig2_invariant_nc.png")
     return out
 
 
 def fig3_component_growth(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
-    """Fig. 3: U^T W at init and after training, and v_0's first components over time."""
+    """Fig. 3: V = (U^T W)^T (K units x Mc tokens) at init and after training, and the first unit's
+    first four components over time."""
     cfg = J.JomaConfig.preset("toy", quick)
     traj, exp = E.train(cfg, device=_dev(device))
     W0, _ = J.initial_parameters(cfg)
     V0 = W0[: cfg.Mc].T
     _, V1, _ = exp.model.reduced()
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
-    axes[0].imshow(V0, cmap="RdBu_r")
-    axes[0].set_title("U^T W at init", fontsize=9)
-    axes[1].imshow(V1, cmap="RdBu_r")
+    fig, axes = panels(3, size=(3.6, 3.0))
+    for ax, V, when in ((axes[0], V0, "at initialisation"), (axes[1], V1, "after training")):
+        lim = float(np.abs(V).max()) or 1.0
+        heatmap(ax, V, xlabel=axis_label("contextual token", symbol="$l$"),
+                ylabel=axis_label("hidden unit", symbol="$k$"), cbar_label=r"$v_{kl} = (U^\top W)_{lk}$",
+                cmap="RdBu_r", vmin=-lim, vmax=lim)
+        ax.set_title(r"$V = (U^\top W)^\top$ " + when)
     axes[1].add_patch(plt.Rectangle((-0.5, -0.5), cfg.Mc, 4, fill=False, ec="k", lw=1.5))
-    axes[1].set_title("U^T W after training (first 4 rows boxed)", fontsize=9)
+    axes[1].set_title(r"$V$ after training (units 1-4 boxed)")
     for l in range(4):
-        axes[2].plot(traj["step"].values, traj[f"v_1_{l + 1}"].values, label=f"component {l}")
-    axes[2].set_xlabel("Number of MiniBatches")
-    axes[2].legend(fontsize=7)
-    fig.tight_layout()
+        axes[2].plot(traj["step"].values, traj[f"v_1_{l + 1}"].values, color=f"C{l}", label=f"$v_{{1,{l + 1}}}$")
+    axes[2].set_xlabel(STEPS)
+    axes[2].set_ylabel(axis_label("MLP weight", symbol="$v_{1l}$"))
+    legend_outside(fig, axes[2:])
     finish_figure(fig, outdir, "fig3_component_growth.png")
     return {"V_init": V0, "V_final": V1, "trajectory": traj}
+
+
+def _t_min(ds) -> float:
+    """Time of the entropy minimum (the drop's bottom; > 0)."""
+    H = ds["attention_entropy"].values
+    t = ds["time"].values
+    return float(t[1:][np.nanargmin(H[1:])])
 
 
 def fig4_nonlinear(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
     """Fig. 4: reduced nonlinear dynamics (official softmax(v^2/3) variant, eta = 0.02, 5000
     iterations -> ODE time 100; and the paper's exp ODE), components coloured by iteration, and the
-    entropy drop and bounce; third panel: the converging probe toy on its own time axis (no
-    per-curve normalisation) against the exp ODE."""
+    entropy drop and bounce; third panel: the exp ODE, the softmax variant and the converging probe
+    toy on one axis, time in units of each curve's own entropy minimum ``t / t_min`` (entropy not
+    normalised)."""
     mu = np.array(J.FIG4_MU)
     n = len(mu)
     eta, T = 0.02, 3.0
@@ -102,31 +130,37 @@ def fig4_nonlinear(outdir: Path | None = None, quick: bool = True, *, device: st
     expo = sim.solve(J.nonlinear_exp_system(n), {f"mu_{j + 1}": m for j, m in enumerate(mu)}, np.zeros(n),
                      t_exp, backend="scipy", method="DOP853", rtol=1e-9, atol=1e-11)
     probe, _ = E.train(J.JomaConfig.preset("probe", quick), device=_dev(device))
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    cmap = plt.get_cmap("rainbow")
+    fig, axes = panels(3, size=(3.8, 3.0))
     V = stack(soft, [f"v_{j + 1}" for j in range(n)])
-    for i in range(0, V.shape[1], 4):
-        axes[0].plot(np.arange(n), V[:, i], color=cmap(i / V.shape[1]), lw=0.8)
-    axes[0].plot(np.arange(n), mu, "k--", label="mu")
-    axes[0].set_xlabel("Sorted index of v components")
-    axes[0].set_title("softmax(v^2/3) variant, coloured by iteration", fontsize=9)
-    axes[1].plot(soft["time"].values / eta, soft["attention_entropy"].values)
-    axes[1].axhline(J.fixed_point_entropy(mu, temperature=T), color="k", ls=":", label="fixed point")
-    axes[1].set_xlabel("#iteration")
-    axes[1].set_ylabel("entropy(v(t))")
-    axes[1].legend(fontsize=7)
-    curves = {"exp ODE (paper)": expo, "softmax(v^2/3) ODE (code)": soft, "trained converging toy": probe}
-    for lab, ds in curves.items():
+    iters = soft["time"].values / eta
+    keep = np.arange(0, V.shape[1], 4)
+    lines = LineCollection([np.column_stack([np.arange(n), V[:, i]]) for i in keep], cmap="rainbow", linewidths=0.8)
+    lines.set_array(iters[keep])
+    axes[0].add_collection(lines)
+    axes[0].autoscale_view()
+    fig.colorbar(lines, ax=axes[0], label=axis_label("iteration", symbol="$k$"))
+    axes[0].plot(np.arange(n), mu, **role("theory_alt"), label=r"$\mu_j$ (softmax variant)")
+    axes[0].set_xlabel(axis_label("sorted component", symbol="$j$"))
+    axes[0].set_ylabel(axis_label("component", symbol="$v_j$"))
+    integer_ticks(axes[0], "x")
+    axes[0].set_title(r"softmax$(v^2/3)$ variant")
+    axes[1].plot(iters, soft["attention_entropy"].values, color="C0", label="softmax variant")
+    axes[1].axhline(J.fixed_point_entropy(mu, temperature=T), **role("reference"), label="its fixed point")
+    axes[1].set_xlabel(axis_label("iteration", symbol="$k$"))
+    axes[1].set_ylabel(ENTROPY)
+    curves = {"exp ODE (paper)": expo, r"softmax$(v^2/3)$ ODE (code)": soft, "trained converging toy": probe}
+    for i, (lab, ds) in enumerate(curves.items()):
         t = ds["time"].values
-        axes[2].plot(t[1:], ds["attention_entropy"].values[1:], label=lab)
+        axes[2].plot(t[1:] / _t_min(ds), ds["attention_entropy"].values[1:], color=f"C{i + 1}",
+                     ls=("-", "--", ":")[i], marker=(None, None, "o")[i], markersize=2, markevery=8, label=lab)
     axes[2].set_xscale("log")
-    axes[2].set_xlabel("ODE time (each curve its own: t = lr*step for the toy)")
-    axes[2].set_ylabel("attention entropy")
-    axes[2].set_title("drop and bounce (headline network: fig_headline)", fontsize=9)
-    axes[2].legend(fontsize=7)
-    fig.tight_layout()
+    axes[2].set_xlabel(axis_label("time / time of the minimum", symbol=r"$t / t_{\min}$"))
+    axes[2].set_ylabel(ENTROPY)
+    axes[2].set_title("drop and bounce")
+    legend_outside(fig, axes, ncols=3)
     finish_figure(fig, outdir, "fig4_nonlinear_entropy.png")
     return {"softmax_variant": soft, "exp_ode": expo, "trained": probe,
+            "t_min": {k: _t_min(v) for k, v in curves.items()},
             "bounce": {k: J.drops_then_bounces(v["attention_entropy"].values, 1e-9) for k, v in curves.items()}}
 
 
@@ -136,17 +170,17 @@ def fig_theorem2(outdir: Path | None = None, quick: bool = True, *, device: str 
     t = np.linspace(0, 0.95 * J.blow_up_times(Delta).min(), 200)
     ode = sim.solve(J.theorem2_system(len(Delta), 1), {f"Delta_{l + 1}": d for l, d in enumerate(Delta)},
                     np.zeros(len(Delta)), t, backend="scipy", method="DOP853", rtol=1e-12, atol=1e-14)
-    fig, ax = plt.subplots(figsize=(5, 3.6))
+    fig, (ax,) = panels(1, size=(4.6, 3.2))
     errs = []
     for l, d in enumerate(Delta):
         closed = np.sqrt(2) * erfinv(np.sqrt(2 / np.pi) * d * t)
-        ax.plot(t, ode[f"v_{l + 1}"].values, lw=2, alpha=0.6, label=f"ODE, Delta={d:g}")
-        ax.plot(t, closed, "k--", lw=0.8)
+        ax.plot(t, ode[f"v_{l + 1}"].values, color=f"C{l}", lw=2.5, alpha=0.6, label=rf"ODE, $\Delta_{l + 1} = {d:g}$")
+        ax.plot(t, closed, **role("theory_alt", linewidth=0.8), label="closed form (erfinv)")
         errs.append(float(np.abs(ode[f"v_{l + 1}"].values - closed).max() / np.abs(closed).max()))
-    ax.set_xlabel("t")
-    ax.set_title(f"Theorem 2 (dashed: erfinv); max rel err {max(errs):.1e}", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    ax.set_xlabel(axis_label("time", symbol="$t$"))
+    ax.set_ylabel(axis_label("MLP weight", symbol="$v_l$"))
+    ax.set_title(f"Theorem 2: largest relative error {max(errs):.1e}")
+    legend_outside(fig, ncols=3)
     finish_figure(fig, outdir, "theorem2_closed_form.png")
     return {"relative_errors": errs}
 
@@ -155,17 +189,16 @@ def fig_block_overlay(outdir: Path | None = None, quick: bool = True, *, device:
     """Derivation check: the fixed-top block (the ODE's own objective) vs the block ODE."""
     d = derivation_check("scipy", _dev(device))
     cfg, ode, traj = d["config"], d["ode"], d["traj"]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for l in range(cfg.Mc):
-        axes[0].plot(traj["time"], traj[f"z_{l + 1}"], lw=2, alpha=0.5)
-        axes[0].plot(ode["time"], ode[f"z_{l + 1}"], "k--", lw=0.8)
-        axes[1].plot(traj["time"], traj[f"v_1_{l + 1}"], lw=2, alpha=0.5)
-        axes[1].plot(ode["time"], ode[f"v_1_{l + 1}"], "k--", lw=0.8)
-    axes[0].set_title("z_l: trained (colour) vs block ODE (dashed)", fontsize=9)
-    axes[1].set_title("v_1l: trained vs block ODE", fontsize=9)
-    for ax in axes:
-        ax.set_xlabel("t = lr x step")
-    fig.tight_layout()
+    fig, axes = panels(2, size=(4.0, 3.0))
+    zn, vn = [f"z_{l + 1}" for l in range(cfg.Mc)], [f"v_1_{l + 1}" for l in range(cfg.Mc)]
+    for ax, names, label in ((axes[0], zn, axis_label("attention logit", symbol="$z_l$")),
+                             (axes[1], vn, axis_label("MLP weight", symbol="$v_{1l}$"))):
+        _pairs(ax, traj["time"].values, stack(traj, names).T, ode["time"].values, stack(ode, names).T,
+               "trained, $l = ", "block ODE")
+        ax.set_xlabel(T_ODE)
+        ax.set_ylabel(label)
+    fig.suptitle("fixed top (the ODE's own objective): trained block vs block ODE")
+    legend_outside(fig, axes, ncols=4)
     finish_figure(fig, outdir, "block_ode_vs_trained.png")
     return {"ode": ode, "trained": traj}
 
@@ -176,18 +209,17 @@ def fig_learning_order(outdir: Path | None = None, quick: bool = True, *, device
     lo = learning_order((0,) if quick else (0, 1, 2), _dev(device))
     df, rho_s, rho_v = lo["table"], lo["spearman_attention"], lo["spearman_mlp"]
     rho_means = lo["spearman_height_means"]
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    ax.scatter(df["cooccurrence"], df["half_time_attention"], label="attention logit z_l")
-    ax.scatter(df["cooccurrence"], df["half_time_mlp"], marker="x", label="MLP weight v_l")
+    fig, (ax,) = panels(1, size=(4.6, 3.4))
+    ax.scatter(df["cooccurrence"], df["half_time_attention"], color="C0", label="attention logit $z_l$")
+    ax.scatter(df["cooccurrence"], df["half_time_mlp"], color="C1", marker="x", label="MLP weight $v_l$")
     means = df.groupby("cooccurrence")["half_time_attention"].mean()
-    ax.plot(means.index, means.values, "k-", lw=1, label="mean per LCA height")
+    ax.plot(means.index, means.values, **role("theory", linewidth=1.0), label="$z_l$: mean per LCA height")
     ax.set_xscale("log")
-    ax.set_xlabel("co-occurrence excess rho^(2H)")
-    ax.set_ylabel("time to half the final change")
-    ax.set_title(f"HBLT learning order; Spearman(H, t): attention {rho_s:.2f}, MLP {rho_v:.2f}\n"
-                 f"(over per-height means: {rho_means:.2f})", fontsize=8)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    ax.set_xlabel(axis_label("co-occurrence excess", symbol=r"$\rho^{2H}$"))
+    ax.set_ylabel(axis_label("time to half the final change", symbol=r"$t_{1/2} = \eta\,k$"))
+    ax.set_title(f"HBLT learning order: Spearman(H, t) attention {rho_s:.2f}, MLP {rho_v:.2f};\n"
+                 f"over per-height means {rho_means:.2f}")
+    legend_outside(fig, ncols=3)
     finish_figure(fig, outdir, "hblt_learning_order.png")
     save_table(df, outdir, "hblt_learning_order.csv")
     return {k: v for k, v in lo.items() if k != "by_height"}
@@ -195,23 +227,23 @@ def fig_learning_order(outdir: Path | None = None, quick: bool = True, *, device
 
 def fig_layers_and_table1(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
     """Multi-layer Transformer on the random-combination hierarchy: per-layer attention entropy and
-    MLP stable rank over training; Table 1 analogue (score0/score1, mean +- std over seeds) as CSV."""
+    MLP stable rank over training (colour: layer; line style: seed; every curve in the legend);
+    Table 1 analogue (score0/score1, mean +- std over seeds) as CSV."""
     seeds = (0, 1) if quick else (0, 1, 2, 3, 4)
     trajs = [E.train(J.JomaConfig.preset("hier", quick, seed=s), device=_dev(device))[0] for s in seeds]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, axes = panels(2, size=(4.0, 3.0))
     nl = sum(1 for n in trajs[0].data_vars if n.startswith("attention_entropy_"))
+    styles = ("-", "--", ":", "-.", (0, (5, 1)))
     for l in range(nl):
-        for i, tr in enumerate(trajs):
-            axes[0].plot(tr["time"], tr[f"attention_entropy_{l}"], color=f"C{l}", alpha=0.7,
-                         label=f"layer {l}" if i == 0 else None)
-            axes[1].plot(tr["time"], tr[f"stable_rank_{l}"], color=f"C{l}", alpha=0.7,
-                         label=f"layer {l}" if i == 0 else None)
-    axes[0].set_title("attention entropy per layer", fontsize=9)
-    axes[1].set_title("stable rank of fc1 per layer", fontsize=9)
+        for i, (s, tr) in enumerate(zip(seeds, trajs)):
+            kw = dict(color=f"C{l}", ls=styles[i % len(styles)], alpha=0.8, label=f"layer {l}, seed {s}")
+            axes[0].plot(tr["time"], tr[f"attention_entropy_{l}"], **kw)
+            axes[1].plot(tr["time"], tr[f"stable_rank_{l}"], **kw)
+    axes[0].set_ylabel(ENTROPY)
+    axes[1].set_ylabel(axis_label("stable rank of the first MLP layer", symbol=r"$\|W\|_F^2 / \|W\|_2^2$"))
     for ax in axes:
-        ax.set_xlabel("minibatch")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+        ax.set_xlabel(axis_label("Adam step", symbol="$k$"))
+    legend_outside(fig, axes, ncols=len(seeds))
     cols = [n for n in trajs[0].data_vars if n.startswith("score")]
     final = pd.DataFrame([{c: float(tr[c].values[-1]) for c in cols} for tr in trajs])
     table = pd.DataFrame({"mean": final.mean(), "std": final.std(ddof=0), "n_seeds": len(seeds)})
@@ -262,37 +294,70 @@ def where_agreement_breaks(outdir: Path | None = None, quick: bool = True, *, de
 def fig_headline(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
     """The headline: the mixture network (softmax over positions, tanh MLP, CE) vs the JoMA block
     ODE with G frozen at G(0): z and the first unit's v, the entropy of the attention the network
-    computes vs the ODE's (same time axis, no normalisation), and the drift of G (Assumption 1)."""
+    computes vs the ODE's (same time axis, no normalisation), and the drift of G (Assumption 1);
+    dotted verticals: where the network leaves the ODE (the compare report's break times)."""
     h = headline(quick, _dev(device))
     cfg, t = h["config"], h["time"]
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.6))
-    for l in range(cfg.Mc):
-        axes[0].plot(t, h["net"]["z"][:, l], color=f"C{l % 10}", lw=2, alpha=0.5)
-        axes[0].plot(t, h["theory"]["z"][:, l], "k--", lw=0.7)
-        axes[1].plot(t, h["net"]["v"][:, l], color=f"C{l % 10}", lw=2, alpha=0.5)
-        axes[1].plot(t, h["theory"]["v"][:, l], "k--", lw=0.7)
-    axes[0].set_title("z_l: network (colour) vs JoMA ODE (dashed)", fontsize=9)
-    axes[1].set_title("v_1l: network vs JoMA ODE", fontsize=9)
-    axes[2].plot(t, h["H_net"], label="network's attention")
-    axes[2].plot(t, h["H_ode"], "k--", label="ODE z, same sequences")
-    axes[2].set_title("attention entropy over positions", fontsize=9)
-    axes[2].legend(fontsize=7)
-    axes[3].plot(t, h["drift"], label="|G(t) - G(0)| / |G(0)|")
-    axes[3].axhline(0.1, color="k", ls=":", lw=0.8)
+    fig, grid = plt.subplots(2, 2, figsize=(8.4, 6.0), layout="constrained")  # a 2 x 2 grid
+    axes = list(grid.ravel())
+    _pairs(axes[0], t, h["net"]["z"], t, h["theory"]["z"], "network, $l = ", "JoMA ODE, $G$ frozen at $G(0)$")
+    _pairs(axes[1], t, h["net"]["v"][:, : cfg.Mc], t, h["theory"]["v"][:, : cfg.Mc], "network, $l = ",
+           "JoMA ODE, $G$ frozen at $G(0)$")
+    axes[0].set_ylabel(axis_label("attention logit", symbol="$z_l$"))
+    axes[1].set_ylabel(axis_label("MLP weight", symbol="$v_{1l}$"))
+    axes[2].plot(t, h["H_net"], **role("practice"), markevery=max(1, len(t) // 40), label="network's attention")
+    axes[2].plot(t, h["H_ode"], **role("theory"), label="ODE's $z$, same sequences")
+    axes[2].set_ylabel(ENTROPY)
+    axes[2].set_title("attention entropy over positions")
+    axes[3].plot(t, h["drift"], color="C0", label="network's gradient drift")
+    axes[3].axhline(0.1, **role("reference"))
+    axes[3].set_ylabel(axis_label("gradient drift", symbol=r"$\|G(t) - G(0)\| / \|G(0)\|$"))
+    axes[3].set_title("Assumption 1 (dash-dot: 10%)")
     for k, tb in h["t_break"].items():
         if tb is not None:
             for ax in axes[:2]:
-                ax.axvline(tb, color="r", ls=":", lw=0.8)
-    axes[3].set_title("Assumption-1 drift of the network's gradient", fontsize=9)
+                ax.axvline(tb, color="r", ls=":", lw=0.8, label="network leaves the ODE (break time)")
     for ax in axes:
         ax.set_xscale("symlog", linthresh=10.0)
         ax.set_xlim(0, t[-1])
-        ax.set_xlabel("t = lr x step")
-    fig.tight_layout()
+        ax.set_xlabel(T_ODE)
+    legend_outside(fig, axes, ncols=4)
     finish_figure(fig, outdir, "headline_mixture_vs_ode.png")
     return {k: h[k] for k in ("time", "net", "theory", "H_net", "H_ode", "drift", "t_break", "rel_window", "rel_full")}
 
 
+#: SGD runs drawn in the SDE overlay (the band and the coverage use all the claim's runs)
+SHOWN_RUNS = 16
+
+
+def fig_sde_overlay(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
+    """The block SDE beside the ODE and real minibatch SGD (issue 20; :mod:`.calibration`'s
+    protocol point ``lr = 0.01``, one row per step drawn with replacement): the block ODE (solid),
+    the SDE's 10-90 % band (shaded, dashed edges, over 1024 paths: the ensemble the claim uses) and
+    the first :data:`SHOWN_RUNS` SGD runs of the claim's seeds, for :data:`.calibration.OBSERVABLES`,
+    up to the horizon. Returns the ODE, all runs, the band ensemble and, per observable, the
+    fraction of the runs' points (``t > 0``) inside the 10-90 % band (:func:`figures.core.band_coverage`)."""
+    from . import calibration as C
+
+    cfg = C.protocol_config()
+    sde, runs = C.calibration_cell(cfg.lr, cfg.batch, quick)
+    ode = sim.solve(J.problem(cfg), backend="scipy")
+    ode = ode.isel(time=np.nonzero(ode["time"].values <= C.HORIZON * (1 + 1e-12))[0])
+    words = {"v": "MLP weight", "z": "attention logit", "invariant": "Theorem-1 invariant"}
+    ylabels = {}
+    for n in C.OBSERVABLES:
+        kind, idx = n.split("_", 1)
+        sym = "I_{%s}" % idx if kind == "invariant" else "%s_{%s}" % (kind, idx.replace("_", ""))
+        ylabels[n] = axis_label(words[kind], symbol=f"${sym}$")
+    shown = runs.isel(run=slice(0, SHOWN_RUNS))
+    fig = overlay(ode, shown, list(C.OBSERVABLES), sde=sde, ylabels=ylabels, xlabel=T_ODE,
+                  title=f"block SDE vs minibatch SGD: lr = {cfg.lr:g}, B = {cfg.batch} (band: {sde.sizes['path']} SDE "
+                        f"paths; {shown.sizes['run']} of the claim's {runs.sizes['run']} SGD runs drawn)")
+    finish_figure(fig, outdir, "sde_band_vs_sgd.png")
+    return {"ode": ode, "runs": runs, "sde": sde,
+            "coverage_10_90": {n: band_coverage(sde, runs, n, t_min=1e-12) for n in C.OBSERVABLES}}
+
+
 #: the paper row's ``figures`` slot: every JoMA figure, in order (the real-text ones last)
 FIGURES = (fig2_invariant, fig3_component_growth, fig4_nonlinear, fig_theorem2, fig_block_overlay, fig_headline,
-           fig_learning_order, fig_layers_and_table1, where_agreement_breaks, fig_wikitext)
+           fig_sde_overlay, fig_learning_order, fig_layers_and_table1, where_agreement_breaks, fig_wikitext)

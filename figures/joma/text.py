@@ -33,6 +33,7 @@ from empirical import text  # noqa: E402
 from empirical.joma.text import per_layer_summary  # noqa: E402
 
 from ..core import finish_figure, save_table  # noqa: E402
+from ..style import MAX_PER_ROW, axis_label, legend_outside  # noqa: E402
 from ..realtext import corpus_available, results, runs_dir, text_regime  # noqa: E402
 
 __all__ = ["fig_joma_entropy", "fig_joma_lr_sweep", "fig_wikitext", "summaries", "curve_rebound",
@@ -52,19 +53,29 @@ def _long(traj, **keys) -> pd.DataFrame:
 
 
 def _layer_panels(trajs: dict, title, outdir, name):
-    fig, axes = plt.subplots(2, len(trajs), figsize=(3.6 * len(trajs), 5.6), squeeze=False)
+    """Per run: its attention entropy above its fc1 stable rank, at most three runs per row
+    (colour: layer, one legend below naming every layer)."""
+    n = len(trajs)
+    ncols = min(n, MAX_PER_ROW)
+    nblocks = -(-n // ncols)
+    fig, axes = plt.subplots(2 * nblocks, ncols, figsize=(3.6 * ncols, 2.8 * 2 * nblocks), squeeze=False,
+                             layout="constrained")
+    for c in range(n, nblocks * ncols):
+        fig.delaxes(axes[2 * (c // ncols), c % ncols])
+        fig.delaxes(axes[2 * (c // ncols) + 1, c % ncols])
     for c, (key, traj) in enumerate(trajs.items()):
-        n = sum(1 for v in traj.data_vars if v.startswith("entropy_layer"))
-        colors = plt.cm.rainbow(np.linspace(0, 1, max(n, 2)))
-        for l in range(n):
-            axes[0, c].plot(traj["step"], traj[f"entropy_layer{l}"], color=colors[l], label=f"layer {l}")
-            axes[1, c].plot(traj["step"], traj[f"stable_rank_layer{l}"], color=colors[l])
-        axes[0, c].set_title(f"{title(key)}, val_loss: {float(traj['val_loss'].min()):.3f}", fontsize=9)
-        axes[1, c].set_xlabel("minibatch")
-        axes[0, c].legend(fontsize=6)
-    axes[0, 0].set_ylabel("attention entropy")
-    axes[1, 0].set_ylabel("fc1 stable rank")
-    fig.tight_layout()
+        top, bottom = axes[2 * (c // ncols), c % ncols], axes[2 * (c // ncols) + 1, c % ncols]
+        nl = sum(1 for v in traj.data_vars if v.startswith("entropy_layer"))
+        colors = plt.cm.rainbow(np.linspace(0, 1, max(nl, 2)))
+        for l in range(nl):
+            top.plot(traj["step"], traj[f"entropy_layer{l}"], color=colors[l], label=f"layer {l}")
+            bottom.plot(traj["step"], traj[f"stable_rank_layer{l}"], color=colors[l], label=f"layer {l}")
+        top.set_title(f"{title(key)}; validation loss {float(traj['val_loss'].min()):.3f}")
+        top.set_ylabel(axis_label("attention entropy", "nats", "$H$"))
+        bottom.set_ylabel(axis_label("stable rank of fc1", symbol=r"$\|W\|_F^2 / \|W\|_2^2$"))
+        for ax in (top, bottom):
+            ax.set_xlabel(axis_label("minibatch", symbol="$k$"))
+    legend_outside(fig, ncols=6)
     finish_figure(fig, outdir, name)
 
 
@@ -73,7 +84,7 @@ def fig_joma_entropy(outdir, quick: bool = True, *, device: str = "auto", corpus
     training, one panel per depth. Returns (and writes) the long table (n_layer, step, layer,
     entropy, ...)."""
     res = results("joma", quick, device, corpus, store=runs_dir(outdir))
-    _layer_panels(res["depth"], lambda L: f"Layers: {L}", outdir, "wikitext_fig6_entropy.png")
+    _layer_panels(res["depth"], lambda L: f"{L} layer" + "s" * (L != 1), outdir, "wikitext_fig6_entropy.png")
     df = pd.concat([_long(t, n_layer=L) for L, t in res["depth"].items()], ignore_index=True)
     save_table(df, outdir, "wikitext_fig6_entropy.csv")
     return df
@@ -82,7 +93,7 @@ def fig_joma_entropy(outdir, quick: bool = True, *, device: str = "auto", corpus
 def fig_joma_lr_sweep(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
     """Fig. 8: the same for the ``sweep_layers``-layer model at each Adam learning rate."""
     res = results("joma", quick, device, corpus, store=runs_dir(outdir))
-    _layer_panels(res["sweep"], lambda lr: f"lr: {lr:g}", outdir, "wikitext_fig8_lr_sweep.png")
+    _layer_panels(res["sweep"], lambda lr: f"Adam lr {lr:g}", outdir, "wikitext_fig8_lr_sweep.png")
     df = pd.concat([_long(t, lr=lr) for lr, t in res["sweep"].items()], ignore_index=True)
     save_table(df, outdir, "wikitext_fig8_lr_sweep.csv")
     return df

@@ -103,3 +103,16 @@ def test_weak_error_slope_on_known_bias():
     assert w1.error[0] == pytest.approx(0.4, rel=0.1)  # W1 of a shift is the shift
     with pytest.raises(ConfigError, match="metric"):
         weak_error(shrinking, sde, metric="kl")
+
+
+def test_coverage_on_a_finer_sde_grid_with_other_variables():
+    """An SDE ensemble on a finer time grid than the runs, holding other variables too (as
+    simulate.solve_sde returns it): its paths are interpolated onto the runs' times — the coverage
+    is that of the ensemble subsampled at those times."""
+    rng = np.random.default_rng(5)
+    fine = _walks(400, 41, 0.5, rng, "path")
+    fine = fine.assign(y=(("path", "time"), 2 * fine["x"].values)).assign_coords(time=np.linspace(0, 10, 41))
+    runs = _walks(50, 11, 1.0, rng, "run").assign_coords(time=np.linspace(0, 10, 11))
+    got = coverage(fine, runs, "x")
+    same = coverage(fine.isel(time=slice(None, None, 4))[["x"]], runs, "x")
+    assert all(got[lv].coverage == same[lv].coverage for lv in got)

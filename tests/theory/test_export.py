@@ -102,3 +102,23 @@ def test_paper_latex_small_and_renders(name):
         for line in s.to_latex().splitlines():
             if not line.startswith(("%", "\\begin{align}", "\\end{align}")):
                 parser.parse("$" + line.removesuffix(" \\\\").removesuffix(" \\nonumber").replace("&", "") + "$")
+
+
+def test_unsimplified_noise_round_trips_as_equivalent():
+    """A noise derived with ``simplify=False`` holds expressions that sympy regroups on parsing
+    (``x/(2*(a + b))`` -> ``x/(2*a + 2*b)``); the JSON round trip is still equivalent."""
+    from theory.noise import Finite, derive_noise
+
+    th = sp.Symbol("th", real=True)
+    y, a, b = sp.symbols("y a b", positive=True)
+    loss = -sp.log(y * sp.exp(th) + a + b)  # E[g] = a e^th/(2 (a e^th + a + b)) + ...
+    noise = derive_noise(loss, (th,), (y,), Finite.categorical(y, (a, b), (sp.Rational(1, 2), sp.Rational(1, 2))),
+                         simplify=False, covariance=False)
+    assert "/(2*(" in str(noise.mean[0])  # the form sympy regroups on parsing
+    s = ReducedSystem(name="n", paper="toy", state=(th,), parameters=(a, b), rhs=(-th,), noise=noise)
+    back = load_system(json.loads(systems_to_json("toy", [s]))["systems"][0])
+    assert back.equivalent(s)
+    other = ReducedSystem(name="n", paper="toy", state=(th,), parameters=(a, b), rhs=(-th,),
+                          noise=derive_noise(2 * loss, (th,), (y,), noise.distribution, simplify=False,
+                                             covariance=False))
+    assert not other.equivalent(s)

@@ -163,3 +163,29 @@ def test_standalone_document_compiles(name, tmp_path):
                          capture_output=True, timeout=300)
     assert res.returncode == 0, res.stdout.decode(errors="replace")[-3000:]
     assert (tmp_path / "d.pdf").stat().st_size > 1000
+
+
+def test_finite_noise_with_an_implicit_covariance_prints_the_outcome_form():
+    """A Finite noise derived with ``covariance=False`` prints Sigma as the sum over its outcomes,
+    the per-sample flow row by row and each outcome (rows within the width, rendering in mathtext)."""
+    from matplotlib.mathtext import MathTextParser
+
+    from theory.noise import Finite, derive_noise
+
+    a, b = sp.symbols("a b", real=True)
+    ys = sp.symbols("y_1:13", real=True)
+    cs = sp.symbols("c_1:13", real=True)
+    loss = sum((a - y) ** 2 for y in ys) / 2 + b * sum(ys)
+    dist = Finite(({y: c for y, c in zip(ys, cs)}, {y: -c for y, c in zip(ys, cs)}), (sp.Rational(1, 4), sp.Rational(3, 4)))
+    noise = derive_noise(loss, (a, b), ys, dist, covariance=False)
+    s = ReducedSystem(name="n", paper="toy", state=(a, b), parameters=cs, rhs=tuple(noise.mean), noise=noise)
+    text = to_latex(s)
+    lines = text.splitlines()
+    assert max(len(ln) for ln in lines) <= LATEX_WIDTH
+    assert r"\Sigma(\theta) &= \frac{1}{B} \sum_{k} p_{k}" in text and r"\mathrm{Cov}" not in text
+    assert sum(ln.startswith((r"g_{a} &= ", r"g_{b} &= ")) for ln in lines) == 2  # the per-sample flow, per state
+    assert r"x^{(2)} &: p_{2} = \frac{3}{4},\ y_{1} = - c_{1}" in text
+    assert sum(ln.startswith(r"&\quad y_{") for ln in lines) >= 2  # 12 assignments do not fit one row
+    parser = MathTextParser("agg")
+    for line in lines[1:-1]:
+        parser.parse("$" + line.removesuffix(" \\\\").removesuffix(" \\nonumber").replace("&", "") + "$")

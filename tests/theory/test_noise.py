@@ -265,3 +265,39 @@ def test_preconditioner_shapes_scale_the_covariance():
     assert sp.simplify(full.covariance - M * base * M.T) == sp.zeros(2, 2)
     with pytest.raises(ConfigError, match="preconditioner"):
         derive_noise(toy.per_sample_loss(), toy.STATE, toy.SAMPLES, toy.gaussian_data(), preconditioner=(1, 2, 3))
+
+
+def test_finite_covariance_left_implicit_is_exact_and_consistent():
+    """``covariance=False`` (a large state's Finite noise): no d x d matrix, the same exact mean,
+    and the outcomes factor realises the covariance the explicit derivation gives."""
+    from simulate import noise_sde
+    from theory.problem import Problem
+
+    th1, th2, y = sp.symbols("th1 th2 y", real=True)
+    p = sp.Symbol("p", positive=True)
+    loss = (th1 - y) ** 2 / 2 + th1 * th2 * y
+    dist = Finite.categorical(y, (-1, 0, 2), (p / 2, 1 - p, p / 2))
+    full = derive_noise(loss, (th1, th2), (y,), dist)
+    lazy = derive_noise(loss, (th1, th2), (y,), dist, covariance=False)
+    assert lazy.covariance is None and lazy.implicit_covariance and lazy.exact and lazy.method == "finite"
+    assert not full.implicit_covariance and lazy.sigma is None
+    assert all(sp.simplify(a - b) == 0 for a, b in zip(lazy.mean, full.mean))
+    S = ReducedSystem(name="two", paper="toy", state=(th1, th2), parameters=(p,), rhs=tuple(full.mean), noise=lazy)
+    assert check_drift(S).passed
+
+    @dataclass(frozen=True)
+    class Cfg(ParamsBase):
+        lr: float = 0.1
+        batch: int = 1
+
+        def ode_time(self, step):
+            return float(step)
+
+        def ode_times(self):
+            return np.array([0.0, 1.0])
+
+    model, _ = noise_sde(Problem(S, {"p": 0.3}, [0.4, -0.7], np.array([0.0, 1.0]), {}, Cfg()))
+    C = np.array(full.covariance.subs({p: 0.3, th1: 0.4, th2: -0.7}), dtype=float)
+    np.testing.assert_allclose(model.per_sample_covariance([0.4, -0.7]), C, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ConfigError, match="Finite"):
+        derive_noise((th1 - y) ** 2, (th1,), (y,), Moments.gaussian((y,)), covariance=False)

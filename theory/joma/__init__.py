@@ -15,7 +15,8 @@ Spec: ``papers/joma.md``. Split by concern:
 
 from .config import ACTIVATIONS, ATTENTIONS, FIG4_MU, PAPER, SPEC, Config, JomaConfig
 from .derive import (attention_output, block_system, cooccurrence_formula, integrated_system, invariant_expressions,
-                     nonlinear_exp_system, nonlinear_softmax_system, per_sample_flow, per_sample_objective,
+                     nonlinear_exp_system, nonlinear_softmax_system, per_sample_flow, per_sample_loss,
+                     per_sample_objective, rows_distribution,
                      softmax_invariant_residual, state_names, t_sym, tau, theorem2_closed_form, theorem2_system)
 from .population import (block_flow, block_initial_state, block_parameters, blow_up_times, centred_gradient,
                          class_distributions, convergence_time, cooccurrence_probability, drops_then_bounces, entropy,
@@ -23,12 +24,13 @@ from .population import (block_flow, block_initial_state, block_parameters, blow
                          normalised_correlation, position_attention_entropy, slope_sign_changes, softmax_zhat,
                          stable_rank)
 from .problem import SOLVE_OPTIONS, BlockFlowSystem, block_flow_problem, block_flow_system, problem, systems
-from .sde import BlockMinibatchSDE, minibatch_sde
+from .sde import minibatch_sde, sde_model
 
 __all__ = [
     "PAPER", "SPEC", "ATTENTIONS", "ACTIVATIONS", "FIG4_MU",
     "JomaConfig", "Config",
     "t_sym", "tau", "state_names", "attention_output", "per_sample_objective", "per_sample_flow",
+    "per_sample_loss", "rows_distribution",
     "invariant_expressions", "block_system", "softmax_invariant_residual", "integrated_system",
     "theorem2_system", "theorem2_closed_form", "nonlinear_exp_system", "nonlinear_softmax_system",
     "cooccurrence_formula",
@@ -37,6 +39,6 @@ __all__ = [
     "blow_up_times",
     "convergence_time", "entropy", "fixed_point_entropy", "stable_rank", "slope_sign_changes",
     "drops_then_bounces", "normalised_correlation", "cooccurrence_probability", "hblt_leaf_lca_heights",
-    "BlockMinibatchSDE", "minibatch_sde", "systems", "problem", "block_flow_problem",
+    "minibatch_sde", "sde_model", "systems", "problem", "block_flow_problem",
     "block_flow_system", "BlockFlowSystem", "SOLVE_OPTIONS",
 ]

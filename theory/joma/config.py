@@ -55,8 +55,8 @@ def _one_row_per_hidden_unit(config: "JomaConfig") -> int:
 _VARIANT_DEFAULTS = {
     ALL_VARIANTS: dict(attention="exp", activation="linear", Mc=6, K=3, N=_one_row_per_hidden_unit, d=12,
                        temperature=1.0, data="gaussian", gradient="centred", lr=0.005, steps=2600, log_every=40,
-                       init_scale=0.0, batch=1, data_seed=0, seed=0, depth=4, branching=2, rho=0.7, p_top=0.5,
-                       hblt_samples=1024, seq_len=8, n_per_class=64, width=32, hidden=40, nlayer=2, wd=1e-4,
+                       init_scale=0.0, batch=1, replacement=True, data_seed=0, seed=0, depth=4, branching=2,
+                       rho=0.7, p_top=0.5, hblt_samples=1024, seq_len=8, n_per_class=64, width=32, hidden=40, nlayer=2, wd=1e-4,
                        vocab=20, num_tokens=(8, 4), num_combinations=(2, 2), n_test=256, top="ce"),
     # headline: softmax over positions, tanh MLP, CE; lr 0.5 for 4000 steps -> ODE time 2000
     "mixture": dict(attention="softmax", activation="tanh", Mc=10, K=4, d=16, lr=0.5, steps=4000, log_every=10,
@@ -70,7 +70,9 @@ _BLOCK = {"attention", "activation", "Mc", "K", "N", "d", "temperature", "data",
           "log_every", "init_scale", "data_seed", "seed"}
 #: the settings each variant reads (the source of ``VARIANT_ONLY``)
 _READS: dict[str, frozenset] = {
-    "fixed": frozenset(_BLOCK | {"batch"}),  # batch: the block SDE's minibatch (`tdyn simulate --sde`)
+    # batch: the block SDE's minibatch (`tdyn simulate --sde`) and minibatch SGD's (empirical.joma.minibatch),
+    # whose rows are drawn with replacement (the SDE's assumption) unless replacement=False
+    "fixed": frozenset(_BLOCK | {"batch", "replacement"}),
     "ce": frozenset(_BLOCK - {"gradient"}),  # one class row per hidden unit: N = K
     "mixture": frozenset({"attention", "activation", "Mc", "K", "d", "temperature", "lr", "steps", "log_every",
                           "init_scale", "data", "data_seed", "seed", "seq_len", "n_per_class", "top"}),
@@ -96,7 +98,9 @@ class JomaConfig(ParamsBase):
     (default ``K``), embedding dim ``d > Mc``, logit ``temperature``; ``gradient`` ``"centred"`` is
     the stationary ``G = I - 11^T/K`` (needs ``N == K``), ``"random"`` a Gaussian ``G``;
     ``init_scale`` the std of ``W(0), z(0)`` (0 = zero init, ``c = 0``); ``batch`` the SDE's
-    minibatch (and hier's). Mixture: ``n_per_class`` sequences of ``seq_len`` tokens per class,
+    minibatch (and hier's); ``replacement`` whether minibatch SGD of the block
+    (:mod:`empirical.joma.minibatch`) draws its ``batch`` rows with replacement (the i.i.d. rows the
+    SDE's ``Sigma = Cov/B`` assumes) or ``batch`` distinct rows per step. Mixture: ``n_per_class`` sequences of ``seq_len`` tokens per class,
     ``top`` ``"ce"`` (headline) or ``"fixed"`` (loss ``-G(0).h``: the ODE's own objective, a
     derivation check). HBLT: complete ``branching``-ary tree of ``depth``, channel ``(1+rho)/2``,
     top latents on w.p. ``p_top``, ``hblt_samples`` bags. Hier (Table 1): vocabulary ``vocab``,
@@ -147,6 +151,7 @@ class JomaConfig(ParamsBase):
     log_every: int | None = None
     init_scale: float | None = None
     batch: int | None = None
+    replacement: bool | None = None
     data_seed: int | None = None
     seed: int | None = None
     depth: int | None = None

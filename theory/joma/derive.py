@@ -8,8 +8,11 @@ temperature ``tau`` for exp and softmax), residual ``f = U_C b + u_q``, lower ML
 
 What this module derives with sympy
 1. the per-sample objective ``J = sum_k g_k phi(v_k . b + s_k)``; gradient *ascent* on ``J`` is
-   gradient descent on the loss (``g = -dL/dh``); the block flow (spec §2.1) is the mean over a
-   data set of token-frequency rows ``x_n`` with gradients ``g_n`` (:func:`block_system`);
+   gradient descent on the per-sample loss ``l = -J`` (``g = -dl/dh``, :func:`per_sample_loss`);
+   the block flow (spec §2.1) is the mean over a data set of token-frequency rows ``x_n`` with
+   gradients ``g_n`` (:func:`block_system`), and its minibatch noise (spec §2.7, this project's
+   extension) comes from the same per-sample loss over the same rows (:func:`rows_distribution`,
+   :mod:`theory.noise`: a finite distribution, so ``Cov[g]`` is exact);
 2. Theorem 1 (spec §2.2): the exact invariants (linear, exp) as expressions whose Lie derivative
    simplifies to 0, and for softmax the approximate invariant plus its exact residual
    (:func:`softmax_invariant_residual`);
@@ -31,10 +34,12 @@ import sympy as sp
 
 from ..core import ReducedSystem
 from ..errors import ConfigError
+from ..noise import Finite, derive_noise
 from .config import ACTIVATIONS, ATTENTIONS, PAPER, SPEC
 
 __all__ = [
-    "t_sym", "tau", "state_names", "attention_output", "per_sample_objective", "per_sample_flow",
+    "t_sym", "tau", "state_names", "attention_output", "per_sample_objective", "per_sample_flow", "per_sample_loss",
+    "rows_distribution",
     "invariant_expressions", "block_system", "softmax_invariant_residual", "integrated_system",
     "theorem2_system", "theorem2_closed_form", "nonlinear_exp_system", "nonlinear_softmax_system",
     "cooccurrence_formula",
@@ -100,6 +105,25 @@ def per_sample_objective(attention: str, activation: str, Mc: int, K: int):
     return J, x, g
 
 
+def per_sample_loss(attention: str, activation: str, Mc: int, K: int):
+    """``(l, x, g)``: the loss of one data row, ``l = -J = -sum_k g_k phi(v_k . b(x, z) + s_k)``
+    (spec §2.1; ``g = -dl/dh`` is the stationary back-propagated gradient of Assumption 1: the
+    fixed-top network's loss for one row). The block ODE is the mean of its negative gradient over
+    the rows (:func:`block_system`), its minibatch noise the covariance of that gradient."""
+    J, x, g = per_sample_objective(attention, activation, Mc, K)
+    return -J, x, g
+
+
+def rows_distribution(N: int, Mc: int, K: int) -> Finite:
+    """The data of the block as a distribution of the per-sample symbols ``(x, g)``: row ``n`` —
+    ``x = x_n`` (the parameters ``x_n_l``), ``g = g_n`` (``g_n_k``) — with probability ``1/N``
+    (a minibatch draws its rows independently and uniformly, with replacement)."""
+    _, x, g = per_sample_objective("linear", "linear", Mc, K)
+    X, G = _data_symbols(N, Mc, K)
+    return Finite(tuple({**dict(zip(x, X[n])), **dict(zip(g, G[n]))} for n in range(N)),
+                  tuple(sp.Rational(1, N) for _ in range(N)))
+
+
 @lru_cache(maxsize=None)
 def per_sample_flow(attention: str, activation: str, Mc: int, K: int):
     """Per-sample gradient-ascent directions ``dJ/d(state)`` in :func:`state_names` order, with the
@@ -141,7 +165,11 @@ def block_system(attention: str = "exp", activation: str = "linear", Mc: int = 3
     stationary gradients ``g_n``: ``d(state)/dt = (1/N) sum_n dJ_n/d(state)``.
 
     State ``z_l``, ``v_k_l``, ``s_k``; parameters ``x_n_l``, ``g_n_k`` (and ``tau`` for exp/softmax;
-    ``bbar_l`` for the softmax invariant's observables). Time = learning rate x steps."""
+    ``bbar_l`` for the softmax invariant's observables). Time = learning rate x steps.
+
+    ``noise``: the minibatch noise of :func:`per_sample_loss` over :func:`rows_distribution` (map
+    ``P = 1``: the flow is ``-grad E l`` in ODE time ``t = lr*step``, so one step is ``dt = lr``),
+    its covariance exact and left implicit in the ``N`` rows (the SDE's ``outcomes`` factor)."""
     if min(Mc, K, N) < 1:
         raise ConfigError("K" if K < 1 else ("Mc" if Mc < 1 else "N"), "must be >= 1")
     flow, x, g, state = per_sample_flow(attention, activation, Mc, K)
@@ -163,13 +191,19 @@ def block_system(attention: str = "exp", activation: str = "linear", Mc: int = 3
         params = params + bbar
     inv = invariant_expressions(attention, Mc, K, bbar or None)
     obs = dict(inv)
+    loss, x, g = per_sample_loss(attention, activation, Mc, K)
+    noise = derive_noise(loss, state, (*x, *g), rows_distribution(N, Mc, K), preconditioner=1, simplify=False,
+                         covariance=False,
+                         description=(f"rows n ~ uniform over the {N} data rows (x_n, g_n), minibatches of B rows "
+                                      "with replacement; time = lr*step (one step: dt = lr); Cov[g] exact, implicit "
+                                      "in the rows"))
     return ReducedSystem(
         name=f"block_{attention}_{activation}",
         paper=PAPER,
         state=state,
         parameters=params,
-        rhs=tuple(rhs), definitions=definitions, observables=obs, invariants=inv,
-        spec=f"{SPEC} §2.1-2.2 ({attention} attention, {activation} MLP, Mc={Mc}, K={K}, N={N})",
+        rhs=tuple(rhs), definitions=definitions, observables=obs, invariants=inv, noise=noise,
+        spec=f"{SPEC} §2.1-2.2, §2.7 ({attention} attention, {activation} MLP, Mc={Mc}, K={K}, N={N})",
         description=("Gradient flow of one JoMA block (free attention logits z of the query over "
                      "contextual tokens, lower-MLP weights projected on the orthonormal embeddings) "
                      "under a stationary back-propagated gradient; derived from the per-sample "

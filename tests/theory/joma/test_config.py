@@ -39,7 +39,7 @@ def test_variant_only_is_derived_from_what_each_variant_reads():
              "data": "random", "gradient": "random", "init_scale": 0.1, "batch": 2, "data_seed": 3, "depth": 3,
              "branching": 3, "rho": 0.5, "p_top": 0.4, "hblt_samples": 64, "seq_len": 9, "n_per_class": 5, "width": 8,
              "hidden": 6, "nlayer": 1, "wd": 0.0, "vocab": 12, "num_tokens": (6, 3), "num_combinations": (2, 1),
-             "n_test": 32, "top": "fixed"}
+             "n_test": 32, "top": "fixed", "replacement": False}
     assert set(C.VARIANT_ONLY) == set(moved)
     for field, value in moved.items():
         for v in C.VARIANTS:
