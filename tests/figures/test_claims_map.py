@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import tiny.empirical.experiment as tiny_experiment
 import tiny.figures.claims as tiny_claims
+from tiny import ROW
 from tiny.theory import TinyConfig
 from figures.claims import decide_claim, planted_violation, theory_check
 from figures.cli import main
@@ -138,8 +139,10 @@ def test_tdyn_claims_errors_and_papers_without_claims(tmp_path):
     assert res.exit_code == 2 and res.output.startswith("error: paper:")
     res = runner.invoke(main, ["claims", "scb", "--workers", "0"])
     assert res.exit_code == 2 and "error: workers:" in res.output
-    res = runner.invoke(main, ["claims", "scb", "--json", "--no-progress"])  # transitional: no registry yet
-    assert res.exit_code == 0 and json.loads(res.stdout) == [] and "note: scb has no claims" in res.stderr
+    with tiny_registered(claims=None, missing={**ROW["missing"], "claims": "a paper that makes no claims"}):
+        res = runner.invoke(main, ["claims", "tiny", "--json", "--no-progress"])
+    assert res.exit_code == 0 and json.loads(res.stdout) == []
+    assert "note: tiny has no claims: a paper that makes no claims" in res.stderr
 
 
 def test_report_prints_the_claims_table(spec, tmp_path):
@@ -168,9 +171,11 @@ def test_figures_write_the_maps_and_claims_md(tmp_path):
     with tiny_registered(figures=()), using_sweep(tmp_path / "store", 1, None):
         written = make_figures("tiny", out_root / "tiny", quick=True, device="cpu")
         decided = read_claims(out_root, [PAPERS["tiny"], PAPERS["scb"]])
+    with tiny_registered(claims=None, missing={**ROW["missing"], "claims": "a paper that makes no claims"}) as bare:
+        assert read_claims(out_root, [bare]) == {"tiny": "a paper that makes no claims"}
     names = {p.relative_to(out_root / "tiny").as_posix() for p in written}
     assert {"claims/gap_shrinks.png", "claims/gap_shrinks.csv", "claims/claims.json", "report.json"} <= names
-    assert decided["tiny"][0]["verdict"] == "holds" and "no claims registry" in decided["scb"]
+    assert decided["tiny"][0]["verdict"] == "holds" and decided["scb"].startswith("not decided yet")
     md = write_claims_md(decided, out_root / "claims.md").read_text()
     link = md[md.index("](tiny/claims/gap_shrinks.png") + 2: md.index(".png)") + 4]
     assert (out_root / link).is_file()
