@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from theory.topic import TopicConfig
+from theory.topic import TopicConfig, reduced_coordinates
 
 from ..trainer import resolve_device, torch_threads
 from . import update
@@ -46,9 +46,10 @@ ATTENTION_KEYS = ("attention_same_word", "attention_same_topic_other_word", "att
 def train_seeds(config: TopicConfig, *, seeds: Sequence[int], device: str = "cpu",
                 attention_docs: int = 100) -> xr.Dataset:
     """Train ``config`` for every seed of ``seeds`` at once; a trajectory with a leading ``seed``
-    dim (the variables of :func:`train`'s trajectory, logged at ``config.log_steps()``), plus the
+    dim (the variables of :func:`train`'s trajectory, logged at ``config.log_steps()``), plus
+    ``final_value`` (seed, row, col: the final ``W_V``, or ``E`` in the embedding setting) and the
     final attention statistics of :func:`train` (``attention_docs`` held-out documents) as
-    variables with dim ``seed`` when attention is trained. Cached per process (same config, seeds
+    variables ``final_<name>`` with dim ``seed`` when attention is trained. Cached per process (same config, seeds
     and device: the same run), so a claim's map cells, the compare report and the figures share
     it."""
     return _cached(config, tuple(int(s) for s in seeds), str(resolve_device(device)), int(attention_docs)).copy()
@@ -59,8 +60,9 @@ def _cached(config: TopicConfig, seeds: tuple[int, ...], device: str, attention_
     if not seeds:
         raise ValueError("train_seeds needs at least one seed")
     if config.embedding != "one_hot":
-        return _stack([train(config, device=device, seed=s, attention_docs=attention_docs)[0] for s in seeds],
-                      seeds)
+        runs = [train(config, device=device, seed=s, attention_docs=attention_docs) for s in seeds]
+        return _stack([r[0] for r in runs], seeds).assign(
+            final_value=(("seed", "row", "col"), np.stack([r[1].value_like_matrix() for r in runs])))
     with torch_threads(1):  # as the Trainer runs (one CPU thread)
         return _batched(config, seeds, torch.device(device), attention_docs)
 
@@ -87,11 +89,20 @@ def _batched(c: TopicConfig, seeds: tuple[int, ...], dev: torch.device, attentio
     rows: list[list[dict[str, float]]] = [[] for _ in seeds]
     dead = np.full(len(seeds), -1)  # the logged index from which a seed is NaN (-1: alive)
 
+    eval_docs = _eval_docs(exps, dev) if c.variant in ("joint", "attention") else None
+
     def log(extra: list[dict[str, float]]):
-        for i, e in enumerate(exps):
-            with np.errstate(all="ignore"):
-                obs = {**e.observables(), **extra[i]}
-            rows[i].append({k: float(v) for k, v in obs.items()})
+        with np.errstate(all="ignore"), torch.no_grad():
+            P = {**frozen, **params}
+            norms = {f"norm_{n}": torch.linalg.norm(P[n], dim=(-2, -1)).cpu().numpy() for n in ("W_K", "W_Q", "W_V")}
+            gam = None if eval_docs is None else _gamma_hat(P, *eval_docs, vocab=exps[0].vocab, v=c.v, d_a=d_a)
+            for i, e in enumerate(exps):
+                obs = {k: x[i] for k, x in norms.items()}  # as TopicExperiment.observables, batched
+                obs.update(reduced_coordinates(e.value_like_matrix(), e.model.b.detach().cpu().numpy(),
+                                               e.vocab.topic_of, mask_id=e.vocab.mask))
+                if gam is not None:
+                    obs["gamma_hat"] = gam[i]
+                rows[i].append({k: float(v) for k, v in {**obs, **extra[i]}.items()})
             if dead[i] < 0 and not all(math.isfinite(v) for v in rows[i][-1].values()):
                 dead[i] = len(rows[i]) - 1
 
@@ -126,6 +137,7 @@ def _batched(c: TopicConfig, seeds: tuple[int, ...], dev: torch.device, attentio
                            backend=f"torch-{dev.type}", parameter_values=exps[0].parameters_info(),
                            status=0, message="ok", lead_dims=("seed",), config=c,
                            extra_attrs={"batched_seeds": len(seeds)}).assign_coords(seed=list(seeds))
+    traj = traj.assign(final_value=(("seed", "row", "col"), np.stack([e.value_like_matrix() for e in exps])))
     if c.attention == "trained" and attention_docs:
         stats = []
         for s, e, d in zip(seeds, exps, dead):
@@ -134,6 +146,46 @@ def _batched(c: TopicConfig, seeds: tuple[int, ...], dev: torch.device, attentio
             stats.append({k: (np.nan if d >= 0 else st[k]) for k in ATTENTION_KEYS})
         traj = traj.assign({f"final_{k}": ("seed", np.array([st[k] for st in stats])) for k in ATTENTION_KEYS})
     return traj
+
+
+def _eval_docs(exps, dev):
+    """Every seed's held-out documents of :meth:`TopicExperiment.observables` (first 100
+    positions, START dropped), padded to a common length: ``(tokens, valid)`` tensors ``(S, B, L)``."""
+    voc = exps[0].vocab
+    toks, vals = [], []
+    for e in exps:
+        tok, val = e.eval_docs
+        if voc.start is not None:
+            tok, val = tok[:, 1:], val[:, 1:]
+        toks.append(tok[:, :100])
+        vals.append(val[:, :100])
+    L = max(t.shape[1] for t in toks)
+    return torch.as_tensor(_pad(toks, L, 0), device=dev), torch.as_tensor(_pad(vals, L, False), device=dev), \
+        [t.shape[1] for t in toks]
+
+
+def _gamma_hat(P, tokens, valid, widths, vocab, v: int, d_a: int) -> np.ndarray:
+    """:func:`~.model.attention_statistics`' ``gamma_hat`` for every seed at once (one-hot
+    embeddings: the logit of key token ``u`` for query token ``t`` is ``(W_K^T W_Q)_{ut}/sqrt(d_a)``)."""
+    S_ = tokens.shape[0]
+    sid = torch.arange(S_, device=tokens.device)[:, None, None, None]
+    logits = torch.einsum("sau,sat->sut", P["W_K"], P["W_Q"]) / math.sqrt(d_a)
+    scores = logits[sid, tokens[:, :, :, None], tokens[:, :, None, :]]  # (S, B, L_key, L_query)
+    att = torch.softmax(scores.masked_fill(~valid[:, :, :, None], float("-inf")), dim=2).cpu().numpy()
+    top = vocab.topic_of[tokens.cpu().numpy()]
+    word = (top >= 0) & (np.arange(tokens.shape[2]) < np.asarray(widths)[:, None, None])  # not the padding
+    pair = word[:, :, :, None] & word[:, :, None, :]
+    tok = tokens.cpu().numpy()
+    same_word = tok[:, :, :, None] == tok[:, :, None, :]
+    same_topic = top[:, :, :, None] == top[:, :, None, :]
+    att = np.where(pair, att, 0.0)
+
+    def mean(mask):
+        return (att * mask).sum((1, 2, 3)) / mask.sum((1, 2, 3))
+
+    dt = mean(pair & ~same_topic)
+    a_hat, b_hat = mean(pair & same_topic & ~same_word) / dt, mean(pair & same_word) / dt
+    return ((v - 1) * a_hat + b_hat) / v
 
 
 def _bind(exps, params) -> None:

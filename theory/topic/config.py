@@ -25,7 +25,7 @@ KEY_VARIANTS = ("theory", "code")
 
 #: shared settings of the two-stage presets (quick and full differ in N, batch, steps)
 _TWO_STAGE = dict(variant="joint", T=3, v=2, tau=2, p_m=0.3, p_c=0.5, p_r=0.3, keys="code", lr=0.5, log_every=20,
-                  init_scale=0.01, kq_init_scale=0.01)
+                  init_scale=0.02)
 #: shared settings of the attention-table presets (spec §5.6; LDA T = v = 10, N in [100, 150])
 _TABLE = dict(variant="joint", T=10, v=10, data="lda", alpha=0.1, N=100, N_max=150, vocab="code", keys="code",
               random_ids="all", loss="ce", p_m=0.15, p_c=0.1, p_r=0.1, init_scale=1 / math.sqrt(3 * 104),
@@ -78,7 +78,7 @@ class TopicConfig(ParamsBase):
         "two_stage": Preset(
             "joint K/Q/V training from small init (compare's claims, spec §3.4, §3.6): code key mask (no "
             "own-position leakage at finite N), larger p_c so that the stage-2 gradient is not tiny, d_a = D",
-            quick=dict(_TWO_STAGE, N=48, batch=16, steps=1200),
+            quick=dict(_TWO_STAGE, N=48, batch=16, steps=1000),
             full=dict(_TWO_STAGE, N=128, batch=32, steps=3000)),
         "attention_table": Preset(
             "the paper's attention table setting (spec §5.6): official LDA data, code vocabulary and "

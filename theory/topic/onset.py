@@ -54,10 +54,17 @@ def _key(c: TopicConfig) -> tuple:
 
 def stage1_rate(config: TopicConfig) -> tuple[float, float]:
     """``(lambda_V, omega_2*)``: the stage-1 topic mode's rate per step (at ``eta = lr``) and its
-    fixed point (``lam`` as in the config)."""
-    eq = topic_mode_equation(config.keys)
-    subs = numeric_subs(config)
-    return float(eq["rate"].subs(subs)), float(eq["omega_2_star"].subs(subs))
+    fixed point (``lam`` as in the config; NaN when the mode has no signal, ``tau = T``)."""
+    return _stage1_rate(config.keys, tuple(sorted((str(k), float(v)) for k, v in numeric_subs(config).items())))
+
+
+@lru_cache(maxsize=256)
+def _stage1_rate(keys: str, subs: tuple) -> tuple[float, float]:
+    eq = topic_mode_equation(keys)
+    values = dict(subs)
+    num = {x: values[str(x)] for x in eq["rate"].free_symbols | eq["omega_2_star"].free_symbols}
+    star = eq["omega_2_star"].subs(num)
+    return float(eq["rate"].subs(num)), float(star) if star.is_finite else math.nan
 
 
 def escape_constants(config: TopicConfig) -> dict[str, object]:
@@ -86,10 +93,12 @@ def kq_norm(config: TopicConfig, X) -> np.ndarray:
     """Expected ``||W_K||_F`` (= that of ``W_Q``) after top-mode growth ``X`` (module docstring):
     ``eps sqrt(d_a sum_i cosh(2 X sigma_i / sigma_max))``, ``eps = config.kq_scale``."""
     e = escape_constants(config)
-    X = np.asarray(X, dtype=np.float64)
-    ratio = e["sigma"] / e["sigma_max"]
-    total = np.cosh(2 * X[..., None] * ratio).sum(-1)
-    return config.kq_scale * np.sqrt(e["d_a"] * total)
+    x = np.abs(2 * np.asarray(X, dtype=np.float64)[..., None] * (e["sigma"] / e["sigma_max"]))
+    log_cosh = x + np.log1p(np.exp(-2 * x)) - math.log(2.0)  # no overflow for large growth
+    m = log_cosh.max(-1, keepdims=True)
+    log_total = m[..., 0] + np.log(np.exp(log_cosh - m).sum(-1))
+    with np.errstate(over="ignore"):  # a growth past float range is an infinite norm
+        return config.kq_scale * np.sqrt(e["d_a"]) * np.exp(0.5 * log_total)
 
 
 @lru_cache(maxsize=32)
@@ -121,25 +130,26 @@ def tied_line(config: TopicConfig) -> dict[str, np.ndarray | float]:
 
 
 def _lambda_of_X(config: TopicConfig, X: np.ndarray) -> np.ndarray:
-    """``lambda(X)`` from ``d ln lambda/dX = 2 phi(lambda)``, ``lambda(0) = lambda_0`` (explicit
-    RK4 in ``X`` on a fine grid; ``phi`` interpolated on the tied line)."""
-    line = tied_line(config)
-    d_a = attention_dim(config)
-    lam0 = config.kq_scale**2 * math.sqrt(d_a) / (2 * config.v) / line["s2_star"]
-    grid = np.linspace(0.0, max(float(np.max(X)), 1e-9), 4001)
-    f = lambda ll: 2 * np.interp(math.exp(ll), line["lam"], line["phi"], right=0.0)  # noqa: E731
-    out = np.empty_like(grid)
-    ll = math.log(lam0)
-    out[0] = ll
-    for i in range(1, grid.size):
-        h = grid[i] - grid[i - 1]
-        k1 = f(ll)
-        k2 = f(ll + h * k1 / 2)
-        k3 = f(ll + h * k2 / 2)
-        k4 = f(ll + h * k3)
-        ll = ll + h * (k1 + 2 * k2 + 2 * k3 + k4) / 6
-        out[i] = ll
-    return np.exp(np.interp(X, grid, out))
+    """``lambda(X)`` from ``d ln lambda/dX = 2 phi(lambda)``, ``lambda(0) = lambda_0`` (scipy's
+    RK45 with dense output; ``phi`` interpolated on the tied line)."""
+    X = np.asarray(X, dtype=np.float64)
+    top = max(float(np.max(X)), 1e-9)
+    sol = _lambda_solution(*_key(config), config.kq_scale, 2.0 ** math.ceil(math.log2(top)))
+    return np.exp(sol(np.clip(X, 0.0, None))[0])
+
+
+@lru_cache(maxsize=64)
+def _lambda_solution(T_, v_, tau_, pm, pc, pr, keys, vocab, d_a_field, eps: float, x_max: float):
+    from scipy.integrate import solve_ivp
+
+    cfg = TopicConfig(T=T_, v=v_, tau=tau_, p_m=pm, p_c=pc, p_r=pr, keys=keys, vocab=vocab)
+    line = tied_line(cfg)
+    d_a = d_a_field or attention_dim(cfg)
+    lam0 = eps**2 * math.sqrt(d_a) / (2 * v_) / line["s2_star"]
+    lam, phi = line["lam"], line["phi"]
+    sol = solve_ivp(lambda x, y: 2 * np.interp(np.exp(y), lam, phi, right=0.0), (0.0, x_max), [math.log(lam0)],
+                    method="RK45", rtol=1e-8, atol=1e-10, dense_output=True)
+    return sol.sol
 
 
 def trajectory(config: TopicConfig, times=None):
@@ -150,31 +160,32 @@ def trajectory(config: TopicConfig, times=None):
     from simulate.trajectory import make_trajectory
 
     t = np.linspace(0.0, float(config.steps), 2001) if times is None else np.asarray(times, dtype=np.float64)
-    e = escape_constants(config)
-    lam_V, om_star = stage1_rate(config)
-    fine = np.linspace(0.0, float(t.max()), 8001)
-    if config.value == "optimum":
-        om = np.full_like(fine, om_star)
-    else:
-        om = om_star * (1 - np.exp(-lam_V * fine))
-    rho = config.lr * config.kq_lr_ratio * np.abs(e["g_1"] * om + e["g_2"] * om**2) / math.sqrt(e["d_a"])
-    X_fine = np.concatenate([[0.0], np.cumsum((rho[1:] + rho[:-1]) / 2 * np.diff(fine))])
-    X = np.interp(t, fine, X_fine)
+    topic, X = _growth(config, t)
     line = tied_line(config)
-    lam = _lambda_of_X(config, X)
-    gam = np.interp(lam, line["lam"], line["gamma"])
-    topic = np.interp(t, fine, om)
+    gam = np.interp(_lambda_of_X(config, X), line["lam"], line["gamma"])
     norm = kq_norm(config, X)
     return make_trajectory(t, {"topic_mode": topic, "kq_growth": X, "norm_W_K": norm, "norm_W_Q": norm,
                                "gamma_hat": gam}, paper="topic", system="two_stage_linearised", source="theory",
                            config=config)
 
 
+def _growth(config: TopicConfig, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(omega_2(t), X(t))`` on ``t`` (steps): the topic mode and the top mode's log growth."""
+    e = escape_constants(config)
+    lam_V, om_star = stage1_rate(config)
+    fine = np.linspace(0.0, float(np.max(t)), 8001)
+    om = np.full_like(fine, om_star) if config.value == "optimum" else om_star * (1 - np.exp(-lam_V * fine))
+    rho = config.lr * config.kq_lr_ratio * np.abs(e["g_1"] * om + e["g_2"] * om**2) / math.sqrt(e["d_a"])
+    X_fine = np.concatenate([[0.0], np.cumsum((rho[1:] + rho[:-1]) / 2 * np.diff(fine))])
+    return np.interp(t, fine, om), np.interp(t, fine, X_fine)
+
+
+@lru_cache(maxsize=256)
 def predicted_onset_time(config: TopicConfig) -> float:
-    """The step at which the expected ``||W_K||_F`` reaches 1 (:func:`trajectory`, interpolated in
-    ``ln ||W_K||``; ``inf`` when it does not within ``16 x`` the config's steps)."""
-    tr = trajectory(config, np.linspace(0.0, 16.0 * config.steps, 16001))
-    return _crossing(tr["time"].values, tr["norm_W_K"].values, 1.0)
+    """The step at which the expected ``||W_K||_F`` reaches 1 (:func:`kq_norm` of the growth,
+    interpolated in ``ln ||W_K||``; ``inf`` when it does not within ``16 x`` the config's steps)."""
+    t = np.linspace(0.0, 16.0 * config.steps, 16001)
+    return _crossing(t, kq_norm(config, _growth(config, t)[1]), 1.0)
 
 
 def _crossing(t, y, level) -> float:
@@ -188,6 +199,7 @@ def _crossing(t, y, level) -> float:
     return float(t[i - 1] + (t[i] - t[i - 1]) * (math.log(level) - y0) / (y1 - y0)) if y1 > y0 else float(t[i])
 
 
+@lru_cache(maxsize=256)
 def onset_regime(config: TopicConfig) -> dict[str, float]:
     """The two-stage claims' derived quantities: ``kq_initial_norm`` (``eps sqrt(d_a D)``: the
     expected ``||W_K(0)||_F``), ``rate_ratio`` (``rho* / lambda_V``: K/Q escape over value learning),

@@ -31,8 +31,10 @@ def test_batched_seeds_equal_per_seed_runs(name):
     batched = train_seeds(cfg, seeds=seeds, device="cpu", attention_docs=8)
     assert list(batched["seed"].values) == seeds
     for i, s in enumerate(seeds):
-        traj, _ = emp.train(cfg, device="cpu", seed=s, attention_docs=8)
+        traj, exp = emp.train(cfg, device="cpu", seed=s, attention_docs=8)
         assert set(traj.data_vars) <= set(batched.data_vars)
+        np.testing.assert_allclose(batched["final_value"].isel(seed=i).values, exp.value_like_matrix(), rtol=1e-9,
+                                   atol=1e-12, err_msg=f"{name}: final W_V of seed {s}")
         np.testing.assert_array_equal(batched["time"].values, traj["time"].values)
         for k in traj.data_vars:
             np.testing.assert_allclose(batched[k].isel(seed=i).values, traj[k].values, rtol=1e-9, atol=1e-12,
