@@ -37,8 +37,26 @@ __all__ = ["claims", "masking_factor", "stage1_theory", "stage1_quantities", "ma
            "onset_error_efolds", "log_gamma_hat", "gamma_convergence", "table_theory", "table_ordering",
            "two_stage_check", "crossing", "cell_cost"]
 
-#: the row's claims slot: the registry beside this module, decided over seeds with its maps
-claims = registry_claims("topic", Path(__file__).with_name("claims.toml"))
+_decide = registry_claims("topic", Path(__file__).with_name("claims.toml"))
+_DECIDED: dict[tuple, tuple[list, list]] = {}  # (quick, device, only) -> (results, skipped)
+
+
+def claims(*, quick: bool = True, device: str = "auto", progress: bool = False, only=None) -> list:
+    """The row's claims slot: the registry beside this module, decided over seeds with its maps
+    (:func:`figures.claims.registry_claims`), once per process and arguments: the figures' claim
+    outputs and the compare report share the decision (as they share the runs)."""
+    from empirical.trainer import resolve_device
+
+    key = (bool(quick), str(resolve_device(device)), tuple(only) if only else None)
+    if key not in _DECIDED:
+        _DECIDED[key] = (_decide(quick=quick, device=device, progress=progress, only=only), list(_decide.skipped))
+    results, skipped = _DECIDED[key]
+    claims.skipped = list(skipped)
+    return list(results)
+
+
+claims.registry = _decide.registry
+claims.skipped = []
 
 
 # ------------------------------------------------------------------------------------------------

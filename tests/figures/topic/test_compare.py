@@ -63,7 +63,7 @@ def test_compare_report_claims():
     from figures.realtext import corpus_available
 
     wikitext = ["wikitext_topic_ratios_above_one", "wikitext_topic_ratios_control_near_one"] if corpus_available() else []
-    assert names == [*ft.claims.claims.registry().names(), *wikitext]
+    assert names == [*ft.claims.claims.registry().names, *wikitext]
     for c in doc["claims"][:len(names) - len(wikitext)]:
         assert c["verdict"] in ("holds", "fails", "inconclusive") and c["seeds"] >= 5 and c["map"]["points"]
     assert rep.observable("topic_mode").rel_l2 <= 0.05 and rep.agreement_passed
