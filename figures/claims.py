@@ -63,7 +63,8 @@ __all__ = ["decide", "decide_exact", "interval", "grade", "Decision", "MapPoint"
            "plan_claim", "MapPlan", "conclude",
            "claim_cell", "registry", "registry_claims", "run_claims", "theory_check", "TheoryCheck",
            "planted_violation", "statistic_values", "VERDICTS", "GRADES", "MIN_SEEDS", "CLAIM_CELL",
-           "load_registry", "NoClaims"]
+           "load_registry", "NoClaims", "map_cost", "too_costly", "NeedsAccelerator", "CPU_CORE_HOURS",
+           "cpu_core_hours"]
 
 VERDICTS = ("holds", "fails", "inconclusive")
 #: grade -> (least seeds, least in-regime map points)
@@ -214,7 +215,7 @@ def _decide_values(claim: ClaimSpec, values: np.ndarray, *, level: float, seed: 
 # The validity map: sweep cells
 # ------------------------------------------------------------------------------------------------
 def claim_cell(paper: str, config: dict, *, statistic: str, seeds: Sequence[int], stat_axes: Mapping[str, Sequence],
-               runs: str = "", theory: str = "", device: str = "cpu") -> xr.Dataset:
+               runs: str = "", theory: str = "", device: str = "cpu", config_class: str = "") -> xr.Dataset:
     """One map point of the config axes, all seeds (a sweep cell, run by :mod:`empirical.sweeps`):
     the runs (``runs(config, seeds=, device=)``, batched, or the row's train slot per seed), the
     statistic per seed at every point of the statistic axes, and the theory's statistic there.
@@ -222,7 +223,7 @@ def claim_cell(paper: str, config: dict, *, statistic: str, seeds: Sequence[int]
     from .papers import get
 
     row = get(paper)
-    cfg = row.Config.from_dict(config)
+    cfg = (resolve_ref(config_class, "config_class") if config_class else row.Config).from_dict(config)
     stat = resolve_ref(statistic, "statistic")
     if runs:
         out = resolve_ref(runs, "runs")(cfg, seeds=list(seeds), device=device)
@@ -434,7 +435,7 @@ def decide_claim(claim: ClaimSpec | MapPlan, *, quick: bool = True, device: str 
     """Run ``claim``'s validity map (or a :class:`MapPlan`) as sweep cells (the store,
     ``--workers`` and ``--ray`` of :func:`figures.sweep.using_sweep`; cells already in the store
     are not recomputed), decide every point and conclude (module docstring)."""
-    from empirical.sweeps import Cell, run_cells
+    from empirical.sweeps import run_cells
     from empirical.trainer import resolve_device
 
     from .papers import get
@@ -443,9 +444,7 @@ def decide_claim(claim: ClaimSpec | MapPlan, *, quick: bool = True, device: str 
     claim, quick = plan.claim, plan.quick
     row = get(claim.paper)
     point_level = 1 - (1 - level) / plan.inside
-    options = {"statistic": claim.statistic.function, "seeds": list(plan.seeds), "stat_axes": dict(plan.stat_axes),
-               "runs": claim.runs, "theory": claim.theory, "device": resolve_device(device).type}
-    cells = [Cell(claim.paper, cfg.to_dict(), "claim", options, ccoords) for ccoords, cfg in plan.configs]
+    cells = _cells(plan, resolve_device(device).type)
     settings = _store(row, claim.name)
     with _cells_progress(progress, len(cells), f"{claim.paper}/{claim.name}") as bar:
         index = run_cells(CLAIM_CELL, cells, settings["store"], workers=settings["workers"], ray=settings["ray"],
@@ -589,19 +588,122 @@ def registry(paper: str, path: str | Path | None = None) -> Registry:
     return load_registry(path, paper=row.name, config=row.Config, resolve=True)
 
 
+def map_cost(plan: MapPlan) -> float | None:
+    """CPU core-seconds of running ``plan``'s map (every cell, its seeds) from the map's ``cost``
+    (``None``: the map declares none). Cells already in the store are not counted."""
+    cost = plan.claim.map.cost
+    if cost is None:
+        return None
+    from .papers import get
+
+    row = get(plan.claim.paper)
+    store = Path(_store(row, plan.claim.name)["store"])
+    n = len(plan.seeds)
+    done = _stored_keys(plan, store)
+    return sum(cost.cell_seconds(cfg, n, f"{plan.claim.field}.map.cost")
+               for (coords, cfg), key in zip(plan.configs, _cell_keys(plan)) if key not in done)
+
+
+def _cells(plan: MapPlan, device_type: str) -> list:
+    """The sweep cells of ``plan``'s map: one per point of its config axes, all seeds."""
+    from empirical.sweeps import Cell
+
+    claim = plan.claim
+    options = {"statistic": claim.statistic.function, "seeds": list(plan.seeds), "stat_axes": dict(plan.stat_axes),
+               "runs": claim.runs, "theory": claim.theory, "device": device_type}
+    if claim.protocol.config_class:  # only then: the other claims' cell keys stay as they were
+        options["config_class"] = claim.protocol.config_class
+    return [Cell(claim.paper, cfg.to_dict(), "claim", options, coords) for coords, cfg in plan.configs]
+
+
+def _cell_keys(plan: MapPlan) -> list[str]:
+    return [c.key for c in _cells(plan, "cpu")]
+
+
+def _stored_keys(plan: MapPlan, store: Path) -> set[str]:
+    cells = store / "cells"
+    return {p.stem for p in cells.glob("*.nc")} if cells.is_dir() else set()
+
+
+#: a full map whose estimated cost (:func:`map_cost`) exceeds this many CPU core-hours is not run on
+#: a CPU (``tdyn claims/figures --full`` name it with its cost instead); env ``TDYN_CPU_CORE_HOURS``
+CPU_CORE_HOURS = 2.0
+
+
+def cpu_core_hours() -> float:
+    """The CPU allowance of one full map in core-hours (:data:`CPU_CORE_HOURS`, or the environment
+    variable ``TDYN_CPU_CORE_HOURS``)."""
+    import os
+
+    raw = os.environ.get("TDYN_CPU_CORE_HOURS", "")
+    try:
+        return float(raw) if raw.strip() else CPU_CORE_HOURS
+    except ValueError:
+        raise ConfigError("TDYN_CPU_CORE_HOURS", f"expected a number of core-hours, got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class NeedsAccelerator:
+    """A full map too costly for this machine's CPU: the claim, its estimated cost and its cells."""
+
+    paper: str
+    claim: str
+    core_hours: float
+    cells: int
+    seeds: int
+    note: str = ""
+
+    def __str__(self) -> str:
+        return (f"needs a GPU/cluster: {self.paper}/{self.claim} ~{self.core_hours:.3g} core-hours "
+                f"({self.cells} cells x {self.seeds} seeds on a CPU{'; ' + self.note if self.note else ''}); "
+                f"run it with --device cuda or --ray ADDRESS")
+
+
+def too_costly(plan: MapPlan, device: str = "auto") -> NeedsAccelerator | None:
+    """A full-mode ``plan`` that does not fit a CPU (:func:`map_cost` above :func:`cpu_core_hours`)
+    when neither a GPU (``device``) nor a Ray cluster (``--ray``) is at hand; else ``None``."""
+    from empirical.trainer import resolve_device
+
+    from .papers import get
+
+    if plan.quick:
+        return None
+    sec = map_cost(plan)
+    if sec is None or sec <= cpu_core_hours() * 3600:
+        return None
+    if resolve_device(device).type != "cpu" or _store(get(plan.claim.paper), plan.claim.name)["ray"] is not None:
+        return None
+    cost = plan.claim.map.cost
+    return NeedsAccelerator(plan.claim.paper, plan.claim.name, sec / 3600, len(plan.configs), len(plan.seeds),
+                            cost.note if cost else "")
+
+
 def registry_claims(paper: str, path: str | Path | None = None) -> Callable[..., list[ClaimResult]]:
     """A row's ``claims`` slot: ``claims(*, quick, device, progress, only=None) -> list[ClaimResult]``
     deciding every claim of the registry (or those named in ``only``), in file order. A paper's
-    ``figures/<p>/claims.py`` is ``claims = registry_claims("<p>")`` plus its statistic functions."""
+    ``figures/<p>/claims.py`` is ``claims = registry_claims("<p>")`` plus its statistic functions.
+    In full mode a map whose estimated cost exceeds the CPU allowance (:func:`too_costly`) is not
+    run: its line ``needs a GPU/cluster: <paper>/<claim> ~N core-hours`` goes to stderr and into
+    ``claims.skipped`` (the function's attribute, reset on each call)."""
 
     def claims(*, quick: bool = True, device: str = "auto", progress: bool = False,
                only: Sequence[str] | None = None) -> list[ClaimResult]:
         reg = registry(paper, path)
         specs = [reg.get(n) for n in only] if only else list(reg.claims)
         plans = [plan_claim(s, quick=quick) for s in specs]  # every claim validated before any runs
-        return [decide_claim(p, device=device, progress=progress) for p in plans]
+        claims.skipped = []  # type: ignore[attr-defined]
+        out = []
+        for p in plans:
+            need = too_costly(p, device)
+            if need is not None:
+                claims.skipped.append(need)  # type: ignore[attr-defined]
+                print(str(need), file=sys.stderr)
+                continue
+            out.append(decide_claim(p, device=device, progress=progress))
+        return out
 
     claims.registry = lambda: registry(paper, path)  # type: ignore[attr-defined]
+    claims.skipped = []  # type: ignore[attr-defined]
     claims.__doc__ = f"The claims of {paper}, decided over seeds with their validity maps (figures.claims)."
     return claims
 

@@ -29,7 +29,7 @@ from typing import Any
 from theory.errors import ConfigError
 
 __all__ = ["SCHEMA", "DIRECTIONS", "ESTIMATORS", "MIN_SEEDS", "MIN_SEEDS_FULL", "Criterion", "RegimeBound",
-           "Statistic", "Axis", "MapSpec", "Protocol", "ClaimSpec", "Registry", "load_registry", "resolve_ref"]
+           "Statistic", "Axis", "Cost", "MapSpec", "Protocol", "ClaimSpec", "Registry", "load_registry", "resolve_ref"]
 
 #: the registry format's version (the ``schema`` key of every claims.toml)
 SCHEMA = 1
@@ -198,12 +198,38 @@ class Axis:
 
 
 @dataclass(frozen=True)
+class Cost:
+    """What one map cell costs on a CPU, for ``--full`` to say which maps need a GPU or a cluster
+    (:func:`figures.claims.map_cost`): ``seed_seconds`` (CPU core-seconds per seed of any cell) or
+    ``function`` (``"module:function"``, ``fn(config, seeds) -> core-seconds`` of the cell of
+    ``config`` with ``seeds`` seeds); ``note`` says where the number comes from (a measurement)."""
+
+    seed_seconds: float | None = None
+    function: str = ""
+    note: str = ""
+
+    def cell_seconds(self, config, seeds: int, field: str = "cost") -> float:
+        if self.function:
+            sec = float(resolve_ref(self.function, f"{field}.function")(config, seeds))
+        else:
+            sec = float(self.seed_seconds) * seeds
+        if not (math.isfinite(sec) and sec >= 0):
+            raise ConfigError(f"{field}.function", f"must return core-seconds >= 0, got {sec!r}")
+        return sec
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, "")}
+
+
+@dataclass(frozen=True)
 class MapSpec:
-    """The validity map: its axes (at most three) and the seeds decided at every point."""
+    """The validity map: its axes (at most three), the seeds decided at every point and what a
+    cell costs (``cost``, optional: a map without one is assumed to fit a CPU)."""
 
     axes: tuple[Axis, ...]
     seeds_quick: int
     seeds_full: int
+    cost: Cost | None = None
 
     def seeds(self, quick: bool) -> int:
         return self.seeds_quick if quick else self.seeds_full
@@ -221,9 +247,18 @@ class Protocol:
     preset: str = ""
     variant: str = ""
     settings: Mapping[str, Any] = field(default_factory=dict)
+    #: ``"module:Class"``: the Config class of this claim's runs when it is not the paper row's
+    #: (e.g. a real-text protocol); empty: the row's
+    config_class: str = ""
+
+    def config_cls(self, row_config: type) -> type:
+        """The Config class of the claim's runs: :attr:`config_class`, else ``row_config``."""
+        return resolve_ref(self.config_class, "protocol.config") if self.config_class else row_config
 
     def config(self, config_cls: type, quick: bool):
-        """The protocol's Config (validated): preset, then variant, then settings."""
+        """The protocol's Config (validated): preset, then variant, then settings. ``config_cls``
+        is the row's Config; :attr:`config_class` replaces it when given."""
+        config_cls = self.config_cls(config_cls)
         cfg = config_cls.preset(self.preset, quick=quick) if self.preset else config_cls()
         if self.variant:
             cfg = cfg.replace(variant=self.variant)
@@ -232,8 +267,10 @@ class Protocol:
         return cfg
 
     def to_json(self) -> dict[str, Any]:
-        return {"network": self.network, "preset": self.preset, "variant": self.variant,
-                "settings": dict(self.settings)}
+        out = {"network": self.network, "preset": self.preset, "variant": self.variant, "settings": dict(self.settings)}
+        if self.config_class:
+            out["config"] = self.config_class
+        return out
 
 
 @dataclass(frozen=True)
@@ -263,9 +300,11 @@ class ClaimSpec:
         return "; ".join(r.describe() for r in self.regime)
 
     def functions(self) -> dict[str, Callable[..., Any]]:
-        """The resolved ``statistic``/``quantities``/``runs``/``theory`` functions (those given)."""
+        """The resolved ``statistic``/``quantities``/``runs``/``theory`` functions (those given),
+        the protocol's Config class and the map's cost function (when named)."""
         refs = {"statistic": self.statistic.function, "quantities": self.quantities, "runs": self.runs,
-                "theory": self.theory}
+                "theory": self.theory, "protocol.config": self.protocol.config_class,
+                "map.cost.function": self.map.cost.function if self.map.cost else ""}
         return {k: resolve_ref(r, f"{self.field}.{k}") for k, r in refs.items() if r}
 
     def regime_point(self, config, coords: Mapping[str, Any]) -> tuple[bool, tuple[str, ...], dict[str, Any]]:
@@ -367,6 +406,8 @@ def _claim(paper: str, name: str, body: Any, config: type | None) -> ClaimSpec:
     theory = _ref(body, f, "theory") if "theory" in body else ""
     mp = _map(body["map"], f"{f}.map")
     regime = _regime(body["regime"], f"{f}.regime")
+    if config is not None and protocol.config_class:
+        config = resolve_ref(protocol.config_class, f"{f}.protocol.config")
     # names: config axes are config fields, statistic axes are not; regime quantities are known
     fields = {x.name for x in dataclasses.fields(config)} if config is not None else None
     for i, a in enumerate(mp.axes):
@@ -410,11 +451,12 @@ def _check_map_covers_regime(mp: MapSpec, regime: Sequence[RegimeBound], f: str)
 
 
 def _protocol(t: Any, f: str) -> Protocol:
-    _keys(t, f, required={"network"}, optional={"preset", "variant", "settings"})
+    _keys(t, f, required={"network"}, optional={"preset", "variant", "settings", "config"})
     settings = t.get("settings", {})
     if not isinstance(settings, dict):
         raise ConfigError(f"{f}.settings", "must be a table of config fields")
-    return Protocol(_str(t, f, "network"), _str(t, f, "preset", True), _str(t, f, "variant", True), dict(settings))
+    return Protocol(_str(t, f, "network"), _str(t, f, "preset", True), _str(t, f, "variant", True), dict(settings),
+                    _ref(t, f, "config") if "config" in t else "")
 
 
 def _statistic(t: Any, f: str) -> Statistic:
@@ -476,8 +518,22 @@ def _regime(t: Any, f: str) -> tuple[RegimeBound, ...]:
     return tuple(out)
 
 
+def _cost(t: Any, f: str) -> Cost:
+    _keys(t, f, required=set(), optional={"seed_seconds", "function", "note"})
+    if ("seed_seconds" in t) == ("function" in t):
+        raise ConfigError(f, "give exactly one of seed_seconds = <CPU core-seconds per seed of a cell> or "
+                             "function = \"module:function\"")
+    sec = None
+    if "seed_seconds" in t:
+        sec = t["seed_seconds"]
+        if not _is_num(sec) or not math.isfinite(sec) or sec < 0:
+            raise ConfigError(f"{f}.seed_seconds", f"expected CPU core-seconds >= 0, got {sec!r}")
+        sec = float(sec)
+    return Cost(sec, _ref(t, f, "function") if "function" in t else "", _str(t, f, "note", True))
+
+
 def _map(t: Any, f: str) -> MapSpec:
-    _keys(t, f, required={"axes", "seeds"})
+    _keys(t, f, required={"axes", "seeds"}, optional={"cost"})
     seeds = t["seeds"]
     _keys(seeds, f"{f}.seeds", required={"quick", "full"})
     sq, sf = seeds["quick"], seeds["full"]
@@ -508,7 +564,7 @@ def _map(t: Any, f: str) -> MapSpec:
                          _str(a, fi, "unit", True), scale))
     if len({a.name for a in axes}) != len(axes):
         raise ConfigError(f"{f}.axes", "axis names repeat")
-    return MapSpec(tuple(axes), sq, sf)
+    return MapSpec(tuple(axes), sq, sf, _cost(t["cost"], f"{f}.cost") if "cost" in t else None)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -224,6 +224,7 @@ register(Paper(
     figures="figures.topic.figures:FIGURES",
     estimate="theory.topic.config:estimate",
     text="empirical.topic.text:TopicTextConfig",  # LDA topics and embedding/attention ratios on WikiText-2
+    claims="figures.topic.claims:claims",
     variants=("stage1", "joint", "attention", "embedding"),
     missing={"sde": "the topic paper's theory is a population gradient flow; no minibatch SDE is specified"},
 ))

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from theory.topic import TopicConfig
+from theory.topic import TopicConfig, value_optimum
 
 from .data import Vocabulary
 
@@ -30,8 +30,10 @@ class TopicTransformer(nn.Module):
     ``embedding``: ``one_hot`` (``W_E = I``, ``W_pred = I``) or ``trained`` (``W_E`` (d, D),
     tied ``W_pred = W_E^T``). ``attention``: ``uniform`` (``W_K = W_Q = 0`` frozen: every valid
     key weighs the same) or ``trained`` (scores ``(W_K Z)^T (W_Q Z)/sqrt(d_a)``). ``value``:
-    ``trained``, or frozen ``identity`` / ``block`` (0/1 same-topic matrix over word ids). The
-    value bias ``b`` is trained (it plays ``b_pred``: attention columns sum to 1).
+    ``trained``, or frozen ``identity`` / ``block`` (0/1 same-topic matrix over word ids) /
+    ``optimum`` (``W_V`` and ``b`` at the stage-1 optimum of the config's key variant: the stage-2
+    theorem's setting). The value bias ``b`` is trained (it plays ``b_pred``: attention columns
+    sum to 1), except under ``optimum``.
     """
 
     def __init__(self, config: TopicConfig, vocab: Vocabulary, generator: torch.Generator,
@@ -51,11 +53,16 @@ class TopicTransformer(nn.Module):
             self.W_V = nn.Parameter(gauss((d, d), c.init_scale))
         elif c.value == "identity":
             self.register_buffer("W_V", torch.eye(d, dtype=dtype))
+        elif c.value == "optimum":  # the stage-2 theorem's setting: W_V and b frozen at the stage-1 optimum
+            W, b = value_optimum(c)
+            self.register_buffer("W_V", torch.as_tensor(W, dtype=dtype))
+            self.register_buffer("b", torch.as_tensor(b, dtype=dtype))
         else:
             top = torch.as_tensor(vocab.topic_of)
             blk = ((top[:, None] == top[None, :]) & (top[:, None] >= 0)).to(dtype)
             self.register_buffer("W_V", blk)
-        self.b = nn.Parameter(torch.zeros(D, dtype=dtype))
+        if c.value != "optimum":
+            self.b = nn.Parameter(torch.zeros(D, dtype=dtype))
         if self.uniform:
             self.register_buffer("W_K", torch.zeros(self.d_a, d, dtype=dtype))
             self.register_buffer("W_Q", torch.zeros(self.d_a, d, dtype=dtype))

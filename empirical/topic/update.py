@@ -3,7 +3,8 @@ of mappings ``name -> array`` (parameters, gradients, state), written once for a
 ``xp`` (``numpy`` or ``torch``).
 
 The official code's optimisers (papers/topic.md §2.2), picked by ``config.optimizer`` with step
-size ``config.lr``:
+size ``config.lr`` (``config.kq_lr_ratio * config.lr`` for ``W_K`` and ``W_Q``: the two-stage
+map's learning-rate ratio, :func:`learning_rates`):
 
 * ``"sgd"`` — plain SGD, no momentum: ``p <- p - lr g``;
 * ``"adam"`` — Adam (the code's AdamW with ``weight_decay = 0``), betas :data:`ADAM_BETAS`, eps
@@ -28,11 +29,20 @@ import numpy as np
 
 from theory.topic import TopicConfig
 
-__all__ = ["ADAM_BETAS", "ADAM_EPS", "init", "update"]
+__all__ = ["ADAM_BETAS", "ADAM_EPS", "KQ_PARAMETERS", "learning_rates", "init", "update"]
 
 #: Adam's moment decay rates and denominator offset (torch's and the official code's defaults)
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
+
+
+#: the parameters stepped with ``kq_lr_ratio * lr``
+KQ_PARAMETERS = ("W_K", "W_Q")
+
+
+def learning_rates(names, config: TopicConfig) -> dict[str, float]:
+    """Step size of each parameter: ``lr``, times ``kq_lr_ratio`` for :data:`KQ_PARAMETERS`."""
+    return {k: config.lr * (config.kq_lr_ratio if k in KQ_PARAMETERS else 1.0) for k in names}
 
 
 def _is_torch(xp) -> bool:
@@ -74,13 +84,13 @@ def update(grads: Mapping[str, Any], state: Mapping[str, Any], params: Mapping[s
            config: TopicConfig, xp=np) -> tuple[dict[str, Any], dict[str, Any]]:
     """One step: ``(new_params, new_state)``; nothing is modified in place. ``grads`` holds a
     gradient for every entry of ``params`` (same shapes)."""
-    lr, step = config.lr, state["step"] + 1
+    lr, step = learning_rates(params, config), state["step"] + 1
     if config.optimizer == "sgd":
-        return {k: _add_scaled(p, -lr, grads[k], xp) for k, p in params.items()}, {"step": step}
+        return {k: _add_scaled(p, -lr[k], grads[k], xp) for k, p in params.items()}, {"step": step}
     b1, b2 = ADAM_BETAS
     m = {k: _lerp(state["m"][k], grads[k], 1 - b1, xp) for k in params}
     v = {k: _add_product(state["v"][k] * b2, 1 - b2, grads[k], grads[k], xp) for k in params}
-    step_size = lr / (1 - b1**step)
     bias2_sqrt = (1 - b2**step) ** 0.5
-    new = {k: _add_ratio(p, -step_size, m[k], xp.sqrt(v[k]) / bias2_sqrt + ADAM_EPS, xp) for k, p in params.items()}
+    new = {k: _add_ratio(p, -lr[k] / (1 - b1**step), m[k], xp.sqrt(v[k]) / bias2_sqrt + ADAM_EPS, xp)
+           for k, p in params.items()}
     return new, {"step": step, "m": m, "v": v}

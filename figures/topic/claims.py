@@ -1,106 +1,285 @@
-"""The topic paper's claims and the code deciding them (papers/topic.md §3.4, §3.6, §5.6).
+"""The topic paper's claims (papers/topic.md §3-§5), decided over seeds with validity maps.
 
-* ``value_stage_first`` — from small init, ``W_V`` reaches 80 % of its stage-1 plateau before
-  ``max(||W_K||, ||W_Q||)`` reaches 10 % of its final value (:func:`two_stage_check`);
-* ``two_stage_onset`` — the measured stage-2 onset (first logged step with ``||W_K||_F >= 1``)
-  lies within the derived tolerance (:func:`onset_tolerance`) of the two-stage reduced system's;
-* ``attention_prefers_same_topic`` — trained attention orders same-topic (other word) > uniform >
-  different-topic, ``gamma_hat > 1``;
-* ``attention_prefers_same_topic_table`` (full runs) — the same ordering in every trained row of
-  the paper's table setting (:func:`table_claim`).
+``claims`` (the row's ``claims`` slot) decides the registry ``claims.toml`` beside this module
+(:mod:`figures.claims`; schema in docs/claims.md). Its runs are
+:func:`empirical.topic.seeds.train_seeds` (every seed of a map point in one vectorised run, cached
+per process: the maps, the compare report and the figures share them). The real-text claims
+(:mod:`.text`) are not in the registry yet. This module holds the functions the registry names:
 
-The runs these are decided on are in :mod:`.compare`; the real-text claims in :mod:`.text`.
+* statistics — one seed's trajectory -> a number (the same function on the network's runs, the
+  theory's trajectory and planted violations): :func:`masking_factor_gap` (stage 1),
+  :func:`stage_separation`, :func:`onset_error_efolds`, :func:`log_gamma_hat`,
+  :func:`gamma_convergence` (two stages, stage 2), :func:`table_ordering` (the attention table);
+* the regime's derived quantities (:func:`stage1_quantities`, :func:`two_stage_quantities`, ...);
+* the theory's trajectories (:func:`stage1_theory`: the derived stage-1 ODE;
+  :func:`two_stage_theory`: :func:`theory.topic.onset.trajectory`; :func:`table_theory`).
+
+The time of an event in a logged trajectory is interpolated between logging points (linearly for
+the value matrix's topic mode, in ``log`` for the exponentially growing K/Q norms).
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
+import xarray as xr
 
 from theory import topic as th
+from theory.topic import onset
 
-from ..report import Claim
+from ..claims import registry_claims
 
-__all__ = ["onset_tolerance", "two_stage_check", "two_stage_claims", "table_claim"]
+__all__ = ["claims", "masking_factor", "stage1_theory", "stage1_quantities", "masking_factor_gap", "two_stage_theory",
+           "two_stage_quantities", "horizon_quantities", "gamma_quantities", "event_times", "stage_separation",
+           "onset_error_efolds", "log_gamma_hat", "gamma_convergence", "table_theory", "table_ordering",
+           "two_stage_check", "crossing", "cell_cost"]
 
-
-def _first_time(times, values, level):
-    idx = np.nonzero(np.asarray(values) >= level)[0]
-    return float(times[idx[0]]) if idx.size else float("nan")
-
-
-def onset_tolerance(config: th.TopicConfig, escape_rate: float, d_a: int) -> dict[str, float]:
-    """Derived tolerance (in steps) of measured vs predicted stage-2 onset, three terms:
-
-    * logging: the measured onset is the first *logged* step past the crossing: ``log_every``;
-    * initial amplitude: the reduced system starts its scalar ``k`` at ``eps``, while for a Gaussian
-      init of std ``eps`` the growing mode ``(K u - Q v)/2`` of the bilinear escape
-      ``K' = -lr Q G^T/sqrt(d_a)``, ``Q' = -lr K G/sqrt(d_a)`` has norm ``eps sqrt(d_a/2)``: a shift
-      of ``|ln sqrt(d_a/2)| / rho``;
-    * linearisation: the escape is exact to first order in the K/Q amplitude, so the crossing of
-      amplitude 1 is known up to an O(1) factor in amplitude, i.e. one e-fold: ``1 / rho``.
-    """
-    terms = {"logging": float(config.log_every),
-             "initial_amplitude": abs(math.log(math.sqrt(d_a / 2))) / escape_rate,
-             "linearisation": 1.0 / escape_rate}
-    return {**terms, "total": sum(terms.values())}
+_decide = registry_claims("topic", Path(__file__).with_name("claims.toml"))
+_DECIDED: dict[tuple, tuple[list, list]] = {}  # (quick, device, only) -> (results, skipped)
 
 
-def two_stage_check(traj) -> dict[str, float]:
-    """``t_V80`` (``||W_V||`` first reaches 80% of its stage-1 plateau, the maximum before K/Q reach
-    10% of their final value) vs ``t_KQ10`` (first time ``max(||W_K||, ||W_Q||)`` reaches 10% of
-    its final value); measured onset = first logged step with ``||W_K||_F >= 1``."""
+def claims(*, quick: bool = True, device: str = "auto", progress: bool = False, only=None) -> list:
+    """The row's claims slot: the registry beside this module, decided over seeds with its maps
+    (:func:`figures.claims.registry_claims`), once per process and arguments: the figures' claim
+    outputs and the compare report share the decision (as they share the runs)."""
+    from empirical.trainer import resolve_device
+
+    key = (bool(quick), str(resolve_device(device)), tuple(only) if only else None)
+    if key not in _DECIDED:
+        _DECIDED[key] = (_decide(quick=quick, device=device, progress=progress, only=only), list(_decide.skipped))
+    results, skipped = _DECIDED[key]
+    claims.skipped = list(skipped)
+    return list(results)
+
+
+claims.registry = _decide.registry
+claims.skipped = []
+
+
+# ------------------------------------------------------------------------------------------------
+# Events in a trajectory
+# ------------------------------------------------------------------------------------------------
+def crossing(t, y, level: float, *, log: bool = False) -> float:
+    """First time ``y`` reaches ``level`` (``inf`` if never; ``t[0]`` if already there),
+    interpolated between the two logged points around it (in ``log y`` with ``log``)."""
+    t, y = np.asarray(t, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    idx = np.nonzero(y >= level)[0]
+    if not idx.size:
+        return math.inf
+    i = int(idx[0])
+    if i == 0:
+        return float(t[0])
+    y0, y1 = y[i - 1], y[i]
+    if log:
+        if y0 <= 0:
+            return float(t[i])
+        y0, y1, level = math.log(y0), math.log(y1), math.log(level)
+    return float(t[i - 1] + (t[i] - t[i - 1]) * (level - y0) / (y1 - y0)) if y1 > y0 else float(t[i])
+
+
+def _at(traj, name: str, time: float) -> float:
     t = traj["time"].values
-    K, Q, V = traj["norm_W_K"].values, traj["norm_W_Q"].values, traj["norm_W_V"].values
-    kq = np.maximum(K / K[-1], Q / Q[-1])
-    t_kq10 = _first_time(t, kq, 0.1)
-    before = t <= t_kq10 if np.isfinite(t_kq10) else np.ones_like(t, bool)
-    plateau = float(V[before].max())
-    t_v80 = _first_time(t, V, 0.8 * plateau)
-    return {"t_V80": t_v80, "t_KQ10": t_kq10, "V_plateau": plateau, "K_final": float(K[-1]),
-            "Q_final": float(Q[-1]), "onset_measured": _first_time(t, K, 1.0),
-            "two_stages": bool(t_v80 < t_kq10)}
+    if time > t[-1] + 1e-9 or time < t[0] - 1e-9:
+        raise ValueError(f"time {time} outside the trajectory [{t[0]}, {t[-1]}]")
+    return float(np.interp(time, t, traj[name].values))
 
 
-def two_stage_claims(check: dict, pred: dict, traj, regime: str) -> list[Claim]:
-    """The claims of the joint run (``check``: :func:`two_stage_check` plus the onset comparison;
-    ``pred``: the predicted onset; ``traj``: the run, whose attrs hold its attention statistics)."""
-    a = traj.attrs
-    return [
-        Claim("value_stage_first",
-              "From small init, W_V learns its topic structure (norm plateau) before W_K, W_Q grow (spec §3.4, P8).",
-              bool(check["t_V80"] < check["t_KQ10"]),
-              {"t_V80": check["t_V80"], "t_KQ10": check["t_KQ10"], "stage1_80pct_predicted": pred["stage1_80pct"],
-               "onset_predicted": pred["two_stage_ode"]}, regime),
-        Claim("two_stage_onset",
-              "K/Q escape uniform attention at the onset predicted by the escape rate sigma_max(G)/sqrt(d_a) "
-              "(spec §3.6), within the derived tolerance (logging + initial amplitude + one e-fold).",
-              bool(check["onset_within_tolerance"]),
-              {"onset_measured": check["onset_measured"], "onset_predicted": check["onset_predicted"],
-               "onset_heuristic": check["onset_heuristic"], "error": check["onset_error"],
-               "tolerance": check["onset_tolerance"], **{f"tol_{k}": x for k, x in check["onset_tolerance_terms"].items()
-                                                        if k != "total"},
-               "escape_rate_per_step": pred["escape_rate"]}, regime),
-        Claim("attention_prefers_same_topic",
-              "Trained attention: same-topic (other word) > uniform > different-topic, so gamma_hat > 1 "
-              "(spec §3.6, P6-P7; gamma* is reported, not judged: it assumes W_V frozen at the stage-1 optimum).",
-              bool(a["attention_same_topic_other_word"] > a["attention_uniform"] > a["attention_different_topic"]
-                   and check["gamma_hat"] > 1),
-              {"same_topic_other_word": a["attention_same_topic_other_word"], "uniform": a["attention_uniform"],
-               "different_topic": a["attention_different_topic"], "gamma_hat": check["gamma_hat"],
-               "gamma_star": check["gamma_star"]}, regime),
-    ]
+def _finite(*arrays) -> bool:
+    return all(np.all(np.isfinite(np.asarray(a, dtype=np.float64))) for a in arrays)
 
 
-def table_claim(rows: list[dict]) -> Claim:
-    """``attention_prefers_same_topic_table`` over the rows of :func:`~.compare.attention_table`
-    (the dropped rows are reported in where agreement breaks, not judged)."""
-    ran = [r for r in rows if not r["dropped"]]
-    return Claim(
-        "attention_prefers_same_topic_table",
-        "In the paper's table setting (LDA T=v=10, CE, code masking) every trained row orders "
-        "same-topic (other word) > uniform > different-topic (spec §5.6, P7).",
-        bool(ran and all(r["ordering_holds"] for r in ran)),
-        {f"{r['optimizer']}_{r['lr']}_gamma_hat": r["gamma_hat"] for r in ran},
-        f"LDA T=v=10, CE, code keys/vocab, batch 40, {rows[0]['steps']} steps; SGD rows: see where_agreement_breaks")
+# ------------------------------------------------------------------------------------------------
+# Stage 1: the value matrix's topic structure (spec §3.2, §3.5; P1)
+# ------------------------------------------------------------------------------------------------
+def masking_factor(config: th.TopicConfig) -> float:
+    """``a = 1 - (1 - p_c) p_m`` (theory keys; the code key mask: ``a = 1``), the factor of the
+    theorem's ``1/(v a)`` (:func:`theory.topic.topic_mode_equation`)."""
+    return float(th.topic_mode_equation(config.keys)["a"].subs(th.numeric_subs(config)))
+
+
+def masking_factor_gap(traj, config: th.TopicConfig, *, horizon: float) -> float:
+    """``(a omega_2(t) - 1) / (1 - a)`` at ``t = horizon`` steps: the value matrix's average
+    same-topic minus different-topic entry (``omega_2/v``) against the theorem's ``1/(v a)``, in
+    units of the theorem's masking correction (0: the theorem's value; -1: ``1/v``, the value
+    without the factor ``a``). NaN when the run diverged."""
+    if not _finite(traj["topic_mode"].values):
+        return math.nan
+    a = masking_factor(config)
+    return (a * _at(traj, "topic_mode", float(horizon)) - 1.0) / (1.0 - a)
+
+
+def stage1_quantities(config: th.TopicConfig, coords) -> dict[str, float]:
+    """``flow_residual``: ``e^{-lambda_V t}/(1 - a)`` at the horizon (the gradient flow's own
+    remaining distance to ``1/(v a)`` from ``W_V = 0``, in the statistic's units);
+    ``absent_topics``: ``T - tau`` (topics a document misses: the topic contrasts of ``u_S`` have
+    variance ``kappa > 0`` only when ``>= 1``)."""
+    rate, _ = onset.stage1_rate(config)
+    a = masking_factor(config)
+    return {"flow_residual": math.exp(-rate * float(coords["horizon"])) / (1.0 - a),
+            "absent_topics": float(config.T - config.tau)}
+
+
+def stage1_theory(config: th.TopicConfig):
+    """The derived stage-1 ODE (``theory.topic.problem``) from ``W_V = 0``, on the Trainer's grid."""
+    import simulate as sim
+
+    return sim.solve(th.problem(config), backend="scipy")
+
+
+# ------------------------------------------------------------------------------------------------
+# Two stages (spec §3.4, §3.6; P8, P9)
+# ------------------------------------------------------------------------------------------------
+def two_stage_theory(config: th.TopicConfig):
+    """The linearised two-stage theory (:func:`theory.topic.onset.trajectory`) over the run."""
+    return onset.trajectory(config)
+
+
+def two_stage_quantities(config: th.TopicConfig, coords) -> dict[str, float]:
+    """:func:`theory.topic.onset.onset_regime`: ``kq_initial_norm``, ``rate_ratio``,
+    ``onset_window`` (over the run)."""
+    q = onset.onset_regime(config)
+    return {k: q[k] for k in ("kq_initial_norm", "rate_ratio", "onset_window")}
+
+
+def horizon_quantities(config: th.TopicConfig, coords) -> dict[str, float]:
+    """``onset_window`` at the map's horizon: ``(onset + 1/rho*) / horizon``."""
+    q = onset.onset_regime(config)
+    rho = onset.escape_constants(config)["rho_star"]
+    return {"onset_window": (q["onset"] + 1.0 / rho) / float(coords["horizon"])}
+
+
+@lru_cache(maxsize=64)
+def _value_time_level(config: th.TopicConfig) -> float:
+    _, om_star = onset.stage1_rate(config)
+    return (1.0 - math.exp(-1.0)) * om_star
+
+
+def event_times(traj, config: th.TopicConfig) -> dict[str, float]:
+    """``t_V``: the value matrix's topic mode reaches ``1 - 1/e`` of its stage-1 optimum (one
+    time constant of the stage-1 flow); ``t_onset``: ``max(||W_K||_F, ||W_Q||_F)`` reaches 1
+    (K/Q of order one: the end of the linear escape, spec §3.6). ``inf`` when not reached."""
+    t = traj["time"].values
+    kq = np.maximum(traj["norm_W_K"].values, traj["norm_W_Q"].values)
+    return {"t_V": crossing(t, traj["topic_mode"].values, _value_time_level(config)),
+            "t_onset": crossing(t, kq, 1.0, log=True)}
+
+
+def stage_separation(traj, config: th.TopicConfig) -> float:
+    """``ln(t_onset / t_V)`` (:func:`event_times`): positive when the value matrix has learned its
+    first time constant of topic structure before K/Q leave the neighbourhood of 0. Censored
+    conservatively: an onset not reached counts at the run's end (a lower bound), a value time not
+    reached at the run's end too (the statistic is then <= 0). NaN when the run diverged."""
+    if not _finite(traj["topic_mode"].values, traj["norm_W_K"].values, traj["norm_W_Q"].values):
+        return math.nan
+    end = float(traj["time"].values[-1])
+    ev = event_times(traj, config)
+    t_on, t_v = min(ev["t_onset"], end), min(ev["t_V"], end)
+    return math.log(max(t_on, 1e-9) / max(t_v, 1e-9))
+
+
+def onset_error_efolds(traj, config: th.TopicConfig) -> float:
+    """``rho* (t_onset - t_onset_predicted)``: the measured onset's distance from the theory's
+    (:func:`theory.topic.onset.predicted_onset_time`), in e-folds of the K/Q escape at the
+    stage-1 optimum (``rho* = eta_KQ sigma_max(G*)/sqrt(d_a)``). An onset not reached counts at
+    the run's end (a lower bound)."""
+    if not _finite(traj["norm_W_K"].values, traj["norm_W_Q"].values):
+        return math.nan
+    ev = event_times(traj, config)
+    rho = onset.escape_constants(config)["rho_star"]
+    return rho * (min(ev["t_onset"], float(traj["time"].values[-1])) - onset.predicted_onset_time(config))
+
+
+def log_gamma_hat(traj, config: th.TopicConfig, *, horizon: float) -> float:
+    """``ln gamma_hat`` at ``horizon`` steps: the trained attention's same-topic over
+    different-topic ratio ``((v-1) alpha + beta)/v`` (held-out unmasked documents; 0 = uniform)."""
+    g = traj["gamma_hat"].values
+    if not _finite(g) or np.any(g <= 0):
+        return math.nan
+    return math.log(_at(traj, "gamma_hat", float(horizon)))
+
+
+@lru_cache(maxsize=64)
+def _gamma_star(config: th.TopicConfig) -> float:
+    return float(th.stage2_optimum(config)["gamma"])
+
+
+def gamma_convergence(traj, config: th.TopicConfig, *, horizon: float) -> float:
+    """``ln gamma_hat(t) / ln gamma*`` at ``horizon`` steps: 0 at uniform attention, 1 at the
+    stage-2 optimum (:func:`theory.topic.stage2_optimum`, ``W_V`` at the stage-1 optimum)."""
+    return log_gamma_hat(traj, config, horizon=horizon) / math.log(_gamma_star(config))
+
+
+def gamma_quantities(config: th.TopicConfig, coords) -> dict[str, float]:
+    """``theory_residual``: ``|ln gamma(t)/ln gamma* - 1|`` of the theory's own trajectory
+    (:func:`theory.topic.onset.trajectory`) at the horizon."""
+    tr = _gamma_theory(config)
+    return {"theory_residual": abs(gamma_convergence(tr, config, horizon=float(coords["horizon"])) - 1.0)}
+
+
+@lru_cache(maxsize=16)
+def _gamma_theory(config: th.TopicConfig):
+    return onset.trajectory(config)
+
+
+# ------------------------------------------------------------------------------------------------
+# The attention table (spec §5.6; P7)
+# ------------------------------------------------------------------------------------------------
+def table_ordering(traj, config: th.TopicConfig) -> float:
+    """``min(ln(a_st / a_u), ln(a_u / a_dt))`` of the final attention statistics (held-out
+    unmasked documents): ``a_st`` same topic and another word, ``a_u`` uniform (1/L), ``a_dt``
+    different topic. Positive iff same-topic > uniform > different-topic."""
+    st, u, dt = (float(np.asarray(traj[f"final_attention_{k}"]).reshape(-1)[0])
+                 for k in ("same_topic_other_word", "uniform", "different_topic"))
+    if not (math.isfinite(st) and math.isfinite(dt) and st > 0 and dt > 0):
+        return math.nan
+    return min(math.log(st / u), math.log(u / dt))
+
+
+def table_theory(config: th.TopicConfig):
+    """The stage-2 optimum of the table's setting (code key mask: ``gamma* = 1 + T p_c/p_r``,
+    ``s_1 = s_2 = ln gamma*``, spec §3.6) as final attention statistics of a query whose keys are
+    half of its topic, half of others: per key ``e^{s}/Z`` (same topic), ``1/Z`` (different),
+    uniform ``1/L`` with ``Z = L (e^s + 1)/2``."""
+    s = math.log(1.0 + config.T * config.p_c / config.p_r)
+    L = 100.0
+    Z = L * (math.exp(s) + 1.0) / 2.0
+    return xr.Dataset({"final_attention_same_topic_other_word": ((), math.exp(s) / Z),
+                       "final_attention_uniform": ((), 1.0 / L), "final_attention_different_topic": ((), 1.0 / Z)})
+
+
+# ------------------------------------------------------------------------------------------------
+# The joint run's summary (the compare report's details and the two-stage figure)
+# ------------------------------------------------------------------------------------------------
+def two_stage_check(traj, config: th.TopicConfig) -> dict[str, float]:
+    """One seed's two-stage numbers: ``t_V``, ``onset_measured``, ``onset_predicted`` (the
+    linearised theory), ``onset_tolerance`` (one e-fold, ``1/rho*`` steps), their error in
+    e-folds, ``stage_separation``, the final ``gamma_hat`` and ``gamma*``."""
+    ev = event_times(traj, config)
+    pred = onset.predicted_onset_time(config)
+    rho = onset.escape_constants(config)["rho_star"]
+    return {"t_V": ev["t_V"], "onset_measured": ev["t_onset"], "onset_predicted": pred,
+            "onset_tolerance": 1.0 / rho, "onset_error_efolds": onset_error_efolds(traj, config),
+            "stage_separation": stage_separation(traj, config), "two_stages": bool(ev["t_V"] < ev["t_onset"]),
+            "gamma_hat": float(traj["gamma_hat"].values[-1]), "gamma_star": _gamma_star(config)}
+
+
+# ------------------------------------------------------------------------------------------------
+# What a map cell costs (the registry's ``cost``: full maps beyond a CPU are named, not run)
+# ------------------------------------------------------------------------------------------------
+#: CPU seconds per seed-step of :func:`empirical.topic.seeds.train_seeds` (measured on a 2-core
+#: CPU, 5-12 seeds batched): a fixed part and parts per document token and per vocabulary pair
+_STEP_SECONDS = {"fixed": 3e-5, "token": 2.5e-8, "pair": 1.5e-8}
+
+
+def cell_cost(config: th.TopicConfig, seeds: int) -> float:
+    """Estimated CPU core-seconds of one map cell of ``config`` with ``seeds`` seeds
+    (:data:`_STEP_SECONDS` x steps x seeds, plus the logging)."""
+    D = config.n_words + (4 if config.vocab == "code" else 1)
+    L = max(config.N, config.N_max) + (2 if config.vocab == "code" else 0)
+    per = (_STEP_SECONDS["fixed"] + _STEP_SECONDS["token"] * config.batch * L
+           + (_STEP_SECONDS["pair"] * config.batch * D * D if config.attention == "trained" else 0.0))
+    logs = len(config.log_steps()) * 2e-3
+    return seeds * (config.steps * per + logs)

@@ -27,7 +27,7 @@ from .population import (context_vector, full_value_matrix, gamma_from, reduced_
                          tied_logits, word_topics)
 from .stage2 import (STAGE2_STATE, STAGE2_TYING, STAGE2_VALUE, attention_dim, escape_rate,
                      escape_rate_polynomial, logit_multiplicities, predicted_onset, s1, s2, s3, s_Mw, s_MM,
-                     s_wM, stage2_optimum, stage2_system, stage2_tied_loss, two_stage_system)
+                     s_wM, stage2_optimum, stage2_system, stage2_tied_loss, two_stage_system, value_optimum)
 from .problem import (SOLVE_OPTIONS, problem, stage2_parameters, system_parameters, systems, two_stage_parameters,
                       two_stage_problem)
 
@@ -47,7 +47,7 @@ __all__ = [
     "word_topics", "full_value_matrix", "reduced_coordinates", "context_vector", "stage2_loss", "tied_logits",
     "gamma_from",
     # stage 2
-    "stage2_tied_loss", "logit_multiplicities", "stage2_system", "stage2_optimum", "escape_rate",
+    "stage2_tied_loss", "logit_multiplicities", "stage2_system", "stage2_optimum", "value_optimum", "escape_rate",
     "attention_dim", "predicted_onset", "escape_rate_polynomial", "two_stage_system",
     # paper-table hooks
     "SOLVE_OPTIONS", "system_parameters", "stage2_parameters", "two_stage_parameters", "systems", "problem",

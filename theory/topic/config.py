@@ -25,7 +25,7 @@ KEY_VARIANTS = ("theory", "code")
 
 #: shared settings of the two-stage presets (quick and full differ in N, batch, steps)
 _TWO_STAGE = dict(variant="joint", T=3, v=2, tau=2, p_m=0.3, p_c=0.5, p_r=0.3, keys="code", lr=0.5, log_every=20,
-                  init_scale=0.01, kq_init_scale=0.01)
+                  init_scale=0.02)
 #: shared settings of the attention-table presets (spec §5.6; LDA T = v = 10, N in [100, 150])
 _TABLE = dict(variant="joint", T=10, v=10, data="lda", alpha=0.1, N=100, N_max=150, vocab="code", keys="code",
               random_ids="all", loss="ce", p_m=0.15, p_c=0.1, p_r=0.1, init_scale=1 / math.sqrt(3 * 104),
@@ -43,7 +43,9 @@ class TopicConfig(ParamsBase):
     ``variant`` (``tdyn train topic --variant``) picks the freeze pattern (:data:`VARIANTS`): each
     imposes ``attention`` / ``value`` / ``embedding`` (``VARIANT_FIXED``; the ``attention`` variant
     freezes ``W_V`` at the block matrix unless ``value="identity"``), and a setting the variant
-    never reads (``VARIANT_ONLY``) moved from its default is a :class:`ConfigError`. Presets
+    never reads (``VARIANT_ONLY``) moved from its default is a :class:`ConfigError`. Learning
+    rates: ``lr`` for ``W_V`` and ``b``, ``kq_lr_ratio * lr`` for ``W_K``, ``W_Q`` (the two-stage
+    map's axis: the paper's "carefully chosen initialization and learning rate"). Presets
     (``TopicConfig.preset(name, quick=...)``): the runs of ``tdyn compare topic`` and the figures.
     """
 
@@ -65,6 +67,7 @@ class TopicConfig(ParamsBase):
         "d_a": ("joint", "attention"),
         "embedding_init": ("embedding",),
         "lam": ("stage1", "joint"),  # the penalty acts on a trained W_V
+        "kq_lr_ratio": ("joint", "attention"),
     }
     PRESETS = {
         "stage1": Preset(
@@ -75,7 +78,7 @@ class TopicConfig(ParamsBase):
         "two_stage": Preset(
             "joint K/Q/V training from small init (compare's claims, spec §3.4, §3.6): code key mask (no "
             "own-position leakage at finite N), larger p_c so that the stage-2 gradient is not tiny, d_a = D",
-            quick=dict(_TWO_STAGE, N=48, batch=16, steps=1200),
+            quick=dict(_TWO_STAGE, N=48, batch=16, steps=1000),
             full=dict(_TWO_STAGE, N=128, batch=32, steps=3000)),
         "attention_table": Preset(
             "the paper's attention table setting (spec §5.6): official LDA data, code vocabulary and "
@@ -104,12 +107,13 @@ class TopicConfig(ParamsBase):
     lam: float = 0.0  # weight decay lambda ||W_V||_F^2 (gradient-carrying; spec §8 Decision 8)
     loss: str = "squared"  # "squared" (sum over vocabulary) or "ce"
     attention: str = "uniform"  # "uniform" (W_K = W_Q = 0 frozen) or "trained"
-    value: str | None = None  # "trained", "identity" or "block" (frozen); None: the variant's default
+    value: str | None = None  # "trained"; frozen "identity", "block" or "optimum"; None: the variant's default
     embedding: str = "one_hot"  # "one_hot" or "trained" (tied W_pred = W_E^T)
     embedding_init: str = "gaussian"  # trained W_E: N(0, init_scale^2) or "identity" (init_scale * I)
     d_a: int = 0  # K/Q dimension; 0 -> vocabulary size D (spec §8 Decision 11)
     optimizer: str = "sgd"  # "sgd" (no momentum) or "adam"
     lr: float = 0.2
+    kq_lr_ratio: float = 1.0  # learning rate of W_K, W_Q over that of W_V (and b): lr_KQ = kq_lr_ratio * lr
     batch: int = 64
     steps: int = 500
     log_every: int = 10
@@ -142,6 +146,8 @@ class TopicConfig(ParamsBase):
             raise ConfigError("lam", f"weight decay must be >= 0, got {self.lam}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ConfigError("lr", f"learning rate must be a finite number > 0, got {self.lr}")
+        if not (math.isfinite(self.kq_lr_ratio) and self.kq_lr_ratio > 0):
+            raise ConfigError("kq_lr_ratio", f"must be a finite number > 0, got {self.kq_lr_ratio}")
         if not (math.isfinite(self.init_scale) and self.init_scale >= 0):
             raise ConfigError("init_scale", f"must be >= 0, got {self.init_scale}")
         if not math.isfinite(self.kq_init_scale):
@@ -154,14 +160,16 @@ class TopicConfig(ParamsBase):
             ("data", ("tau", "lda")), ("keys", KEY_VARIANTS), ("random_ids", ("words", "all")),
             ("masking", ("dynamic", "static")), ("vocab", ("theory", "code")),
             ("loss", ("squared", "ce")), ("attention", ("uniform", "trained")),
-            ("value", ("trained", "identity", "block")), ("embedding", ("one_hot", "trained")),
+            ("value", ("trained", "identity", "block", "optimum")), ("embedding", ("one_hot", "trained")),
             ("optimizer", ("sgd", "adam")), ("embedding_init", ("gaussian", "identity")),
         ):
             check_choice(name, getattr(self, name), allowed)
         if self.masking == "static" and self.n_docs == 0:
             raise ConfigError("masking", "static masking needs a fixed training set (n_docs > 0)")
         if self.variant == "attention" and self.value == "trained":
-            raise ConfigError("value", "variant 'attention' freezes W_V: value must be 'block' or 'identity'")
+            raise ConfigError("value", "variant 'attention' freezes W_V: value must be 'block', 'identity' or 'optimum'")
+        if self.value == "optimum" and self.vocab != "theory":
+            raise ConfigError("value", "W_V frozen at the stage-1 optimum needs the theory vocabulary (vocab='theory')")
 
     # -- time (module docstring) ---------------------------------------------------------------
     def ode_time(self, step: int | float) -> float:

@@ -28,7 +28,7 @@ from .population import enable_x64, full_value_matrix, gamma_from, stage2_loss, 
 
 __all__ = ["s1", "s2", "s3", "s_Mw", "s_wM", "s_MM", "STAGE2_STATE", "STAGE2_VALUE", "STAGE2_TYING",
            "k_qk", "g_1", "g_2", "d_a", "stage2_tied_loss", "logit_multiplicities", "stage2_system",
-           "stage2_optimum", "escape_rate", "attention_dim", "predicted_onset", "escape_rate_polynomial",
+           "stage2_optimum", "value_optimum", "escape_rate", "attention_dim", "predicted_onset", "escape_rate_polynomial",
            "two_stage_system"]
 
 s1, s2, s3, s_Mw, s_wM, s_MM = sp.symbols("s_1 s_2 s_3 s_Mw s_wM s_MM", real=True)
@@ -184,8 +184,18 @@ def stage2_system(keys: str = "theory") -> ReducedSystem:
 # ------------------------------------------------------------------------------------------------
 # Numerical optimum and escape rate (full vocabulary, population.py)
 # ------------------------------------------------------------------------------------------------
-def _value_optimum(config: TopicConfig):
-    return full_value_matrix(stage1_optimum(config.replace(lam=0.0)), config.T, config.v)
+def value_optimum(config: TopicConfig) -> tuple[np.ndarray, np.ndarray]:
+    """``(W^V*, b*)`` on the theory vocabulary: the stage-1 optimum (``lam -> 0``) of the config's
+    key variant, where the stage-2 theorem freezes the value matrix (cached per sizes, masking
+    and keys: the sympy solve is the slow part)."""
+    W, b = _value_optimum(config.T, config.v, config.tau, config.p_m, config.p_c, config.p_r, config.keys)
+    return W.copy(), b.copy()
+
+
+@lru_cache(maxsize=32)
+def _value_optimum(T_: int, v_: int, tau_: int, pm: float, pc: float, pr: float, keys: str):
+    cfg = TopicConfig(T=T_, v=v_, tau=tau_, p_m=pm, p_c=pc, p_r=pr, keys=keys)
+    return full_value_matrix(stage1_optimum(cfg), T_, v_)
 
 
 def stage2_optimum(config: TopicConfig, W=None, b=None) -> dict[str, float]:
@@ -197,7 +207,7 @@ def stage2_optimum(config: TopicConfig, W=None, b=None) -> dict[str, float]:
     from scipy.optimize import minimize, minimize_scalar
 
     if W is None:
-        W, b = _value_optimum(config)
+        W, b = value_optimum(config)
     Tn, vn = config.T, config.v
 
     if config.keys == "theory":
@@ -233,7 +243,7 @@ def escape_rate(config: TopicConfig, W=None, b=None, documents: str = "all") -> 
     import jax.numpy as jnp
 
     if W is None:
-        W, b = _value_optimum(config)
+        W, b = value_optimum(config)
     D = config.n_words + 1
     G = np.asarray(jax.grad(lambda S: stage2_loss(S, W, b, config, documents=documents))(jnp.zeros((D, D))))
     return {"sigma_max": float(np.linalg.svd(G, compute_uv=False)[0]), "G": G}

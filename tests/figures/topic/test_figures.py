@@ -39,8 +39,15 @@ def test_the_collector_writes_every_output_and_the_report(tmp_path):
     text = ["wikitext_topic_ratios.png", "wikitext_topic_ratios.pdf", "wikitext_topic_ratios.csv"] \
         if corpus_available() else []
     figs = [f"{n}.{ext}" for n in ("stage1_topic_mode", "stage1_value_heatmap", "two_stage_norms") for ext in ("png", "pdf")]
-    assert names == [*figs, "attention_table.csv", "attention_table.png", "attention_table.pdf", "gamma_star.png",
-                     "gamma_star.pdf", *text, "report.json"]
+    head = [*figs, "attention_table.csv", "attention_table.png", "attention_table.pdf", "gamma_star.png",
+            "gamma_star.pdf", *text]
+    assert names[:len(head)] == head and names[-1] == "report.json"
+    # then the claims' validity maps (one per claim), their tables and claims.json, under claims/
+    from figures.topic.claims import claims
+
+    maps = {f"{n}.{ext}" for n in claims.registry().names for ext in ("png", "pdf", "csv")}
+    assert maps | {"claims.json"} <= set(names[len(head):-1])
+    assert all(p.parent.name == "claims" for p in written[len(head):-1])
     assert all(p.is_file() and p.stat().st_size > 0 for p in written)
     from figures.topic import compare
 

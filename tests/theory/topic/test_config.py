@@ -47,12 +47,14 @@ def test_presets_are_the_compare_and_figure_regimes():
         ("stage1", 5, 4, 2, 200, 32, 0.5, 600, 20)
     s = tp.TopicConfig.preset("stage1", quick=False)
     assert (s.T, s.v, s.tau, s.N, s.batch, s.lr, s.steps, s.log_every) == (10, 10, 2, 1000, 128, 0.5, 3000, 50)
+    # two stages: one cell of the claims' quick maps (init 0.02, the longest horizon 1000 steps), so
+    # the compare report, the figure and the maps share the run
     j = tp.TopicConfig.preset("two_stage")
     assert (j.variant, j.T, j.v, j.tau, j.p_m, j.p_c, j.p_r, j.keys, j.N, j.batch, j.lr, j.steps, j.log_every,
-            j.init_scale, j.kq_scale, j.attention) == \
-        ("joint", 3, 2, 2, 0.3, 0.5, 0.3, "code", 48, 16, 0.5, 1200, 20, 0.01, 0.01, "trained")
+            j.init_scale, j.kq_scale, j.kq_lr_ratio, j.attention) == \
+        ("joint", 3, 2, 2, 0.3, 0.5, 0.3, "code", 48, 16, 0.5, 1000, 20, 0.02, 0.02, 1.0, "trained")
     jf = tp.TopicConfig.preset("two_stage", quick=False)
-    assert (jf.N, jf.batch, jf.steps) == (128, 32, 3000) and jf.replace(N=48, batch=16, steps=1200) == j
+    assert (jf.N, jf.batch, jf.steps) == (128, 32, 3000) and jf.replace(N=48, batch=16, steps=1000) == j
     for quick, (n_docs, batch, steps) in ((True, (200, 8, 40)), (False, (10_000, 40, 5000))):
         t = tp.TopicConfig.preset("attention_table", quick)
         assert (t.variant, t.T, t.v, t.data, t.alpha, t.N, t.N_max, t.vocab, t.keys, t.random_ids, t.loss,

@@ -1,0 +1,63 @@
+"""The map's ``cost`` note (figures.claims_registry.Cost) and the full-mode rule built on it: a map
+whose estimated CPU cost exceeds the allowance is not run on a CPU, and is named with its cost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tiny.figures.claims as tiny_claims
+from figures.claims import NeedsAccelerator, map_cost, plan_claim, registry_claims, too_costly
+from figures.claims_registry import load_registry
+from helpers.tiny_row import tiny_registered
+from theory import ConfigError
+from tiny.theory import TinyConfig
+
+TOML = Path(tiny_claims.__file__).with_name("claims.toml").read_text()
+SEEDS = "seeds = { quick = 5, full = 12 }"
+
+
+def _registry(tmp_path, cost: str) -> Path:
+    p = tmp_path / "claims.toml"
+    p.write_text(TOML.replace(SEEDS, SEEDS + "\n" + cost))
+    return p
+
+
+def test_the_loader_reads_and_refuses_cost_notes(tmp_path):
+    reg = load_registry(_registry(tmp_path, 'cost = { seed_seconds = 2.5, note = "measured" }'), config=TinyConfig)
+    cost = reg.get("gap_shrinks").map.cost
+    assert (cost.seed_seconds, cost.note) == (2.5, "measured")
+    assert cost.cell_seconds(TinyConfig(), 12) == 30.0
+    assert load_registry(Path(tiny_claims.__file__).with_name("claims.toml")).get("gap_shrinks").map.cost is None
+    for bad, msg in (("cost = { }", "give exactly one"), ("cost = { seed_seconds = -1 }", "seed_seconds"),
+                     ('cost = { seed_seconds = 1, function = "a.b:c" }', "give exactly one"),
+                     ('cost = { function = "nope" }', "cost.function"), ("cost = { seconds = 1 }", "unknown key")):
+        with pytest.raises(ConfigError, match=msg):
+            load_registry(_registry(tmp_path, bad), config=TinyConfig)
+
+
+def test_full_maps_beyond_the_cpu_allowance_are_named_not_run(tmp_path, monkeypatch, capsys):
+    """The tiny map in full mode: 9 config cells x 12 seeds; at 1e4 core-seconds per seed that is
+    1.08e6 s = 300 core-hours (> 2): skipped with the line; quick mode always runs; a larger
+    allowance (TDYN_CPU_CORE_HOURS) or a Ray cluster runs it."""
+    path = _registry(tmp_path, "cost = { seed_seconds = 1e4 }")
+    with tiny_registered(claims=registry_claims("tiny", path)) as row:
+        spec = load_registry(path, paper="tiny", config=TinyConfig, resolve=True).get("gap_shrinks")
+        full = plan_claim(spec, quick=False)
+        assert map_cost(full) == pytest.approx(9 * 12 * 1e4)
+        need = too_costly(full, "cpu")
+        assert isinstance(need, NeedsAccelerator) and need.core_hours == pytest.approx(300.0)
+        assert str(need).startswith("needs a GPU/cluster: tiny/gap_shrinks ~300 core-hours (9 cells x 12 seeds")
+        assert too_costly(plan_claim(spec, quick=True), "cpu") is None
+        monkeypatch.setenv("TDYN_CPU_CORE_HOURS", "1000")
+        assert too_costly(full, "cpu") is None
+        monkeypatch.setenv("TDYN_CPU_CORE_HOURS", "2")
+        slot = row.slot("claims")
+        monkeypatch.chdir(tmp_path)
+        assert slot(quick=False, device="cpu") == []
+        assert [str(s) for s in slot.skipped] == [str(need)]
+        assert str(need) in capsys.readouterr().err
+        monkeypatch.setenv("TDYN_CPU_CORE_HOURS", "many")
+        with pytest.raises(ConfigError, match="TDYN_CPU_CORE_HOURS"):
+            too_costly(full, "cpu")
