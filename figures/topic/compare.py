@@ -38,6 +38,7 @@ from theory import topic as th
 
 from ..core import agreement
 from ..report import Break, Observable, Report
+from . import calibration as sde_calibration
 from . import text
 from .claims import onset_tolerance, table_claim, two_stage_check, two_stage_claims
 
@@ -208,4 +209,7 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
                    for r in rows if r["dropped"]]
         claims.append(table_claim(rows))
     claims += text.claims(quick, device)
+    # the minibatch SDE against real SGD (issue 20): coverage, variance ratios, (lr, batch) map, its claim
+    details["sde_calibration"], sde_breaks = sde_calibration.report(quick, sde_calibration.device_type(device))
+    breaks += sde_breaks
     return Report("topic", f"{regime1}; {regime2}", observables, claims, breaks, details=details)
