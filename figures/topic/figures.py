@@ -11,7 +11,7 @@ row, legends outside the data, colourbars on heatmaps).
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.ticker import NullFormatter, ScalarFormatter
+from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from theory import topic as th
 
@@ -227,7 +227,8 @@ def fig_sde_calibration(outdir, quick: bool = True, *, device: str = "auto") -> 
     axes[0].set_ylabel("fraction of SGD points inside")
     axes[1].axhline(1.0, **style.role("reference"))
     axes[1].set_yscale("log")
-    axes[1].yaxis.set_major_formatter(ScalarFormatter())  # 0.5, 1, 2 rather than 5 x 10^-1
+    axes[1].yaxis.set_major_locator(LogLocator(base=2))  # 0.25, 0.5, 1, 2, 4 rather than 5 x 10^-1
+    axes[1].yaxis.set_major_formatter(FormatStrFormatter("%g"))
     axes[1].yaxis.set_minor_formatter(NullFormatter())
     axes[1].set_xlabel(STEP)
     axes[1].set_ylabel(r"variance ratio $\mathrm{Var}_\mathrm{SDE} / \mathrm{Var}_\mathrm{SGD}$")
