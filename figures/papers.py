@@ -218,7 +218,7 @@ register(Paper(
     config="theory.topic:TopicConfig",
     systems="theory.topic:systems",
     problem="theory.topic:problem",
-    sde=None,
+    sde="theory.topic.sde:sde",  # stage 1 in the full (W, b) space, noise from one document's loss
     train="empirical.topic:run",
     compare="figures.topic:compare",
     figures="figures.topic.figures:FIGURES",
@@ -226,7 +226,6 @@ register(Paper(
     text="empirical.topic.text:TopicTextConfig",  # LDA topics and embedding/attention ratios on WikiText-2
     claims="figures.topic.claims:claims",
     variants=("stage1", "joint", "attention", "embedding"),
-    missing={"sde": "the topic paper's theory is a population gradient flow; no minibatch SDE is specified"},
 ))
 
 register(Paper(

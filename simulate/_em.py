@@ -8,7 +8,9 @@ as the Itô term of an energy). ``noise`` is the model's own randomness for the 
 together with the Brownian increments (one random call per group of output intervals instead of a
 key split per step: the fast path). Output times need not be multiples of ``dt``: the interval between two
 output times is cut into ``ceil(length/dt)`` equal steps (so every step is <= dt and each output
-time is hit exactly).
+time is hit exactly). A model whose diffusion is structured (a ``dim x noise_dim`` matrix cheap to
+apply but costly to form) may also define ``increment(t, y, h, dW, noise, args) -> f h + g dW`` (the
+Euler–Maruyama increment, the same numbers as forming ``g``): Euler–Maruyama then never builds ``g``.
 
 Schemes (:data:`METHODS`, scipy style; ``h`` the step, ``dW = sqrt(h) z``, ``z ~ N(0, I)``, Itô):
 
@@ -149,7 +151,10 @@ def _advance(sde: Any, method: str):
             return sde.drift(t, y, args), sde.diffusion(t, y, args, noise)
 
     small = int(sde.noise_dim) <= 8
-    if method == "euler_maruyama":
+    if method == "euler_maruyama" and hasattr(sde, "increment"):  # a structured diffusion: g dW without g
+        def advance(t, y, h, dW, noise, args):
+            return y + sde.increment(t, y, h, dW, noise, args)
+    elif method == "euler_maruyama":
         def advance(t, y, h, dW, noise, args):
             f, g = terms(t, y, args, noise)
             return y + f * h + (g * dW).sum(-1) if small else y + f * h + g @ dW  # small: fuses on CPU

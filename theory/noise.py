@@ -238,10 +238,34 @@ class Moments:
             out.append(lin)
         return out
 
+    def coefficients(self, expr) -> dict[tuple[int, ...], sp.Expr]:
+        """``expr`` as a polynomial in the variables: exponent tuple -> coefficient (anything free
+        of the variables). :class:`ConfigError` when it is not polynomial in them."""
+        expr = sp.sympify(expr)
+        if not expr.free_symbols & set(self.variables):
+            return {(0,) * len(self.variables): expr}
+        try:
+            return dict(sp.Poly(expr, *self.variables).terms())
+        except sp.PolynomialError as exc:
+            raise ConfigError("distribution", f"Moments: {expr} is not polynomial in {self.variables}; use "
+                                              "derive_noise(..., linearize=True) (delta method) or a MonteCarlo "
+                                              "sampler") from exc
+
     def moments(self, g, linearize=False):
+        """``(E[g_i], E[g_i g_j])`` from each ``g_i``'s polynomial coefficients (one decomposition
+        per ``g_i``, then ``E[g_i g_j] = Σ c_iα c_jβ E[x^(α+β)]``: no product is expanded, so a
+        ``g`` whose coefficients are long expressions in the state stays cheap)."""
         if linearize:
             g = self.linearized(g)
-        return _second(self, g)
+        coef = [self.coefficients(e) for e in g]
+        n = len(g)
+        mean = [sp.Add(*[c * self.moment(a) for a, c in ci.items()]) for ci in coef]
+        S = sp.zeros(n, n)
+        for i in range(n):
+            for j in range(i, n):
+                S[i, j] = S[j, i] = sp.Add(*[ca * cb * self.moment(tuple(x + y for x, y in zip(a, b)))
+                                             for a, ca in coef[i].items() for b, cb in coef[j].items()])
+        return mean, S
 
 
 @dataclass(frozen=True, eq=False)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from theory.topic import PAPER, VARIANTS, TopicConfig, reduced_coordinates
+from theory.topic import PAPER, VARIANTS, TopicConfig, context_residual, off_symmetric_residual, reduced_coordinates
 
 from ..trainer import ModuleState, Trainer
 from .data import DocumentSampler, mask_batch, vocabulary
@@ -121,9 +121,11 @@ class TopicExperiment(ModuleState):
         with torch.no_grad():
             obs = {"norm_W_K": float(torch.linalg.norm(m.W_K)), "norm_W_Q": float(torch.linalg.norm(m.W_Q)),
                    "norm_W_V": float(torch.linalg.norm(m.W_V))}
-        red = reduced_coordinates(self.value_like_matrix(), m.b.detach().cpu().numpy(), self.vocab.topic_of,
-                                  mask_id=self.vocab.mask)
-        obs.update(red)
+        M = self.value_like_matrix()
+        obs.update(reduced_coordinates(M, m.b.detach().cpu().numpy(), self.vocab.topic_of, mask_id=self.vocab.mask))
+        obs["off_symmetric_residual"] = float(off_symmetric_residual(M, self.vocab.topic_of))
+        obs["context_residual"] = float(context_residual(M, m.b.detach().cpu().numpy(), self.vocab.topic_of,
+                                                         self.vocab.mask))
         if self.config.variant in ("joint", "attention"):
             tok, val = self.eval_docs
             st = attention_statistics(m, tok, val, self.vocab, self.config.v)

@@ -34,6 +34,7 @@ from theory.topic import onset
 
 from ..core import agreement
 from ..report import Break, Observable, Report
+from . import calibration as sde_calibration
 from . import text
 from .claims import claims as decide_claims
 from .claims import two_stage_check
@@ -207,4 +208,7 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
         details["attention_table"] = table_rows(quick, device)
     # the registry's claims (decided over seeds); the real-text claims (one run, when a corpus is there)
     results = [*decide_claims(quick=quick, device=device), *text.claims(quick, device)]
+    # the minibatch SDE against real SGD (issue 20): coverage, variance ratios, (lr, batch) map, its claim
+    details["sde_calibration"], sde_breaks = sde_calibration.report(quick, sde_calibration.device_type(device))
+    breaks += sde_breaks
     return Report("topic", f"{regime1}; {regime2}", observables, results, breaks, details=details)

@@ -16,6 +16,7 @@ import pandas as pd
 from empirical import text as corpus_text
 from theory.topic import PAPER
 
+from .. import style
 from ..core import finish_figure, save_table
 from ..realtext import corpus_available, results, runs_dir, text_regime
 from ..report import Claim
@@ -33,19 +34,20 @@ def fig_topic_ratios(outdir, quick: bool = True, *, device: str = "auto", corpus
         return None
     res = results(PAPER, quick, device, corpus, store=runs_dir(outdir))
     df = res["table"]
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    fig, axes = style.panels(3, size=(3.3, 2.7))
+    names = {"cosine": "embedding cosine", "dot": "embedding dot product", "attention": "attention weight"}
     for ax, stat in zip(axes, ("cosine", "dot", "attention")):
-        for model, m in (("trained", "o-"), ("control", "s--")):
+        for model, kw in (("trained", style.role("practice")),
+                          ("control", dict(color="0.3", linestyle="--", marker="s", markersize=3))):
             d = df[df["model"] == model]
-            ax.plot(d["threshold"], d[f"{stat}_ratio"], m, label=model)
-        ax.axhline(1, color="k", lw=0.8)
+            ax.plot(d["threshold"], d[f"{stat}_ratio"], **kw,
+                    label="masked LM, trained" if model == "trained" else "same model at its random init (control)")
+        ax.axhline(1, **style.role("reference"), label="no topic structure (ratio 1)")
         ax.set_xscale("log")
-        ax.set_xlabel("top fraction of words per topic")
-        ax.set_title(f"{stat}: same / different topic", fontsize=9)
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"Topic ratios on WikiText-2 (LDA {res['config'].num_topics} topics, masked LM)", fontsize=9)
-    fig.tight_layout()
+        ax.set_xlabel("fraction of words kept per topic")
+        ax.set_ylabel(f"{names[stat]}: same / different topic")
+    style.legend_outside(fig, axes, ncols=3)
+    fig.suptitle(f"Topic ratios on WikiText-2 (LDA, {res['config'].num_topics} topics; masked LM)")
     finish_figure(fig, outdir, "wikitext_topic_ratios.png")
     save_table(df, outdir, "wikitext_topic_ratios.csv")
     return df

@@ -301,3 +301,21 @@ def test_finite_covariance_left_implicit_is_exact_and_consistent():
     np.testing.assert_allclose(model.per_sample_covariance([0.4, -0.7]), C, rtol=1e-12, atol=1e-14)
     with pytest.raises(ConfigError, match="Finite"):
         derive_noise((th1 - y) ** 2, (th1,), (y,), Moments.gaussian((y,)), covariance=False)
+
+
+def test_moments_from_coefficients_equal_the_expectations_of_the_products():
+    """Moments.moments decomposes each g_i into monomials once (E[g_i g_j] from the moment table,
+    no product expanded): it equals the expectations of the expanded products, for Gaussian and
+    multinomial variables, polynomials of degree 2 with symbolic coefficients."""
+    from theory.noise import _second
+
+    a, b = sp.symbols("a b", real=True)
+    x1, x2, x3 = sp.symbols("x1 x2 x3", real=True)
+    g = [a * x1 + b * x2**2 + 1, (a - b) * x1 * x2 + a**2, b * x3 - x1 + a * b]
+    for dist in (Moments.gaussian((x1, x2, x3), mean=[1, a, 0], cov=[2, 1, b**2]),
+                 Moments.multinomial((x1, x2, x3), 4, [sp.Rational(1, 2), sp.Rational(1, 3), sp.Rational(1, 6)],
+                                     scale=sp.Rational(1, 4))):
+        mean, S = dist.moments(g)
+        mean0, S0 = _second(dist, g)
+        assert all(sp.simplify(m - m0) == 0 for m, m0 in zip(mean, mean0))
+        assert all(sp.simplify(S[i, j] - S0[i, j]) == 0 for i in range(3) for j in range(3))

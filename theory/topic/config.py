@@ -197,6 +197,13 @@ def estimate(c, command: str, paths: int) -> list[Term]:
     D = field_value(c, "T", 10) * field_value(c, "v", 10) + 4  # vocabulary (+ MASK and the code's specials)
     n_tok, B = max(field_value(c, "N", 1), field_value(c, "N_max", 0)), field_value(c, "batch", 1)
     terms = [Term("memory", 4 * F64 * D * D, "v" if field_value(c, "v") > field_value(c, "T") else "T")]
+    if command == "sde":  # the ensemble's states (D x (T + 2) numbers per path and logged time), and its work
+        n_log = field_value(c, "steps", 1) / max(field_value(c, "log_every", 1), 1) + 2
+        r = field_value(c, "T", 10) + 2
+        terms += [Term("memory", 2 * F64 * paths * n_log * D * r, "T"),
+                  Term("memory", 4 * F64 * D * r * math.comb(int(min(field_value(c, "T", 10), 60)),
+                                                           int(min(field_value(c, "tau", 2), 30))) * field_value(c, "v", 10),
+                       "tau")]
     if command == "train":
         terms += [Term("memory", 3 * F64 * B * n_tok * D, "N" if n_tok > B else "batch"),
                   Term("memory", F64 * field_value(c, "n_docs") * n_tok, "n_docs")]

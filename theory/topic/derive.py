@@ -33,7 +33,8 @@ __all__ = [
     "chain_rule", "context_frequencies", "stage1_definitions", "stage1_loss", "multiplicities",
     "stage1_flow", "stage1_system", "eigen_coordinates", "topic_mode_equation", "topic_mode_solution",
     "headline_block_difference", "kappa", "numeric_subs", "stage1_optimum", "embedding_topic_mode",
-    "embedding_system", "frobenius_norm_sq",
+    "embedding_system", "frobenius_norm_sq", "n_sel", "FULL_SYMBOLIC_MAX_D", "FULL_PARAMETERS", "full_space_symbols",
+    "document_loss", "document_distribution", "full_space_residual_expr", "full_space_system",
 ]
 
 # Symbols ----------------------------------------------------------------------------------------
@@ -305,3 +306,136 @@ def embedding_system(keys: str = "theory") -> ReducedSystem:
         spec=f"{SPEC} §3.5 (embedding version, keys={keys})",
         description="Topic mode of E = W_E^T W_E with W^V = I frozen: logistic growth to 1/a.",
     )
+
+
+# ------------------------------------------------------------------------------------------------
+# One document's loss and the minibatch noise in the full (W, b) space (issue 20; spec "SDE note")
+# ------------------------------------------------------------------------------------------------
+#: labelled (selected) positions per document: the label frequencies are Multinomial(n_sel, u_S)/n_sel
+n_sel = sp.Symbol("n_sel", positive=True)
+#: largest vocabulary (``D = Tv + 1``) whose full-space system is also built in sympy (``D^2 + D`` states)
+FULL_SYMBOLIC_MAX_D = 7
+#: the full-space system's parameters (``T, v, tau`` are the instance's numbers)
+FULL_PARAMETERS = (p_m, p_c, p_r, lam, eta, n_sel)
+
+
+def full_space_symbols(config: TopicConfig) -> dict[str, sp.Matrix]:
+    """State ``W`` (D x D), ``b`` (D) and the sample symbols of one document: its context ``xbar``
+    (D) and label frequencies ``q`` (Tv: a label is a word, never ``[MASK]``), theory vocabulary
+    (words ``0..Tv-1``, then ``[MASK]``)."""
+    nw = config.n_words
+    D = nw + 1
+    return {"W": sp.Matrix(D, D, lambda i, j: sp.Symbol(f"W_{i}_{j}", real=True)),
+            "b": sp.Matrix(D, 1, lambda i, _: sp.Symbol(f"b_{i}", real=True)),
+            "xbar": sp.Matrix(D, 1, lambda i, _: sp.Symbol(f"xbar_{i}", real=True)),
+            "q": sp.Matrix(nw, 1, lambda i, _: sp.Symbol(f"q_{i}", real=True))}
+
+
+def document_loss(config: TopicConfig) -> sp.Expr:
+    """The per-sample loss of one document (the minibatch's sample): the mean over its ``n_sel``
+    selected positions of ``||W xbar + b - e_{y_j}||^2`` (uniform attention: every query sees the
+    context ``xbar``), written with the label frequencies ``q_w = #{j: y_j = w}/n_sel``, plus the
+    weight decay: ``||W xbar + b||^2 - 2 (W xbar + b).q + sum_w q_w + lam ||W||_F^2``
+    (``||e_y||^2 = 1 = sum_w q_w``). Averaged over the documents it is the stage-1 loss (spec §3.5)."""
+    sym = full_space_symbols(config)
+    W, b, x, q = sym["W"], sym["b"], sym["xbar"], sym["q"]
+    o = W * x + b
+    qD = q.col_join(sp.zeros(1, 1))
+    return (o.T * o)[0] - 2 * (o.T * qD)[0] + sum(q) + lam * sum(w**2 for w in W)
+
+
+def _document_vectors(config: TopicConfig):
+    """Per topic set ``S`` (numbers ``T, v, tau`` of ``config``): ``x_bar_S`` from
+    :func:`context_frequencies` (sympy in the masking probabilities) and ``u_S``."""
+    import itertools
+
+    T_, v_, tau_ = config.T, config.v, config.tau
+    fr = {k: e.subs({T: T_, v: v_, tau: tau_}) for k, e in context_frequencies(config.keys).items()}
+    out = []
+    for S in itertools.combinations(range(T_), tau_):
+        inside = [i // v_ in S for i in range(T_ * v_)]
+        xbar = [fr["f_in"] if k else fr["f_out"] for k in inside] + [fr["f_mask"]]
+        out.append((S, xbar, [sp.Rational(int(k), tau_ * v_) for k in inside]))
+    return out
+
+
+def document_distribution(config: TopicConfig):
+    """The law of one document (``theory.noise``): its topic set ``S`` uniform over the
+    ``C(T, tau)`` sets, the context ``xbar = x_bar_S`` of a long document (``N -> inf``, spec
+    §3.5) and its ``n_sel`` labels i.i.d. uniform over the document's words,
+    ``q ~ Multinomial(n_sel, u_S)/n_sel``: a :class:`~theory.noise.Mixture` of
+    point-mass-context x multinomial-label parts. Exact (finite mixture, closed-form moments)."""
+    from ..noise import Finite, Independent, Mixture, Moments
+
+    sym = full_space_symbols(config)
+    docs = _document_vectors(config)
+    parts = [Independent((Finite(({s: e for s, e in zip(sym["xbar"], xbar)},), (1,)),
+                          Moments.multinomial(list(sym["q"]), n_sel, u, scale=1 / n_sel))) for _, xbar, u in docs]
+    return Mixture(tuple(sp.Rational(1, len(docs)) for _ in docs), tuple(parts))
+
+
+def _full_population_loss(config: TopicConfig) -> sp.Expr:
+    """``E_S ||W x_bar_S + b - u_S||^2 + (1 - 1/(tau v)) + lam ||W||_F^2`` (spec §3.5), written
+    from the document vectors, not from the per-sample loss."""
+    sym = full_space_symbols(config)
+    W, b = sym["W"], sym["b"]
+    docs = _document_vectors(config)
+    tot = sp.Integer(0)
+    for _, xbar, u in docs:
+        r = W * sp.Matrix(xbar) + b - sp.Matrix(list(u) + [0])
+        tot += (r.T * r)[0]
+    return tot / len(docs) + 1 - sp.Rational(1, config.tau * config.v) + lam * sum(w**2 for w in W)
+
+
+def full_space_residual_expr(config: TopicConfig) -> sp.Expr:
+    """``||W_w - sum_k omega_k Pi_k||_F`` of the word block in the state symbols (spec §6)."""
+    sym = full_space_symbols(config)
+    nw, v_ = config.n_words, config.v
+    Ww = sym["W"][:nw, :nw]
+    cls = {"d": [], "s": [], "c": []}
+    for i in range(nw):
+        for j in range(nw):
+            cls["d" if i == j else ("s" if i // v_ == j // v_ else "c")].append((i, j))
+    mean = {k: sum(Ww[i, j] for i, j in ij) / len(ij) for k, ij in cls.items() if ij}
+    return sp.sqrt(sum((Ww[i, j] - mean[k]) ** 2 for k, ij in cls.items() for i, j in ij))
+
+
+@lru_cache(maxsize=None)
+def _full_space_system(T_: int, v_: int, tau_: int, keys: str) -> ReducedSystem:
+    from ..noise import derive_noise
+
+    config = TopicConfig(T=T_, v=v_, tau=tau_, keys=keys)
+    sym = full_space_symbols(config)
+    state = tuple(sym["W"]) + tuple(sym["b"])
+    L = _full_population_loss(config)
+    rhs = tuple(-eta * sp.diff(L, x) for x in state)
+    noise = derive_noise(document_loss(config), state, tuple(sym["xbar"]) + tuple(sym["q"]),
+                         document_distribution(config), preconditioner=eta, simplify=False,
+                         description=("one document: topic set S uniform, context x_bar_S (N -> inf), n_sel labels "
+                                      "~ Multinomial(n_sel, u_S); time = optimiser steps (eta = lr)"))
+    nw = config.n_words
+    return ReducedSystem(
+        name=f"stage1_full_{keys}", paper=PAPER, state=state, parameters=FULL_PARAMETERS, rhs=rhs,
+        observables={"off_symmetric_residual": full_space_residual_expr(config),
+                     "topic_mode": sum(sym["W"][i, j] * (sp.Rational(1, v_) if i // v_ == j // v_ else 0)
+                                       - sym["W"][i, j] / nw for i in range(nw) for j in range(nw)) / (T_ - 1)},
+        spec=f"{SPEC} §3.5, SDE note (full D x D space, T={T_} v={v_} tau={tau_}, keys={keys})", noise=noise,
+        description=("Stage 1 in the full (W^V, b) space with its minibatch noise: one-hot, uniform attention, "
+                     "squared loss, N -> inf context; eta = lr, time = optimiser step."),
+    )
+
+
+def full_space_system(config: TopicConfig) -> ReducedSystem:
+    """The stage-1 flow on every entry of ``(W, b)`` (``D^2 + D`` states, ``D = Tv + 1``) with its
+    minibatch noise derived from :func:`document_loss` under :func:`document_distribution`
+    (exact: ``noise.method == "moments"``). The drift is ``-eta`` times the gradient of the
+    population loss (written independently of the per-sample loss, so ``check_drift`` is a real
+    check); on the symmetric subspace it is :func:`stage1_flow`. Sympy: for small instances only
+    (:data:`FULL_SYMBOLIC_MAX_D`); the SDE at any size is :mod:`theory.topic.sde`, whose numeric
+    per-sample flow the tests hold against this one."""
+    D = config.n_words + 1
+    if D > FULL_SYMBOLIC_MAX_D:
+        raise ConfigError("T", f"the symbolic full-space system has D^2 + D = {D * D + D} states; it is built up to "
+                               f"D = {FULL_SYMBOLIC_MAX_D} (T v <= {FULL_SYMBOLIC_MAX_D - 1}); the SDE at any size "
+                               "is theory.topic.sde")
+    return _full_space_system(config.T, config.v, config.tau, config.keys)

@@ -2,8 +2,12 @@
 module: ``xp=numpy`` for plain evaluation, ``xp=jax.numpy`` (the default) for autodiff.
 
 * :func:`full_value_matrix` / :func:`reduced_coordinates` — symmetric coordinates <-> ``(W, b)``;
+* :func:`off_symmetric_residual` — ``||W - sum_k omega_k Pi_k||_F`` of the word block (spec §6);
+  :func:`context_residual` — the same for the part of ``[W | b]`` in the span of the long-document
+  contexts (:func:`context_basis`: the part the ``N -> inf`` minibatch noise reaches);
 * :func:`context_vector` — ``x_bar_S`` of a long masked document (same law as
-  :func:`~theory.topic.derive.context_frequencies`);
+  :func:`~theory.topic.derive.context_frequencies`); :func:`document_table` — every topic set's
+  context and label law (the documents the minibatch noise is drawn from);
 * :func:`stage2_loss` — the population per-selected-position loss for any key x query logit
   matrix; :func:`tied_logits` — the slides' tying; :func:`gamma_from`.
 
@@ -20,8 +24,9 @@ import numpy as np
 
 from .config import TopicConfig
 
-__all__ = ["enable_x64", "word_topics", "full_value_matrix", "reduced_coordinates", "context_vector",
-           "documents", "stage2_loss", "tied_logits", "gamma_from"]
+__all__ = ["enable_x64", "word_topics", "full_value_matrix", "reduced_coordinates", "off_symmetric_residual",
+           "context_basis", "context_residual",
+           "context_vector", "documents", "document_table", "stage2_loss", "tied_logits", "gamma_from"]
 
 
 def enable_x64() -> None:
@@ -88,6 +93,50 @@ def reduced_coordinates(W: np.ndarray, b: np.ndarray | None, topic_of: np.ndarra
     return {k: float(x) for k, x in out.items()}
 
 
+def off_symmetric_residual(W, topic_of: np.ndarray) -> np.ndarray:
+    """``||W_w - sum_k omega_k Pi_k||_F`` over the word block ``W_w`` of ``W`` (..., D, D): its
+    distance from the symmetric subspace ``span{I, P, J}`` (spec §3.5 "Eigen-form", §6), whose
+    projection is ``A I + B (P - I) + C (J - P)`` with ``A, B, C`` the means of the diagonal,
+    same-topic and different-topic entries. Vectorised over leading axes; ``topic_of[i] < 0``
+    marks special tokens (excluded)."""
+    W = np.asarray(W, dtype=np.float64)
+    words = np.nonzero(np.asarray(topic_of) >= 0)[0]
+    tw = np.asarray(topic_of)[words]
+    Ww = W[..., words[:, None], words[None, :]]
+    same = tw[:, None] == tw[None, :]
+    diag = np.eye(len(words), dtype=bool)
+    classes = (diag, same & ~diag, ~same)
+    proj = np.zeros_like(Ww)
+    for cls in classes:
+        mean = Ww[..., cls].mean(-1)
+        proj = proj + mean[..., None, None] * cls
+    return np.sqrt(((Ww - proj) ** 2).sum((-2, -1)))
+
+
+def context_basis(topic_of: np.ndarray, mask_id: int) -> np.ndarray:
+    """Orthonormal basis ((D+1) x (T+2)) of the span of the augmented contexts ``[x_bar_S; 1]`` of
+    long documents (spec §3.5: ``x_bar_S`` is constant on each topic's words, plus ``[MASK]``):
+    the topic indicators ``1_t/sqrt(v)``, the ``[MASK]`` id and the bias coordinate (the last)."""
+    topic_of = np.asarray(topic_of)
+    D, T_ = topic_of.size, int(topic_of.max()) + 1
+    Bm = np.zeros((D + 1, T_ + 2))
+    for t in range(T_):
+        ids = np.nonzero(topic_of == t)[0]
+        Bm[ids, t] = 1 / np.sqrt(ids.size)
+    Bm[mask_id, T_] = 1.0
+    Bm[D, T_ + 1] = 1.0
+    return Bm
+
+
+def context_residual(W, b, topic_of: np.ndarray, mask_id: int) -> np.ndarray:
+    """:func:`off_symmetric_residual` of ``W`` restricted to the context span: ``[W | b] B Bᵀ``
+    with ``B`` = :func:`context_basis`. The ``N -> inf`` document law moves ``[W | b]`` only in
+    this span (:mod:`theory.topic.sde`); what a finite document's context adds lies outside it."""
+    Bm = context_basis(topic_of, mask_id)
+    Wt = np.concatenate([np.asarray(W, np.float64), np.asarray(b, np.float64)[..., :, None]], axis=-1)
+    return off_symmetric_residual((Wt @ Bm @ Bm.T)[..., :, :-1], topic_of)
+
+
 def context_vector(T_: int, v_: int, topics, pm: float, pc: float, pr: float, keys: str) -> np.ndarray:
     """Numeric ``x_bar_S`` (length ``Tv + 1``) for the document topic set ``topics`` (spec §3.5)."""
     n = T_ * v_
@@ -106,6 +155,21 @@ def documents(T_: int, tau_: int, which: str) -> list[tuple[int, ...]]:
     if which == "one":
         return [tuple(range(tau_))]
     return list(itertools.combinations(range(T_), tau_))
+
+
+def document_table(config: TopicConfig) -> tuple[list[tuple[int, ...]], np.ndarray, np.ndarray]:
+    """The documents of the tau-topic model with a long context (``N -> inf``): every topic set
+    ``S`` (equally likely), its context ``x_bar_S`` (:func:`context_vector`, ``config.keys``) and
+    its label law ``u_S`` (uniform over the document's words; zero on ``[MASK]``). Returns
+    ``(sets, X (n_S, D), U (n_S, D))`` on the theory vocabulary (``D = Tv + 1``)."""
+    sets = documents(config.T, config.tau, "all")
+    n = config.n_words
+    X = np.stack([context_vector(config.T, config.v, S, config.p_m, config.p_c, config.p_r, config.keys)
+                  for S in sets])
+    U = np.zeros((len(sets), n + 1))
+    for k, S in enumerate(sets):
+        U[k, :n] = np.isin(word_topics(config.T, config.v), S) / (config.tau * config.v)
+    return sets, X, U
 
 
 def stage2_loss(logits, W, b, config: TopicConfig, *, documents: str = "all", xp=None):

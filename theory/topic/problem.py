@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..core import ReducedSystem
 from ..problem import Problem
 from .config import TopicConfig
-from .derive import STAGE1_STATE, embedding_system, stage1_optimum, stage1_system
+from .derive import FULL_SYMBOLIC_MAX_D, STAGE1_STATE, embedding_system, full_space_system, stage1_optimum, stage1_system
 from .stage2 import attention_dim, escape_rate_polynomial, stage2_system, two_stage_system
 
 __all__ = ["system_parameters", "stage2_parameters", "two_stage_parameters", "systems", "problem", "two_stage_problem",
@@ -40,9 +40,16 @@ def two_stage_parameters(config: TopicConfig) -> dict[str, float]:
 
 
 def systems(config: TopicConfig | None = None) -> list[ReducedSystem]:
+    """Stage 1, the embedding version, stage 2 and the two-stage system (symbolic in the sizes);
+    for a small vocabulary (``Tv + 1 <=`` :data:`~.derive.FULL_SYMBOLIC_MAX_D`, e.g. ``--set T=2
+    v=2 tau=1``) also the full-space stage-1 system with its minibatch noise
+    (:func:`~.derive.full_space_system`: ``D^2 + D`` states, so only for a small instance)."""
     config = config or TopicConfig()
-    return [stage1_system(config.keys), embedding_system(config.keys), stage2_system(config.keys),
-            two_stage_system(config.keys)]
+    out = [stage1_system(config.keys), embedding_system(config.keys), stage2_system(config.keys),
+           two_stage_system(config.keys)]
+    if config.n_words + 1 <= FULL_SYMBOLIC_MAX_D and config.tau < config.T:
+        out.append(full_space_system(config))
+    return out
 
 
 def problem(config: TopicConfig) -> Problem:

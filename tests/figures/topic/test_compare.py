@@ -71,7 +71,18 @@ def test_compare_report_claims():
     from figures.report import BREAK_KEYS
 
     breaks = doc["where_agreement_breaks"]
-    assert [b["factor"] for b in breaks] == ["finite N", "joint training after the onset"]
+    from figures.topic import calibration as cal
+
+    n_cells = len(cal.MAP[True][0]) * len(cal.MAP[True][1])  # the SDE's (lr, batch) map, then its finite-N break
+    assert [b["factor"] for b in breaks] == ["finite N", "joint training after the onset", *["(lr, batch)"] * n_cells,
+                                             "finite N (total residual)"]
+    sde = doc["details"]["sde_calibration"]
+    assert sde["n_runs"] == cal.SEEDS[True] and sde["n_paths"] == cal.PATHS[True] and len(sde["map"]) == n_cells
+    for name in (cal.OBSERVABLE, cal.TOTAL):
+        assert set(sde[name]["coverage"]) == {"0.5", "0.8", "0.9"}
+        vr = sde[name]["variance_ratio"]
+        assert vr["pooled_low"] <= vr["pooled"] <= vr["pooled_high"]
+    assert sde["claim"]["name"] == cal.CLAIM and sde["claim"]["verdict"] in ("holds", "fails", "inconclusive")
     assert all(tuple(b) == BREAK_KEYS for b in breaks)
     st = ft.stage1_comparison(quick=True, device="cpu")
     assert breaks[0]["setting"]["within_topic_mode_trained"] == st["traj"]["within_topic_mode"].values[-1]

@@ -39,8 +39,9 @@ def test_the_collector_writes_every_output_and_the_report(tmp_path):
     text = ["wikitext_topic_ratios.png", "wikitext_topic_ratios.pdf", "wikitext_topic_ratios.csv"] \
         if corpus_available() else []
     figs = [f"{n}.{ext}" for n in ("stage1_topic_mode", "stage1_value_heatmap", "two_stage_norms") for ext in ("png", "pdf")]
+    sde = [f"{n}.{ext}" for n in ("sde_residual_overlay", "sde_calibration") for ext in ("png", "pdf")]
     head = [*figs, "attention_table.csv", "attention_table.png", "attention_table.pdf", "gamma_star.png",
-            "gamma_star.pdf", *text]
+            "gamma_star.pdf", *sde, *text]
     assert names[:len(head)] == head and names[-1] == "report.json"
     # then the claims' validity maps (one per claim), their tables and claims.json, under claims/
     from figures.topic.claims import claims
