@@ -17,15 +17,18 @@ delta method (``Moments.multinomial`` with ``linearize=True``) would give ``b_in
 a first-order covariance; it is not used (``docs/sde.md``: it misses the shift entirely). ``b_T``
 has no closed form, so the model estimates it without bias:
 
-* a **reference path** ``theta_ref`` on the Euler grid, ``theta_ref += h b_T(theta_ref)`` with
+* a **reference path** ``theta_ref``, Euler steps of :func:`default_dt` (one optimiser step without
+  momentum), ``theta_ref += h b_T(theta_ref)`` with
   ``b_T(theta_ref)`` from fresh exact multinomial draws each step and the delta-method control
   variate ``g(x) - J (x - E x)`` (its mean is exactly ``E g``; it removes all but ``~ (S-1)/(T-1)``
   of the variance) — the draws per optimiser step are set so that the reference's Monte-Carlo error
   is ~0.18 of one SGD run's spread (:func:`reference_draws`);
 * per path and step, ``M`` draws ``x_k`` (``samples``) from a pool of exact draws:
   ``drift = b_inf(theta_ref) + delta_ref + mean_k [g(theta; x_k) - g(theta_ref; x_k)]`` with
-  ``delta_ref = b_T(theta_ref) - b_inf(theta_ref)`` interpolated in time — an unbiased estimate of
-  ``b_T(theta)`` whose extra variance is second order in ``theta - theta_ref``;
+  ``theta_ref`` and ``delta_ref = b_T(theta_ref) - b_inf(theta_ref)`` interpolated linearly in
+  time between the reference's steps — an unbiased estimate of ``b_T(theta)`` (up to that
+  interpolation of the small, smooth ``delta_ref``) whose extra variance is second order in
+  ``theta - theta_ref``;
 * ``diffusion = sqrt(dtau/B) (G - mean G)^T / sqrt(M - 1)`` from the same draws
   (``E[F F^T] = Cov_q[g]``, the exact covariance).
 
@@ -426,19 +429,24 @@ def default_dt(config: ScanSnapConfig) -> float:
 
 def count_sde(config: ScanSnapConfig, *, dt: float | None = None, samples: int = SAMPLES, draws: int | None = None,
               seed: int = 0, t=None, y0=None, exact_population: bool = False) -> CountSDE:
-    """The :class:`CountSDE` of ``config`` with its reference on the Euler grid of ``t`` (default
-    ``config.ode_times()``) and step ``dt`` (default :func:`default_dt`), from ``y0`` (default zero
-    init: the paths start where the reference does); ``draws``: :func:`reference`'s;
-    ``exact_population``: the ``T = inf`` model (no noise, the Euler path of the ``T = inf`` flow)."""
+    """The :class:`CountSDE` of ``config``: Euler–Maruyama step ``dt`` (default :func:`default_dt`:
+    one optimiser step without momentum; smaller for the SDE's own limit), its reference on the
+    grid of :func:`default_dt` over ``t`` (default ``config.ode_times()``; the model interpolates it
+    at other steps), from ``y0`` (default zero init: the paths start where the reference does);
+    ``draws``: :func:`reference`'s; ``exact_population``: the ``T = inf`` model (no noise: every
+    step is Euler on the ``T = inf`` flow)."""
     from ..noise import step_time
 
     _check(config)
     if samples < 2:
         raise ConfigError("samples", f"the sample covariance needs >= 2 draws per step, got {samples}")
     dt = float(default_dt(config) if dt is None else dt)
+    if not dt > 0:
+        raise ConfigError("dt", f"step must be > 0, got {dt}")
     t = config.ode_times() if t is None else np.asarray(t, np.float64)
-    ref = (population_path(config, t, dt, y0=y0) if exact_population
-           else reference(config, t, dt, draws=draws, seed=seed, y0=y0))
+    h = default_dt(config)
+    ref = (population_path(config, t, h, y0=y0) if exact_population
+           else reference(config, t, h, draws=draws, seed=seed, y0=y0))
     rng = np.random.default_rng([int(config.seed), int(seed), 0x9001])
     pool = (np.broadcast_to(population_statistics(config), (POOL, len(population_statistics(config)))).copy()
             if exact_population else draw_statistics(config, POOL, rng))

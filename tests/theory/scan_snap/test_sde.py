@@ -208,3 +208,16 @@ def test_cli_simulate_sde_writes_path_time_on_ode_times(tmp_path):
     cfg = ss.Config().with_overrides(sets)
     np.testing.assert_array_equal(ens["time"].values, cfg.ode_times())
     assert json.loads(ens.attrs["parameter_values"])["T"] == 32
+
+
+def test_a_finer_euler_step_keeps_the_reference_of_one_optimiser_step():
+    """``count_sde(dt=...)`` refines only the paths' Euler step (the SDE's own limit, SVAG): the
+    reference stays on the grid of one optimiser step (the same seeded path), interpolated between."""
+    t = np.array([0.0, 2.0, 4.0])
+    a, b = S.count_sde(SMALL, t=t, draws=256), S.count_sde(SMALL, t=t, draws=256, dt=0.25)
+    assert a.dt == 1.0 and b.dt == 0.25
+    np.testing.assert_array_equal(a.reference.t, [0.0, 1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(b.reference.t, a.reference.t)
+    np.testing.assert_array_equal(b.reference.y, a.reference.y)
+    with pytest.raises(ConfigError, match="dt"):
+        S.count_sde(SMALL, t=t, dt=0.0)
