@@ -17,6 +17,7 @@ import pandas as pd
 
 from theory import scan_snap as ss
 
+from .. import style
 from ..core import finish_figure, overlay, save_table
 from ..sweep import sweep_settings
 from .compare import compare_data, theory_trajectory
@@ -24,7 +25,8 @@ from .fig6 import FIG6_GRID, fig6_panel, fig6_table
 from .text import fig_scan_snap_entropy_vs_lr, fig_scan_snap_maps
 
 __all__ = ["FIGURES", "fig3_growth", "fig4_heatmaps", "fig6_entropy", "fig8_h", "fig9_B", "fig_overlay",
-           "fig_invariant_spread", "fig_momentum_gap", "table_reduced_grid"]
+           "fig_invariant_spread", "fig_momentum_gap", "table_reduced_grid", "fig_sde_overlay", "fig_sde_calibration",
+           "fig_svag"]
 
 
 def _plt():
@@ -242,6 +244,107 @@ def table_reduced_grid(outdir=None, quick: bool = True, *, device: str = "auto")
     return df
 
 
+#: the SDE figures' observables and their labels
+_SDE_NAMES = ("z_dt_0", "z_c", "Y_own_0", "dt_entropy")
+
+
+def _sde_labels(config) -> dict[str, str]:
+    labels = style.symbol_labels(ss.full_system(config))
+    labels["dt_entropy"] = "DT attention entropy (nats)"
+    return labels
+
+
+def fig_sde_overlay(outdir=None, quick: bool = True, *, device: str = "auto", T: int = 32):
+    """The minibatch SDE (issue 20) beside the ``T = inf`` ODE and count-vector SGD at finite ``T``
+    (Syn-Small, zero init, plain SGD, batch 32; :mod:`.calibration`): the SDE's 10-90% band, 24 of
+    the SGD runs, the ODE. Returns ``(ode, sde, runs)``."""
+    from . import calibration as cal
+
+    c = cal.CALIBRATION["quick" if quick else "full"]
+    cfg = cal.calibration_config(T, quick=quick)
+    sde, runs = cal.sde_paths(cfg, c["paths"]), cal.sgd_runs(cfg, c["runs"])
+    ode = theory_trajectory(cfg)
+    fig = overlay(ode, runs.isel(run=slice(0, 24)), _SDE_NAMES, sde=sde, ylabels=_sde_labels(cfg),
+                  title=f"Scan & Snap at T = {T}, batch {cfg.batch}: SDE vs count-vector SGD vs the T = inf ODE",
+                  xlabel=style.axis_label("time", "steps", "t"))
+    finish_figure(fig, outdir, "sde_overlay.png")
+    return ode, sde, runs
+
+
+def fig_sde_calibration(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
+    """Coverage of count-vector SGD by the SDE's 50/80/90% bands (run-bootstrap 90% intervals)
+    against the nominal level, per observable, at T = 32, 128, 1024 (:func:`.calibration.calibration`;
+    ``sde_calibration.csv`` also holds the pooled variance ratios)."""
+    from . import calibration as cal
+
+    rows = cal.calibration(quick=quick, observables=_SDE_NAMES)
+    labels = _sde_labels(cal.calibration_config(32, quick=quick))
+    Ts = sorted({r["T"] for r in rows})
+    fig, axes = style.panels(len(Ts), sharey=True)
+    for ax, T in zip(axes, Ts):
+        for k, name in enumerate(_SDE_NAMES):
+            r = next(r for r in rows if r["T"] == T and r["observable"] == name)
+            lv = np.array([float(x) for x in r["coverage"]])
+            cov = np.array([v["coverage"] for v in r["coverage"].values()])
+            err = np.array([[v["coverage"] - v["low"], v["high"] - v["coverage"]] for v in r["coverage"].values()]).T
+            x = lv + 0.012 * (k - 1.5)
+            line, = ax.plot(x, cov, "osD^"[k], ls="none", ms=4, label=labels[name])
+            ax.errorbar(x, cov, yerr=err, fmt="none", ecolor=line.get_color(), lw=1)
+        grid = np.array([0.45, 0.95])
+        ax.plot(grid, grid, **style.role("theory", linewidth=1.0), label="nominal")
+        ax.fill_between(grid, grid - 0.05, grid + 0.05, color="0.85", zorder=0, label="nominal $\\pm$ 5 points")
+        ax.set_title(f"T = {T}")
+        ax.set_xlabel(style.axis_label("band level"))
+    axes[0].set_ylabel(style.axis_label("coverage of SGD points"))
+    style.legend_outside(fig, axes)
+    table = pd.DataFrame([{"T": r["T"], "observable": r["observable"], "verdict": r["verdict"],
+                           **{f"coverage_{k}": v["coverage"] for k, v in r["coverage"].items()},
+                           **{f"coverage_{k}_low": v["low"] for k, v in r["coverage"].items()},
+                           **{f"coverage_{k}_high": v["high"] for k, v in r["coverage"].items()},
+                           "variance_ratio": r["variance_ratio"][0], "variance_ratio_low": r["variance_ratio"][1],
+                           "variance_ratio_high": r["variance_ratio"][2],
+                           **{f"final_mean_{k}": v for k, v in r["final_mean"].items()}} for r in rows])
+    finish_figure(fig, outdir, "sde_calibration.png")
+    save_table(table, outdir, "sde_calibration.csv")
+    return table
+
+
+def fig_svag(outdir=None, quick: bool = True, *, device: str = "auto"):
+    """SVAG (Li, Malladi & Arora 2021; :func:`.calibration.svag`): the weak error of the mean DT
+    entropy against the SDE (step dtau/16) vs the amplification l, with its fitted slope (theory -1).
+    Returns the :class:`~figures.calibration.WeakError` (``svag.csv``); full mode only (quick
+    returns None: 4 x 256 SGD runs up to 8x the steps and an SDE at 16 steps per optimiser step
+    cost ~2.5 CPU-minutes, beyond the quick figures' budget)."""
+    from . import calibration as cal
+
+    if quick:
+        return None
+    w = cal.svag(quick=quick)
+    fig, axes = style.panels(1, size=(4.2, 3.2))
+    ax = axes[0]
+    err = np.vstack([w.error - w.error_low, w.error_high - w.error])
+    ax.plot(w.scales, w.error, "o", ls="none", color=style.ROLES["practice"]["color"],
+            label="SVAG vs SDE (90% bootstrap)")
+    ax.errorbar(w.scales, w.error, yerr=np.maximum(err, 0), fmt="none", ecolor=style.ROLES["practice"]["color"])
+    ok = w.error > 0
+    if ok.sum() >= 2 and np.isfinite(w.slope):
+        c = np.exp(np.mean(np.log(w.error[ok]) - w.slope * np.log(w.scales[ok])))
+        ax.plot(w.scales, c * w.scales**w.slope, **style.role("theory_alt"),
+                label=f"fit: slope {w.slope:.2f} [{w.slope_low:.2f}, {w.slope_high:.2f}]")
+        ax.plot(w.scales, w.error[ok][0] * (w.scales / w.scales[ok][0]) ** -1.0, **style.role("reference"),
+                label="slope -1 (theory)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(style.axis_label("SVAG amplification", symbol="l"))
+    ax.set_ylabel(style.axis_label("weak error of mean DT entropy"))
+    style.legend_outside(fig, axes)
+    finish_figure(fig, outdir, "svag_weak_error.png")
+    save_table(pd.DataFrame({"l": w.scales, "error": w.error, "low": w.error_low, "high": w.error_high,
+                             "slope": w.slope, "slope_low": w.slope_low, "slope_high": w.slope_high}), outdir, "svag.csv")
+    return w
+
+
 #: The paper row's ``figures`` slot, in the order they are made (:func:`figures.core.make_figures`).
 FIGURES = (fig3_growth, fig8_h, fig9_B, fig4_heatmaps, fig6_entropy, fig_overlay, fig_momentum_gap, table_reduced_grid,
-           fig_invariant_spread, fig_scan_snap_maps, fig_scan_snap_entropy_vs_lr)
+           fig_invariant_spread, fig_scan_snap_maps, fig_scan_snap_entropy_vs_lr, fig_sde_overlay,
+           fig_sde_calibration, fig_svag)

@@ -56,3 +56,23 @@ def test_claim_runs_are_independent_seeded_count_sgd_runs():
     np.testing.assert_allclose(a["dt_entropy"].sel(seed=2).values, b["dt_entropy"].sel(seed=2).values, rtol=1e-12)
     assert not np.allclose(a["Y_own_0"].values[0], a["Y_own_0"].values[1])
     np.testing.assert_array_equal(a["time"].values, cfg.ode_times())
+
+
+def test_sde_figures_pass_the_lint_on_small_sizes(tmp_path, monkeypatch):
+    """The SDE figures (calibration, SVAG) are drawn with figures.style and pass the lint; the
+    calibration's table carries coverage per level with its interval and the variance ratio."""
+    from figures.core import collecting
+    from figures.scan_snap import figures as F
+
+    monkeypatch.setitem(C.CALIBRATION, "quick", dict(steps=4, log_every=2, paths=16, runs=8, Ts=(32, 1024)))
+    with collecting(strict=True) as written:
+        table = F.fig_sde_calibration(tmp_path, True, device="cpu")
+        orig = C.svag
+        monkeypatch.setattr(C, "svag", lambda quick=True: orig(quick=True, runs=8, paths=16, scales=(1, 2)))
+        w = F.fig_svag(tmp_path, False, device="cpu")
+    assert written.problems == {}
+    assert (tmp_path / "sde_calibration.png").exists() and (tmp_path / "svag_weak_error.png").exists()
+    assert set(table["T"]) == {32, 1024} and len(table) == 2 * 4
+    assert ((table["coverage_0.9_low"] <= table["coverage_0.9"]) & (table["coverage_0.9"] <= table["coverage_0.9_high"])).all()
+    assert list(w.scales) == [1.0, 2.0]
+    assert F.fig_svag(None, True, device="cpu") is None
