@@ -54,18 +54,20 @@ def fig3_growth(outdir=None, quick: bool = True, *, device: str = "auto", C0: fl
     p = task.P[0, task.support(0)]
     f0sq = float(task.P[0, task.dt[0, -1]] ** 2 / (p**2).sum())
     rows = []
-    fig, ax = _plt().subplots(figsize=(5.5, 3.6))
+    fig, axes = style.panels(1, size=(5.0, 3.4))
+    ax = axes[0]
     for eta in (0.5, 1, 2, 5):
         lo, hi = ss.chi_bounds(t, 1000, 10, eta, 0.5, f0sq, C0)
-        line, = ax.plot(t, hi, label=f"eta_Y={eta} (upper)")
-        ax.plot(t, lo, color=line.get_color(), ls="--", lw=0.8)
+        line, = ax.plot(t, hi, ls="-", label=f"upper bound, $\\eta_Y = {eta:g}$")
+        ax.plot(t, lo, color=line.get_color(), ls="--", lw=0.8, label=f"lower bound, $\\eta_Y = {eta:g}$")
         ax.axvline(ss.transition_times(1000, 10, eta)[1], color=line.get_color(), ls=":")
         rows += [{"eta_Y": eta, "t": ti, "chi_lower": a, "chi_upper": b} for ti, a, b in zip(t[::10], lo[::10], hi[::10])]
-    ax.set_xlabel("t (samples)")
-    ax.set_ylabel("chi_l0(t)")
-    ax.set_title(f"Fig. 3: growth factor bounds (K=10, M=1000, C0={C0})", fontsize=9)
-    ax.legend(fontsize=7)
-    return _finish(fig, outdir, "fig3_growth.png", rows)
+    ax.set_xlabel(style.axis_label("time", "samples", "t"))
+    ax.set_ylabel(style.axis_label("growth factor", symbol="$\\chi_{l_0}(t)$"))
+    ax.set_title(f"Fig. 3: growth factor bounds ($K = 10$, $M = 1000$, $C_0 = {C0:g}$; dotted: $t_0$)")
+    style.legend_outside(fig, axes, ncols=4)
+    finish_figure(fig, outdir, "fig3_growth.png")
+    return pd.DataFrame(rows)
 
 
 def fig4_heatmaps(outdir=None, quick: bool = True, *, device: str = "auto", steps: int = 100) -> dict:
@@ -133,19 +135,23 @@ def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds
 
 def fig8_h(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
     """Fig. 8: discrete h* (Eqn. 33) vs continuous h (Eqn. 45)."""
-    fig, axes = _plt().subplots(1, 2, figsize=(9, 3.4))
+    fig, axes = style.panels(2, size=(4.2, 3.2))
     rows = []
     for ax, (M, etas, tmax) in zip(axes, ((50, (0.1, 0.2, 0.5, 1, 2), 80), (1000, (0.2, 0.5, 1, 2, 4), 70))):
         s = np.arange(tmax + 1)
         for eta in etas:
             hs, h = ss.h_discrete(tmax, M, eta), ss.h_closed_form(s, M, eta)
-            line, = ax.plot(s, hs, label=f"h*, eta_Y={eta}")
-            ax.plot(s, h, color=line.get_color(), ls="--")
+            line, = ax.plot(s, hs, ls="-", label=f"$h^*$ (Eqn. 33), $\\eta_Y = {eta:g}$")
+            ax.plot(s, h, color=line.get_color(), ls="--", label=f"$h$ (Eqn. 45), $\\eta_Y = {eta:g}$")
             rows.append({"M": M, "eta_Y": eta, "max_gap": float((hs - h).max()), "bound_2eta_over_M": 2 * eta / M})
-        ax.set_title(f"Fig. 8: M = {M} (solid h*, dashed h)", fontsize=9)
-        ax.set_xlabel("s")
-        ax.legend(fontsize=6)
-    return _finish(fig, outdir, "fig8_h.png", rows, "fig8_gap.csv")
+        ax.set_title(f"Fig. 8: $M = {M}$")
+        ax.set_xlabel(style.axis_label("step", symbol="s"))
+        ax.set_ylabel(style.axis_label("", symbol="h"))
+    style.legend_outside(fig, axes, ncols=4)
+    finish_figure(fig, outdir, "fig8_h.png")
+    table = pd.DataFrame(rows)
+    save_table(table, outdir, "fig8_gap.csv")
+    return table
 
 
 def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2, C0: float = 1.0) -> pd.DataFrame:
@@ -161,24 +167,28 @@ def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2,
         y[snap.state_names.index("h")] = ss.h_closed_form(t / K, M, ey)
         return forms(t, p, y)["B"]
 
-    fig, axes = _plt().subplots(1, 2, figsize=(9, 3.4))
+    fig, axes = style.panels(2, size=(4.2, 3.2))
     rows = []
     for ax, (nu, M, ezs, tmax) in zip(axes, ((10, 100, (0.5, 1, 2, 4, 8), 5), (1, 10000, (0.5, 1, 2, 4, 8), 50))):
         t = np.linspace(0, tmax, 501)
         for ez in ezs:
             ey = nu * ez
             b = B(t, M, ey, ez)
-            line, = ax.plot(t, b, label=f"eta_Z={ez}")
+            line, = ax.plot(t, b, ls="-", label=f"$\\eta_Z = {ez:g}$")
             t0 = ss.transition_times(M, K, ey)[1]
             b0 = float(B(t0, M, ey, ez)[0])
             if t0 <= tmax:
-                ax.plot([t0], [b0], "o", color=line.get_color())
+                ax.plot([t0], [b0], "o", color=line.get_color(), label=f"$B_n(t_0)$, $\\eta_Z = {ez:g}$")
                 ax.axvline(t0, color=line.get_color(), ls=":", lw=0.8)
             rows.append({"nu": nu, "M": M, "eta_Z": ez, "t0": t0, "B_at_t0": b0, "B_end": float(b[-1])})
-        ax.set_title(f"Fig. 9: nu = {nu}, M = {M}, K = {K}", fontsize=9)
-        ax.set_xlabel("t")
-        ax.legend(fontsize=6)
-    return _finish(fig, outdir, "fig9_B.png", rows, "fig9_B.csv")
+        ax.set_title(f"Fig. 9: $\\nu = {nu}$, $M = {M}$, $K = {K}$")
+        ax.set_xlabel(style.axis_label("time", symbol="t"))
+        ax.set_ylabel(style.axis_label("", symbol="$B_n(t)$"))
+    style.legend_outside(fig, axes, ncols=5)
+    finish_figure(fig, outdir, "fig9_B.png")
+    table = pd.DataFrame(rows)
+    save_table(table, outdir, "fig9_B.csv")
+    return table
 
 
 def fig_overlay(outdir=None, quick: bool = True, *, device: str = "auto"):
@@ -186,7 +196,10 @@ def fig_overlay(outdir=None, quick: bool = True, *, device: str = "auto"):
     logits, common logit, a Y coordinate, DT entropy, loss. Returns ``(theory, practice)``."""
     data = compare_data(quick, device)[1:]
     names = ["z_dt_0", "z_dt_9", "z_c", "Y_own_9", "dt_entropy", "population_loss"]
-    fig = overlay(*data, names, title="Scan & Snap: T = inf ODE vs trained (Y, Z) model", xlabel="t (per-sample time)")
+    labels = _sde_labels(ss.Config.preset("theory", quick))
+    labels["population_loss"] = "population loss $-J_\\infty$"
+    fig = overlay(*data, names, title="Scan & Snap: the $T = \\infty$ ODE vs the trained $(Y, Z)$ model",
+                  xlabel=style.axis_label("per-sample time", symbol="t"), ylabels=labels)
     finish_figure(fig, outdir, "overlay_ode_vs_trained.png")
     return data
 
@@ -199,21 +212,25 @@ def fig_invariant_spread(outdir=None, quick: bool = True, *, device: str = "auto
     rows = []
     task = ss.make_task(ss.Config())
     t = np.linspace(0, t_end, 61)
-    fig, ax = _plt().subplots(figsize=(5, 3.4))
+    fig, axes = style.panels(1, size=(4.6, 3.2))
+    ax = axes[0]
     for r in ratios:
         cfg = ss.Config.preset("spread", quick, eta_Z=eta_Z, eta_Y=eta_Z * r)
         th = theory_trajectory(cfg, t)
         y = np.stack([th[n].values for n in ss.full_system(cfg).state_names], -1)
         _, Z = ss.embed_symmetric_state(task, y)
         spread = ss.invariant_spread(task, Z)
-        ax.plot(t, spread, label=f"eta_Y/eta_Z = {r}")
+        ax.plot(t, spread, ls="-", label=f"full flow, $\\eta_Y/\\eta_Z = {r}$")
         rows.append({"ratio": r, "eta_Z": eta_Z, "t_end": t_end, "spread_end": float(spread[-1]),
                      "dt_entropy_end": float(th.dt_entropy.values[-1])})
-    ax.axhline(1.0, color="k", ls="--", lw=0.8, label="reduced ODE")
-    ax.set_xlabel("t")
-    ax.set_ylabel("max/min I_l over DTs")
-    ax.legend(fontsize=7)
-    return _finish(fig, outdir, "invariant_spread.png", rows, "invariant_spread.csv")
+    ax.axhline(1.0, **style.role("theory_alt"), label="reduced ODE (exactly 1)")
+    ax.set_xlabel(style.axis_label("time", symbol="t"))
+    ax.set_ylabel(style.axis_label("invariant spread", symbol="$\\max_l I_l / \\min_l I_l$"))
+    style.legend_outside(fig, axes, ncols=2)
+    finish_figure(fig, outdir, "invariant_spread.png")
+    table = pd.DataFrame(rows)
+    save_table(table, outdir, "invariant_spread.csv")
+    return table
 
 
 def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
@@ -222,18 +239,21 @@ def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto") -
     on grad J_inf against the ODE, and of training against the ODE and the E_counts[J] map (the
     comparison's numbers, ``momentum_gap.csv``)."""
     df = pd.DataFrame(compare_data(quick, device)[0].details["momentum_gap_lr_sweep"])
-    fig, ax = _plt().subplots(figsize=(5.2, 3.6))
-    for col, label in (("map_Jinf_vs_ode", "momentum map on grad J_inf vs ODE"),
-                       ("training_vs_ode", "training vs ODE"),
-                       ("training_vs_map_EcountsJ", "training vs momentum map on grad E_counts[J]")):
-        ax.plot(df.lr, df[col], "o-", label=label)
+    fig, axes = style.panels(1, size=(4.6, 3.2))
+    ax = axes[0]
+    for (col, label), m in zip((("map_Jinf_vs_ode", "momentum map on $\\nabla J_\\infty$ vs ODE"),
+                                ("training_vs_ode", "training vs ODE"),
+                                ("training_vs_map_EcountsJ", "training vs momentum map on $\\nabla E_q[J]$")), "os^"):
+        ax.plot(df.lr, df[col], marker=m, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("learning rate (eta_Y = eta_Z), momentum 0.9")
-    ax.set_ylabel("rel_l2 of z rows")
-    ax.set_title("Scan & Snap: the momentum gap closes as lr -> 0", fontsize=9)
-    ax.legend(fontsize=6)
-    return _finish(fig, outdir, "momentum_gap.png", df, "momentum_gap.csv")
+    ax.set_xlabel(style.axis_label("learning rate", symbol="$\\eta_Y = \\eta_Z$") + ", momentum 0.9")
+    ax.set_ylabel(style.axis_label("relative $L^2$ error of the $z$ rows"))
+    ax.set_title("Scan & Snap: the momentum gap closes as $\\eta \\to 0$")
+    style.legend_outside(fig, axes, ncols=1)
+    finish_figure(fig, outdir, "momentum_gap.png")
+    save_table(df, outdir, "momentum_gap.csv")
+    return df
 
 
 def table_reduced_grid(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
@@ -245,7 +265,7 @@ def table_reduced_grid(outdir=None, quick: bool = True, *, device: str = "auto")
 
 
 #: the SDE figures' observables and their labels
-_SDE_NAMES = ("z_dt_0", "z_c", "Y_own_0", "dt_entropy")
+_SDE_NAMES = ("z_dt_0", "z_c", "Y_own_0", "dt_entropy")  # = calibration.OBSERVABLES
 
 
 def _sde_labels(config) -> dict[str, str]:
@@ -277,7 +297,7 @@ def fig_sde_calibration(outdir=None, quick: bool = True, *, device: str = "auto"
     ``sde_calibration.csv`` also holds the pooled variance ratios)."""
     from . import calibration as cal
 
-    rows = cal.calibration(quick=quick, observables=_SDE_NAMES)
+    rows = cal.calibration(quick=quick, observables=_SDE_NAMES)  # cached runs: the report's details share them
     labels = _sde_labels(cal.calibration_config(32, quick=quick))
     Ts = sorted({r["T"] for r in rows})
     fig, axes = style.panels(len(Ts), sharey=True)
