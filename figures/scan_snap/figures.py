@@ -29,23 +29,6 @@ __all__ = ["FIGURES", "fig3_growth", "fig4_heatmaps", "fig6_entropy", "fig8_h", 
            "fig_svag"]
 
 
-def _plt():
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _finish(fig, outdir, name: str, table, csv: str | None = None) -> pd.DataFrame:
-    """Lay out and save ``fig`` as ``outdir/name``; ``table`` (a DataFrame or row dicts) as
-    ``outdir/csv`` when given. Returns the table."""
-    fig.tight_layout()
-    finish_figure(fig, outdir, name)
-    table = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
-    if csv is not None:
-        save_table(table, outdir, csv)
-    return table
-
-
 def fig3_growth(outdir=None, quick: bool = True, *, device: str = "auto", C0: float = 1.0) -> pd.DataFrame:
     """Fig. 3: bounds of chi_{l0}(t) (Eqn. 12) for eta_Y in {0.5, 1, 2, 5}, eta_Z = 0.5, K = 10,
     M = 1000; f_{n l0}(0)^2 of the Syn profile; dotted lines at t0 (Decision 14)."""
@@ -80,18 +63,22 @@ def fig4_heatmaps(outdir=None, quick: bool = True, *, device: str = "auto", step
     iters = (0, 2, 4, 6, 8, 10)
     res = train_grid(cfg, [1.0], [1.0, 10.0], 1, device=device, snapshots=iters)
     task = res["task"]
-    fig, axes = _plt().subplots(2, 2, figsize=(9, 5), squeeze=False)
+    import matplotlib.pyplot as plt
+
+    fig, grid = plt.subplots(task.K, 2, figsize=(8.4, 2.6 * task.K), squeeze=False, layout="constrained")
+    axes = list(grid.ravel())  # rows: classes; columns: the two ratios
     data = {}
     for r, ratio in enumerate((1.0, 10.0)):
         for n in range(task.K):
             rows = [ss.attention_scores(task, res["Z"][i][r])[n, :30] for i in (*iters, steps)]
             data[(ratio, n)] = np.array(rows)
-            ax = axes[n][r]
-            ax.imshow(data[(ratio, n)], aspect="auto", cmap="viridis")
-            ax.set_yticks(range(len(iters) + 1), [f"Iter {i}" for i in iters] + ["Final"], fontsize=6)
-            ax.set_title(f"eta_Y/eta_Z = {ratio:g}/1, class {n + 1}", fontsize=8)
-    fig.suptitle("Fig. 4: c_n on Syn-Small (common 0-9 | distinct 10-29)", fontsize=9)
-    fig.tight_layout()
+            ax = axes[n * 2 + r]
+            style.heatmap(ax, data[(ratio, n)], xlabel=style.axis_label("token index", symbol="l"),
+                          ylabel="iteration", cbar_label=style.axis_label("attention", symbol="$c_n$"),
+                          cmap="viridis", index_axes="x")
+            ax.set_yticks(range(len(iters) + 1), [str(i) for i in iters] + ["final"])
+            ax.set_title(f"$\\eta_Y/\\eta_Z = {ratio:g}/1$, class {n + 1}")
+    fig.suptitle("Fig. 4: $c_n$ on Syn-Small (common tokens 0-9, distinct tokens 10-29)")
     finish_figure(fig, outdir, "fig4_heatmaps.png")
     ent = {f"ratio_{k[0]:g}_class_{k[1]}": float(ss.entropy(v[-1][task.dt[k[1]]])) for k, v in data.items()}
     save_table(pd.DataFrame([ent]), outdir, "fig4_dt_entropy.csv")
@@ -120,17 +107,29 @@ def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds
         t = fig6_table(panels, seeds, float32=quick, zero_init=zero_init, device=str(dev), store=store,
                        engine="numpy" if dev.type == "cpu" else "torch", workers=workers, ray=ray)
         tables = [t[t.num_last == nl] for nl in panels]
-    fig, axes = _plt().subplots(1, len(panels), figsize=(4 * len(panels), 3.2), squeeze=False)
-    for ax, nl, g in zip(axes[0], panels, tables):
-        for ez in FIG6_GRID["eta_Z"]:
+    import matplotlib.pyplot as plt
+
+    ncols = 2 if len(panels) == 4 else min(len(panels), style.MAX_PER_ROW)
+    fig, grid = plt.subplots(-(-len(panels) // ncols), ncols, figsize=(3.8 * ncols, 2.8 * -(-len(panels) // ncols)),
+                             squeeze=False, sharey=True, layout="constrained")
+    axes = list(grid.ravel())
+    for ax in axes[len(panels):]:
+        fig.delaxes(ax)
+    colours = ("#0072B2", "#009E73", "#E69F00", "#CC79A7", "#56B4E9")
+    for ax, nl, g in zip(axes, panels, tables):
+        for ez, m, col in zip(FIG6_GRID["eta_Z"], "os^Dv", colours):
             s = g[g.eta_Z == ez]
-            ax.errorbar(s.ratio, s["mean"], yerr=s["std"], marker="o", ms=3, capsize=2, label=f"eta_Z={ez}")
+            line, = ax.plot(s.ratio, s["mean"], marker=m, ms=3, ls="-", color=col, label=f"$\\eta_Z = {ez:g}$")
+            ax.errorbar(s.ratio, s["mean"], yerr=s["std"], fmt="none", ecolor=line.get_color(), lw=0.8)
         ax.set_xscale("log")
-        ax.set_xlabel("eta_Y / eta_Z")
-        ax.set_title(f"#last/next tokens = {nl}/{2 * nl}", fontsize=9)
-    axes[0][0].set_ylabel("DT entropy")
-    axes[0][0].legend(fontsize=7)
-    return _finish(fig, outdir, "fig6_entropy.png", pd.concat(tables, ignore_index=True), "fig6_entropy.csv")
+        ax.set_xlabel(style.axis_label("", symbol="$\\eta_Y / \\eta_Z$"))
+        ax.set_ylabel(style.axis_label("DT attention entropy", "nats"))
+        ax.set_title(f"last / next tokens = {nl} / {2 * nl}")
+    style.legend_outside(fig, axes[:len(panels)])
+    table = pd.concat(tables, ignore_index=True)
+    finish_figure(fig, outdir, "fig6_entropy.png")
+    save_table(table, outdir, "fig6_entropy.csv")
+    return table
 
 
 def fig8_h(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
