@@ -32,8 +32,8 @@ __all__ = ["CALIBRATION", "OBSERVABLES", "calibration_config", "sde_paths", "sgd
            "calibration", "calibration_rows", "train_seeds", "theory", "median_advantage", "shift_to_spread",
            "claim_quantities", "svag"]
 
-#: the observables judged: the DT entropy (the claim's), a DT logit and a Y coordinate
-OBSERVABLES = ("dt_entropy", "z_dt_0", "Y_own_0")
+#: the observables judged: a DT logit, the common logit, a Y coordinate and the DT entropy (the claim's)
+OBSERVABLES = ("z_dt_0", "z_c", "Y_own_0", "dt_entropy")
 #: the setting of the calibration (quick, full): Syn-Small, zero init, plain SGD (t = step), batch 32
 CALIBRATION = {"quick": dict(steps=60, log_every=5, paths=256, runs=64, Ts=(32, 128, 1024)),
                "full": dict(steps=150, log_every=10, paths=1024, runs=256, Ts=(32, 128, 1024))}

@@ -29,6 +29,17 @@ __all__ = ["FIGURES", "fig3_growth", "fig4_heatmaps", "fig6_entropy", "fig8_h", 
            "fig_svag"]
 
 
+def _finish(fig, outdir, name: str, rows, csv: str | None = None, *, ncols: int | None = None) -> pd.DataFrame:
+    """One legend below the panels (every named curve, ``ncols`` columns), lint + save ``fig`` as
+    ``outdir/name``, ``rows`` (a DataFrame or row dicts) as ``outdir/csv`` when given. Returns the table."""
+    style.legend_outside(fig, ncols=ncols)
+    finish_figure(fig, outdir, name)
+    table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
+    if csv is not None:
+        save_table(table, outdir, csv)
+    return table
+
+
 def fig3_growth(outdir=None, quick: bool = True, *, device: str = "auto", C0: float = 1.0) -> pd.DataFrame:
     """Fig. 3: bounds of chi_{l0}(t) (Eqn. 12) for eta_Y in {0.5, 1, 2, 5}, eta_Z = 0.5, K = 10,
     M = 1000; f_{n l0}(0)^2 of the Syn profile; dotted lines at t0 (Decision 14)."""
@@ -146,11 +157,7 @@ def fig8_h(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataF
         ax.set_title(f"Fig. 8: $M = {M}$")
         ax.set_xlabel(style.axis_label("step", symbol="s"))
         ax.set_ylabel(style.axis_label("", symbol="h"))
-    style.legend_outside(fig, axes, ncols=4)
-    finish_figure(fig, outdir, "fig8_h.png")
-    table = pd.DataFrame(rows)
-    save_table(table, outdir, "fig8_gap.csv")
-    return table
+    return _finish(fig, outdir, "fig8_h.png", rows, "fig8_gap.csv", ncols=4)
 
 
 def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2, C0: float = 1.0) -> pd.DataFrame:
@@ -183,11 +190,7 @@ def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2,
         ax.set_title(f"Fig. 9: $\\nu = {nu}$, $M = {M}$, $K = {K}$")
         ax.set_xlabel(style.axis_label("time", symbol="t"))
         ax.set_ylabel(style.axis_label("", symbol="$B_n(t)$"))
-    style.legend_outside(fig, axes, ncols=5)
-    finish_figure(fig, outdir, "fig9_B.png")
-    table = pd.DataFrame(rows)
-    save_table(table, outdir, "fig9_B.csv")
-    return table
+    return _finish(fig, outdir, "fig9_B.png", rows, "fig9_B.csv", ncols=5)
 
 
 def fig_overlay(outdir=None, quick: bool = True, *, device: str = "auto"):
@@ -225,11 +228,7 @@ def fig_invariant_spread(outdir=None, quick: bool = True, *, device: str = "auto
     ax.axhline(1.0, **style.role("theory_alt"), label="reduced ODE (exactly 1)")
     ax.set_xlabel(style.axis_label("time", symbol="t"))
     ax.set_ylabel(style.axis_label("invariant spread", symbol="$\\max_l I_l / \\min_l I_l$"))
-    style.legend_outside(fig, axes, ncols=2)
-    finish_figure(fig, outdir, "invariant_spread.png")
-    table = pd.DataFrame(rows)
-    save_table(table, outdir, "invariant_spread.csv")
-    return table
+    return _finish(fig, outdir, "invariant_spread.png", rows, "invariant_spread.csv", ncols=2)
 
 
 def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
