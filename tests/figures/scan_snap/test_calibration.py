@@ -76,3 +76,23 @@ def test_sde_figures_pass_the_lint_on_small_sizes(tmp_path, monkeypatch):
     assert ((table["coverage_0.9_low"] <= table["coverage_0.9"]) & (table["coverage_0.9"] <= table["coverage_0.9_high"])).all()
     assert list(w.scales) == [1.0, 2.0]
     assert F.fig_svag(None, True, device="cpu") is None
+
+
+def test_svag_runs_keep_the_mean_and_variance_per_unit_time():
+    """SVAG with l = 2 (two steps at eta/2, gradient c1 g1 + c2 g2 of two minibatches) moves the
+    Y coordinates over one unit of time with the mean and variance of one plain SGD step
+    (small eta: the drift's curvature is negligible), as the SDE limit requires; two plain steps
+    at eta/2 (no SVAG coefficients) halve the variance, and the test sees it."""
+    from empirical.scan_snap.fast import count_sgd_runs
+    from helpers.moments import moment_z_scores
+
+    cfg = C.ss.Config(momentum=0.0, zero_init=True, batch=8, T=32, steps=1, log_every=1, eta_Y=0.05, eta_Z=0.05)
+    names = ("Y_own_0", "Y_xlab_0", "Y_c_lab")  # from zero init only Y moves at first order (Z's gradient needs Y)
+    one = count_sgd_runs(cfg, 4000, seed=3)
+    two = count_sgd_runs(cfg, 4000, seed=4, l=2)
+    half = count_sgd_runs(cfg.replace(eta_Y=0.025, eta_Z=0.025, steps=2, log_every=2), 4000, seed=5)
+    for n in names:
+        a, b, c = (r[n].values[:, -1] - r[n].values[:, 0] for r in (one, two, half))
+        z_mean, z_var = moment_z_scores(b, a)
+        assert abs(z_mean) < 4.5 and abs(z_var) < 4.5, (n, z_mean, z_var)
+        assert moment_z_scores(c, a)[1] < -6, n
