@@ -200,7 +200,7 @@ register(Paper(
     config="theory.scan_snap:ScanSnapConfig",
     systems="theory.scan_snap:systems",
     problem="theory.scan_snap:problem",
-    sde=None,
+    sde="theory.scan_snap.sde:sde",  # finite-T count-vector SGD on the symmetric subspace (issue 20)
     train="empirical.scan_snap.experiment:run",
     compare="figures.scan_snap.compare:compare",
     figures="figures.scan_snap.figures:FIGURES",
@@ -208,7 +208,6 @@ register(Paper(
     text="empirical.scan_snap.text:ScanSnapTextConfig",  # Figs. 7 and 10 on WikiText-2
     claims="figures.scan_snap.claims:claims",  # figures/scan_snap/claims.toml, decided over seeds
     variants=("counts", "sequences"),
-    missing={"sde": "minibatch noise of the count-vector SGD is simulated exactly (empirical.scan_snap.fast), not as an SDE"},
 ))
 
 register(Paper(

@@ -37,7 +37,7 @@ from theory.scan_snap import ScanSnapTask
 
 from ..multinomial import MultinomialSampler
 
-__all__ = ["CountSGD", "Batch", "BLOCK_ROWS"]
+__all__ = ["CountSGD", "Batch", "BLOCK_ROWS", "count_sgd_runs", "symmetric_observables"]
 
 #: Samples drawn ahead at once (all runs x batch x steps): large enough that the sampler works in
 #: bulk, small enough to stay in cache.
@@ -200,7 +200,7 @@ class CountSGD:
             raise ValueError("CountSGD needs the official layout: support = common tokens + a DT block per class")
         self.C, self.U, self._ctx = C, U, C + K * U
         self.sup_p = np.take_along_axis(task.P, self.sup, 1)
-        if not np.all(self.sup_p == self.sup_p[0]):
+        if not np.allclose(self.sup_p, self.sup_p[0], rtol=1e-12, atol=0):  # equal up to summation order
             raise ValueError("CountSGD needs one support distribution for every class (the official generator)")
         self._sampler = MultinomialSampler(task.config.T - 1, self.sup_p[0])
         self._qrows, self._qi = np.unique(task.query, return_inverse=True)  # the rows of Z that move
@@ -296,3 +296,85 @@ class CountSGD:
                 snaps[s] = self.Z.copy()
             self.step()
         return snaps
+
+
+class _Population:
+    """A "sampler" returning ``P`` itself for every sequence: ``T = inf`` (the gradient is
+    scale-invariant in the counts, so the frequencies serve as counts)."""
+
+    def __init__(self, p):
+        self.p = np.asarray(p, np.float64)
+
+    def sample(self, rng, N):
+        return np.broadcast_to(self.p[:, None], (self.p.size, N))
+
+
+def symmetric_observables(task: ScanSnapTask, Y: np.ndarray, Z: np.ndarray) -> dict[str, np.ndarray]:
+    """The spec §6 observables of parameters ``Y`` (R, M_in, M_out), ``Z`` (R, M_in, M_in) and the
+    symmetric coordinates the ``T = inf`` system integrates (group means: ``Y_*``, ``z_dt_j`` over
+    the classes, ``z_c`` over the query rows and common tokens), each (R,)."""
+    from theory.scan_snap import observables_from_parameters, symmetric_y_coordinates
+
+    out = dict(observables_from_parameters(Y, Z, task))
+    out.update(symmetric_y_coordinates(task, Y))
+    for j in range(task.dt.shape[1]):
+        out[f"z_dt_{j}"] = Z[:, task.query, task.dt[:, j]].mean(-1)
+    if task.common.size:
+        out["z_c"] = Z[:, np.unique(task.query)][:, :, task.common].mean((-2, -1))
+    return out
+
+
+def count_sgd_runs(config, runs: int, *, seed: int = 0, l: int = 1, t_inf: bool = False, dtype=np.float64):
+    """``runs`` independent runs of count-vector SGD on ``config`` (classes uniform, exact count
+    vectors, batch mean, plain SGD or PyTorch momentum) in one vectorised engine, logged at
+    ``config.ode_times()``: a Trajectory with dims ``(run, time)`` of :func:`symmetric_observables`.
+
+    ``l``: SVAG (:mod:`empirical.svag`, Li, Malladi & Arora 2021) with amplification ``l`` — learning
+    rates ``eta/l``, ``l`` times the steps and the logging interval, each step's gradient
+    ``c1 g1 + c2 g2`` from two independent minibatches (``l = 1``: plain SGD; momentum 0 only).
+    ``t_inf``: every sequence's frequencies are ``P(.|n)`` exactly (``T = inf``; the class draw stays
+    random). Seeded by ``seed`` (all runs from one generator)."""
+    from simulate import make_trajectory
+
+    from theory.errors import ConfigError
+    from theory.scan_snap import PAPER, make_task
+
+    from ..svag import SVAG
+
+    if runs < 1:
+        raise ConfigError("runs", f"need at least one run, got {runs}")
+    if config.optimizer != "sgd" or config.variant != "counts":
+        raise ConfigError("optimizer" if config.optimizer != "sgd" else "variant",
+                          "count-vector SGD runs plain SGD on count vectors (optimizer=sgd, variant=counts)")
+    svag = SVAG(l)
+    if l > 1 and config.momentum:
+        raise ConfigError("momentum", "SVAG is run with plain SGD here (momentum 0)")
+    task = make_task(config)
+    eng = CountSGD(task, [svag.lr(config.eta_Y)] * runs, [svag.lr(config.eta_Z)] * runs, batch=config.batch,
+                   momentum=config.momentum, zero_init=config.zero_init, rng=np.random.default_rng(seed), dtype=dtype)
+    if t_inf:
+        eng._sampler = _Population(eng.sup_p[0])
+    log_at = svag.log_steps(config)
+    c1, c2 = svag.coefficients
+    logs = []
+    mu = eng.dtype.type(eng.mu)
+    for k in range(int(log_at[-1]) + 1):
+        if k in log_at:
+            logs.append(symmetric_observables(task, eng.Y.astype(np.float64), eng.Z.astype(np.float64)))
+        if k == log_at[-1]:
+            break
+        if l == 1:
+            eng.step()
+            continue
+        try:
+            gY, gZ = (g.copy() for g in eng._parts(eng.sample()))
+            hY, hZ = eng._parts(eng.sample())
+        except DivergenceError as exc:
+            raise DivergenceError(k, exc.message) from None
+        _momentum(eng.Y, eng.vY, c1 * gY + c2 * hY, eng._yrows, eng.lr_Y, mu)
+        _momentum(eng.Z, eng.vZ, c1 * gZ + c2 * hZ, eng._qrows, eng.lr_Z, mu)
+        eng.steps_done += 1
+    data = {name: np.stack([o[name] for o in logs], axis=-1) for name in logs[0]}
+    return make_trajectory(config.ode_times(), data, paper=PAPER, system="count_sgd", source="train",
+                           backend="numpy_count_sgd", seed=seed, lead_dims=("run",), config=config,
+                           extra_attrs={"svag_l": int(l), "t_inf": int(bool(t_inf)), "runs": int(runs)})

@@ -36,7 +36,7 @@ from ..report import Break, Observable, Report
 
 __all__ = ["compare", "compare_data", "COMPARE_TOL", "theory_trajectory", "reduced_trajectory", "momentum_map",
            "z_rows_agreement", "practice_z_rows", "theory_z_rows", "coords", "y_names", "z_names", "regime_agreement",
-           "momentum_gap"]
+           "momentum_gap", "sde_calibration"]
 
 #: Acceptance tolerance on rel_l2 inside the theory's regime (issue 3, criterion 2).
 COMPARE_TOL = 0.05
@@ -201,6 +201,14 @@ def momentum_gap(quick: bool, device: str) -> dict:
 # ------------------------------------------------------------------------------------------------
 # The report
 # ------------------------------------------------------------------------------------------------
+def sde_calibration(quick: bool = True) -> list[dict]:
+    """The minibatch SDE against count-vector SGD at T = 32, 128, 1024 (:mod:`.calibration`):
+    coverage at 50/80/90% with intervals, pooled variance ratio, final means — the report's details."""
+    from .calibration import calibration
+
+    return [{k: v for k, v in r.items() if k != "cell"} for r in calibration(quick=quick)]
+
+
 @lru_cache(maxsize=4)
 def compare_data(quick: bool = True, device: str = "auto"):
     """``(report, theory, practice)``: the report and the theory-regime trajectories it was built on.
@@ -223,7 +231,8 @@ def compare_data(quick: bool = True, device: str = "auto"):
         observables=observables, claims=claims, where_agreement_breaks=gap["rows"],
         details={"momentum_gap_lr_sweep": gap["lr_sweep"], "mc_counts_per_class": gap["mc_counts_per_class"],
                  "reduced_grid": reduced_table(named["reduced_ode_matches_training"]),
-                 "snap_grid": snap_table(named["scan_then_snap"]), "real_text_claims": text.claims(quick, device)})
+                 "snap_grid": snap_table(named["scan_then_snap"]), "real_text_claims": text.claims(quick, device),
+                 "sde_calibration": sde_calibration(quick)})
     return report, theory, practice
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 from theory import scan_snap as ss
 
+from .. import style
 from ..core import finish_figure, overlay, save_table
 from ..sweep import sweep_settings
 from .compare import compare_data, theory_trajectory
@@ -24,21 +25,16 @@ from .fig6 import FIG6_GRID, fig6_panel, fig6_table
 from .text import fig_scan_snap_entropy_vs_lr, fig_scan_snap_maps
 
 __all__ = ["FIGURES", "fig3_growth", "fig4_heatmaps", "fig6_entropy", "fig8_h", "fig9_B", "fig_overlay",
-           "fig_invariant_spread", "fig_momentum_gap", "table_reduced_grid"]
+           "fig_invariant_spread", "fig_momentum_gap", "table_reduced_grid", "fig_sde_overlay", "fig_sde_calibration",
+           "fig_svag"]
 
 
-def _plt():
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _finish(fig, outdir, name: str, table, csv: str | None = None) -> pd.DataFrame:
-    """Lay out and save ``fig`` as ``outdir/name``; ``table`` (a DataFrame or row dicts) as
-    ``outdir/csv`` when given. Returns the table."""
-    fig.tight_layout()
+def _finish(fig, outdir, name: str, rows, csv: str | None = None, *, ncols: int | None = None) -> pd.DataFrame:
+    """One legend below the panels (every named curve, ``ncols`` columns), lint + save ``fig`` as
+    ``outdir/name``, ``rows`` (a DataFrame or row dicts) as ``outdir/csv`` when given. Returns the table."""
+    style.legend_outside(fig, ncols=ncols)
     finish_figure(fig, outdir, name)
-    table = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
+    table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
     if csv is not None:
         save_table(table, outdir, csv)
     return table
@@ -52,18 +48,20 @@ def fig3_growth(outdir=None, quick: bool = True, *, device: str = "auto", C0: fl
     p = task.P[0, task.support(0)]
     f0sq = float(task.P[0, task.dt[0, -1]] ** 2 / (p**2).sum())
     rows = []
-    fig, ax = _plt().subplots(figsize=(5.5, 3.6))
+    fig, axes = style.panels(1, size=(5.0, 3.4))
+    ax = axes[0]
     for eta in (0.5, 1, 2, 5):
         lo, hi = ss.chi_bounds(t, 1000, 10, eta, 0.5, f0sq, C0)
-        line, = ax.plot(t, hi, label=f"eta_Y={eta} (upper)")
-        ax.plot(t, lo, color=line.get_color(), ls="--", lw=0.8)
+        line, = ax.plot(t, hi, ls="-", label=f"upper bound, $\\eta_Y = {eta:g}$")
+        ax.plot(t, lo, color=line.get_color(), ls="--", lw=0.8, label=f"lower bound, $\\eta_Y = {eta:g}$")
         ax.axvline(ss.transition_times(1000, 10, eta)[1], color=line.get_color(), ls=":")
         rows += [{"eta_Y": eta, "t": ti, "chi_lower": a, "chi_upper": b} for ti, a, b in zip(t[::10], lo[::10], hi[::10])]
-    ax.set_xlabel("t (samples)")
-    ax.set_ylabel("chi_l0(t)")
-    ax.set_title(f"Fig. 3: growth factor bounds (K=10, M=1000, C0={C0})", fontsize=9)
-    ax.legend(fontsize=7)
-    return _finish(fig, outdir, "fig3_growth.png", rows)
+    ax.set_xlabel(style.axis_label("time", "samples", "t"))
+    ax.set_ylabel(style.axis_label("growth factor", symbol="$\\chi_{l_0}(t)$"))
+    ax.set_title(f"Fig. 3: growth factor bounds ($K = 10$, $M = 1000$, $C_0 = {C0:g}$; dotted: $t_0$)")
+    style.legend_outside(fig, axes, ncols=4)
+    finish_figure(fig, outdir, "fig3_growth.png")
+    return pd.DataFrame(rows)
 
 
 def fig4_heatmaps(outdir=None, quick: bool = True, *, device: str = "auto", steps: int = 100) -> dict:
@@ -76,18 +74,22 @@ def fig4_heatmaps(outdir=None, quick: bool = True, *, device: str = "auto", step
     iters = (0, 2, 4, 6, 8, 10)
     res = train_grid(cfg, [1.0], [1.0, 10.0], 1, device=device, snapshots=iters)
     task = res["task"]
-    fig, axes = _plt().subplots(2, 2, figsize=(9, 5), squeeze=False)
+    import matplotlib.pyplot as plt
+
+    fig, grid = plt.subplots(task.K, 2, figsize=(8.4, 2.6 * task.K), squeeze=False, layout="constrained")
+    axes = list(grid.ravel())  # rows: classes; columns: the two ratios
     data = {}
     for r, ratio in enumerate((1.0, 10.0)):
         for n in range(task.K):
             rows = [ss.attention_scores(task, res["Z"][i][r])[n, :30] for i in (*iters, steps)]
             data[(ratio, n)] = np.array(rows)
-            ax = axes[n][r]
-            ax.imshow(data[(ratio, n)], aspect="auto", cmap="viridis")
-            ax.set_yticks(range(len(iters) + 1), [f"Iter {i}" for i in iters] + ["Final"], fontsize=6)
-            ax.set_title(f"eta_Y/eta_Z = {ratio:g}/1, class {n + 1}", fontsize=8)
-    fig.suptitle("Fig. 4: c_n on Syn-Small (common 0-9 | distinct 10-29)", fontsize=9)
-    fig.tight_layout()
+            ax = axes[n * 2 + r]
+            style.heatmap(ax, data[(ratio, n)], xlabel=style.axis_label("token index", symbol="l"),
+                          ylabel="iteration", cbar_label=style.axis_label("attention", symbol="$c_n$"),
+                          cmap="viridis", index_axes="x")
+            ax.set_yticks(range(len(iters) + 1), [str(i) for i in iters] + ["final"])
+            ax.set_title(f"$\\eta_Y/\\eta_Z = {ratio:g}/1$, class {n + 1}")
+    fig.suptitle("Fig. 4: $c_n$ on Syn-Small (common tokens 0-9, distinct tokens 10-29)")
     finish_figure(fig, outdir, "fig4_heatmaps.png")
     ent = {f"ratio_{k[0]:g}_class_{k[1]}": float(ss.entropy(v[-1][task.dt[k[1]]])) for k, v in data.items()}
     save_table(pd.DataFrame([ent]), outdir, "fig4_dt_entropy.csv")
@@ -116,34 +118,46 @@ def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds
         t = fig6_table(panels, seeds, float32=quick, zero_init=zero_init, device=str(dev), store=store,
                        engine="numpy" if dev.type == "cpu" else "torch", workers=workers, ray=ray)
         tables = [t[t.num_last == nl] for nl in panels]
-    fig, axes = _plt().subplots(1, len(panels), figsize=(4 * len(panels), 3.2), squeeze=False)
-    for ax, nl, g in zip(axes[0], panels, tables):
-        for ez in FIG6_GRID["eta_Z"]:
+    import matplotlib.pyplot as plt
+
+    ncols = 2 if len(panels) == 4 else min(len(panels), style.MAX_PER_ROW)
+    fig, grid = plt.subplots(-(-len(panels) // ncols), ncols, figsize=(3.8 * ncols, 2.8 * -(-len(panels) // ncols)),
+                             squeeze=False, sharey=True, layout="constrained")
+    axes = list(grid.ravel())
+    for ax in axes[len(panels):]:
+        fig.delaxes(ax)
+    colours = ("#0072B2", "#009E73", "#E69F00", "#CC79A7", "#56B4E9")
+    for ax, nl, g in zip(axes, panels, tables):
+        for ez, m, col in zip(FIG6_GRID["eta_Z"], "os^Dv", colours):
             s = g[g.eta_Z == ez]
-            ax.errorbar(s.ratio, s["mean"], yerr=s["std"], marker="o", ms=3, capsize=2, label=f"eta_Z={ez}")
+            line, = ax.plot(s.ratio, s["mean"], marker=m, ms=3, ls="-", color=col, label=f"$\\eta_Z = {ez:g}$")
+            ax.errorbar(s.ratio, s["mean"], yerr=s["std"], fmt="none", ecolor=line.get_color(), lw=0.8)
         ax.set_xscale("log")
-        ax.set_xlabel("eta_Y / eta_Z")
-        ax.set_title(f"#last/next tokens = {nl}/{2 * nl}", fontsize=9)
-    axes[0][0].set_ylabel("DT entropy")
-    axes[0][0].legend(fontsize=7)
-    return _finish(fig, outdir, "fig6_entropy.png", pd.concat(tables, ignore_index=True), "fig6_entropy.csv")
+        ax.set_xlabel(style.axis_label("", symbol="$\\eta_Y / \\eta_Z$"))
+        ax.set_ylabel(style.axis_label("DT attention entropy", "nats"))
+        ax.set_title(f"last / next tokens = {nl} / {2 * nl}")
+    style.legend_outside(fig, axes[:len(panels)])
+    table = pd.concat(tables, ignore_index=True)
+    finish_figure(fig, outdir, "fig6_entropy.png")
+    save_table(table, outdir, "fig6_entropy.csv")
+    return table
 
 
 def fig8_h(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
     """Fig. 8: discrete h* (Eqn. 33) vs continuous h (Eqn. 45)."""
-    fig, axes = _plt().subplots(1, 2, figsize=(9, 3.4))
+    fig, axes = style.panels(2, size=(4.2, 3.2))
     rows = []
     for ax, (M, etas, tmax) in zip(axes, ((50, (0.1, 0.2, 0.5, 1, 2), 80), (1000, (0.2, 0.5, 1, 2, 4), 70))):
         s = np.arange(tmax + 1)
         for eta in etas:
             hs, h = ss.h_discrete(tmax, M, eta), ss.h_closed_form(s, M, eta)
-            line, = ax.plot(s, hs, label=f"h*, eta_Y={eta}")
-            ax.plot(s, h, color=line.get_color(), ls="--")
+            line, = ax.plot(s, hs, ls="-", label=f"$h^*$ (Eqn. 33), $\\eta_Y = {eta:g}$")
+            ax.plot(s, h, color=line.get_color(), ls="--", label=f"$h$ (Eqn. 45), $\\eta_Y = {eta:g}$")
             rows.append({"M": M, "eta_Y": eta, "max_gap": float((hs - h).max()), "bound_2eta_over_M": 2 * eta / M})
-        ax.set_title(f"Fig. 8: M = {M} (solid h*, dashed h)", fontsize=9)
-        ax.set_xlabel("s")
-        ax.legend(fontsize=6)
-    return _finish(fig, outdir, "fig8_h.png", rows, "fig8_gap.csv")
+        ax.set_title(f"Fig. 8: $M = {M}$")
+        ax.set_xlabel(style.axis_label("step", symbol="s"))
+        ax.set_ylabel(style.axis_label("", symbol="h"))
+    return _finish(fig, outdir, "fig8_h.png", rows, "fig8_gap.csv", ncols=4)
 
 
 def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2, C0: float = 1.0) -> pd.DataFrame:
@@ -159,24 +173,24 @@ def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2,
         y[snap.state_names.index("h")] = ss.h_closed_form(t / K, M, ey)
         return forms(t, p, y)["B"]
 
-    fig, axes = _plt().subplots(1, 2, figsize=(9, 3.4))
+    fig, axes = style.panels(2, size=(4.2, 3.2))
     rows = []
     for ax, (nu, M, ezs, tmax) in zip(axes, ((10, 100, (0.5, 1, 2, 4, 8), 5), (1, 10000, (0.5, 1, 2, 4, 8), 50))):
         t = np.linspace(0, tmax, 501)
         for ez in ezs:
             ey = nu * ez
             b = B(t, M, ey, ez)
-            line, = ax.plot(t, b, label=f"eta_Z={ez}")
+            line, = ax.plot(t, b, ls="-", label=f"$\\eta_Z = {ez:g}$")
             t0 = ss.transition_times(M, K, ey)[1]
             b0 = float(B(t0, M, ey, ez)[0])
             if t0 <= tmax:
-                ax.plot([t0], [b0], "o", color=line.get_color())
+                ax.plot([t0], [b0], "o", color=line.get_color(), label=f"$B_n(t_0)$, $\\eta_Z = {ez:g}$")
                 ax.axvline(t0, color=line.get_color(), ls=":", lw=0.8)
             rows.append({"nu": nu, "M": M, "eta_Z": ez, "t0": t0, "B_at_t0": b0, "B_end": float(b[-1])})
-        ax.set_title(f"Fig. 9: nu = {nu}, M = {M}, K = {K}", fontsize=9)
-        ax.set_xlabel("t")
-        ax.legend(fontsize=6)
-    return _finish(fig, outdir, "fig9_B.png", rows, "fig9_B.csv")
+        ax.set_title(f"Fig. 9: $\\nu = {nu}$, $M = {M}$, $K = {K}$")
+        ax.set_xlabel(style.axis_label("time", symbol="t"))
+        ax.set_ylabel(style.axis_label("", symbol="$B_n(t)$"))
+    return _finish(fig, outdir, "fig9_B.png", rows, "fig9_B.csv", ncols=5)
 
 
 def fig_overlay(outdir=None, quick: bool = True, *, device: str = "auto"):
@@ -184,7 +198,10 @@ def fig_overlay(outdir=None, quick: bool = True, *, device: str = "auto"):
     logits, common logit, a Y coordinate, DT entropy, loss. Returns ``(theory, practice)``."""
     data = compare_data(quick, device)[1:]
     names = ["z_dt_0", "z_dt_9", "z_c", "Y_own_9", "dt_entropy", "population_loss"]
-    fig = overlay(*data, names, title="Scan & Snap: T = inf ODE vs trained (Y, Z) model", xlabel="t (per-sample time)")
+    labels = _sde_labels(ss.Config.preset("theory", quick))
+    labels["population_loss"] = "population loss $-J_\\infty$"
+    fig = overlay(*data, names, title="Scan & Snap: the $T = \\infty$ ODE vs the trained $(Y, Z)$ model",
+                  xlabel=style.axis_label("per-sample time", symbol="t"), ylabels=labels)
     finish_figure(fig, outdir, "overlay_ode_vs_trained.png")
     return data
 
@@ -197,21 +214,21 @@ def fig_invariant_spread(outdir=None, quick: bool = True, *, device: str = "auto
     rows = []
     task = ss.make_task(ss.Config())
     t = np.linspace(0, t_end, 61)
-    fig, ax = _plt().subplots(figsize=(5, 3.4))
+    fig, axes = style.panels(1, size=(4.6, 3.2))
+    ax = axes[0]
     for r in ratios:
         cfg = ss.Config.preset("spread", quick, eta_Z=eta_Z, eta_Y=eta_Z * r)
         th = theory_trajectory(cfg, t)
         y = np.stack([th[n].values for n in ss.full_system(cfg).state_names], -1)
         _, Z = ss.embed_symmetric_state(task, y)
         spread = ss.invariant_spread(task, Z)
-        ax.plot(t, spread, label=f"eta_Y/eta_Z = {r}")
+        ax.plot(t, spread, ls="-", label=f"full flow, $\\eta_Y/\\eta_Z = {r}$")
         rows.append({"ratio": r, "eta_Z": eta_Z, "t_end": t_end, "spread_end": float(spread[-1]),
                      "dt_entropy_end": float(th.dt_entropy.values[-1])})
-    ax.axhline(1.0, color="k", ls="--", lw=0.8, label="reduced ODE")
-    ax.set_xlabel("t")
-    ax.set_ylabel("max/min I_l over DTs")
-    ax.legend(fontsize=7)
-    return _finish(fig, outdir, "invariant_spread.png", rows, "invariant_spread.csv")
+    ax.axhline(1.0, **style.role("theory_alt"), label="reduced ODE (exactly 1)")
+    ax.set_xlabel(style.axis_label("time", symbol="t"))
+    ax.set_ylabel(style.axis_label("invariant spread", symbol="$\\max_l I_l / \\min_l I_l$"))
+    return _finish(fig, outdir, "invariant_spread.png", rows, "invariant_spread.csv", ncols=2)
 
 
 def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
@@ -220,18 +237,21 @@ def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto") -
     on grad J_inf against the ODE, and of training against the ODE and the E_counts[J] map (the
     comparison's numbers, ``momentum_gap.csv``)."""
     df = pd.DataFrame(compare_data(quick, device)[0].details["momentum_gap_lr_sweep"])
-    fig, ax = _plt().subplots(figsize=(5.2, 3.6))
-    for col, label in (("map_Jinf_vs_ode", "momentum map on grad J_inf vs ODE"),
-                       ("training_vs_ode", "training vs ODE"),
-                       ("training_vs_map_EcountsJ", "training vs momentum map on grad E_counts[J]")):
-        ax.plot(df.lr, df[col], "o-", label=label)
+    fig, axes = style.panels(1, size=(4.6, 3.2))
+    ax = axes[0]
+    for (col, label), m in zip((("map_Jinf_vs_ode", "momentum map on $\\nabla J_\\infty$ vs ODE"),
+                                ("training_vs_ode", "training vs ODE"),
+                                ("training_vs_map_EcountsJ", "training vs momentum map on $\\nabla E_q[J]$")), "os^"):
+        ax.plot(df.lr, df[col], marker=m, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("learning rate (eta_Y = eta_Z), momentum 0.9")
-    ax.set_ylabel("rel_l2 of z rows")
-    ax.set_title("Scan & Snap: the momentum gap closes as lr -> 0", fontsize=9)
-    ax.legend(fontsize=6)
-    return _finish(fig, outdir, "momentum_gap.png", df, "momentum_gap.csv")
+    ax.set_xlabel(style.axis_label("learning rate", symbol="$\\eta_Y = \\eta_Z$") + ", momentum 0.9")
+    ax.set_ylabel(style.axis_label("relative $L^2$ error of the $z$ rows"))
+    ax.set_title("Scan & Snap: the momentum gap closes as $\\eta \\to 0$")
+    style.legend_outside(fig, axes, ncols=1)
+    finish_figure(fig, outdir, "momentum_gap.png")
+    save_table(df, outdir, "momentum_gap.csv")
+    return df
 
 
 def table_reduced_grid(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
@@ -242,6 +262,107 @@ def table_reduced_grid(outdir=None, quick: bool = True, *, device: str = "auto")
     return df
 
 
+#: the SDE figures' observables and their labels
+_SDE_NAMES = ("z_dt_0", "z_c", "Y_own_0", "dt_entropy")  # = calibration.OBSERVABLES
+
+
+def _sde_labels(config) -> dict[str, str]:
+    labels = style.symbol_labels(ss.full_system(config))
+    labels["dt_entropy"] = "DT attention entropy (nats)"
+    return labels
+
+
+def fig_sde_overlay(outdir=None, quick: bool = True, *, device: str = "auto", T: int = 32):
+    """The minibatch SDE (issue 20) beside the ``T = inf`` ODE and count-vector SGD at finite ``T``
+    (Syn-Small, zero init, plain SGD, batch 32; :mod:`.calibration`): the SDE's 10-90% band, 24 of
+    the SGD runs, the ODE. Returns ``(ode, sde, runs)``."""
+    from . import calibration as cal
+
+    c = cal.CALIBRATION["quick" if quick else "full"]
+    cfg = cal.calibration_config(T, quick=quick)
+    sde, runs = cal.sde_paths(cfg, c["paths"]), cal.sgd_runs(cfg, c["runs"])
+    ode = theory_trajectory(cfg)
+    fig = overlay(ode, runs.isel(run=slice(0, 24)), _SDE_NAMES, sde=sde, ylabels=_sde_labels(cfg),
+                  title=f"Scan & Snap at T = {T}, batch {cfg.batch}: SDE vs count-vector SGD vs the T = inf ODE",
+                  xlabel=style.axis_label("time", "steps", "t"))
+    finish_figure(fig, outdir, "sde_overlay.png")
+    return ode, sde, runs
+
+
+def fig_sde_calibration(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
+    """Coverage of count-vector SGD by the SDE's 50/80/90% bands (run-bootstrap 90% intervals)
+    against the nominal level, per observable, at T = 32, 128, 1024 (:func:`.calibration.calibration`;
+    ``sde_calibration.csv`` also holds the pooled variance ratios)."""
+    from . import calibration as cal
+
+    rows = cal.calibration(quick=quick, observables=_SDE_NAMES)  # cached runs: the report's details share them
+    labels = _sde_labels(cal.calibration_config(32, quick=quick))
+    Ts = sorted({r["T"] for r in rows})
+    fig, axes = style.panels(len(Ts), sharey=True)
+    for ax, T in zip(axes, Ts):
+        for k, name in enumerate(_SDE_NAMES):
+            r = next(r for r in rows if r["T"] == T and r["observable"] == name)
+            lv = np.array([float(x) for x in r["coverage"]])
+            cov = np.array([v["coverage"] for v in r["coverage"].values()])
+            err = np.array([[v["coverage"] - v["low"], v["high"] - v["coverage"]] for v in r["coverage"].values()]).T
+            x = lv + 0.012 * (k - 1.5)
+            line, = ax.plot(x, cov, "osD^"[k], ls="none", ms=4, label=labels[name])
+            ax.errorbar(x, cov, yerr=err, fmt="none", ecolor=line.get_color(), lw=1)
+        grid = np.array([0.45, 0.95])
+        ax.plot(grid, grid, **style.role("theory", linewidth=1.0), label="nominal")
+        ax.fill_between(grid, grid - 0.05, grid + 0.05, color="0.85", zorder=0, label="nominal $\\pm$ 5 points")
+        ax.set_title(f"T = {T}")
+        ax.set_xlabel(style.axis_label("band level"))
+    axes[0].set_ylabel(style.axis_label("coverage of SGD points"))
+    style.legend_outside(fig, axes)
+    table = pd.DataFrame([{"T": r["T"], "observable": r["observable"], "verdict": r["verdict"],
+                           **{f"coverage_{k}": v["coverage"] for k, v in r["coverage"].items()},
+                           **{f"coverage_{k}_low": v["low"] for k, v in r["coverage"].items()},
+                           **{f"coverage_{k}_high": v["high"] for k, v in r["coverage"].items()},
+                           "variance_ratio": r["variance_ratio"][0], "variance_ratio_low": r["variance_ratio"][1],
+                           "variance_ratio_high": r["variance_ratio"][2],
+                           **{f"final_mean_{k}": v for k, v in r["final_mean"].items()}} for r in rows])
+    finish_figure(fig, outdir, "sde_calibration.png")
+    save_table(table, outdir, "sde_calibration.csv")
+    return table
+
+
+def fig_svag(outdir=None, quick: bool = True, *, device: str = "auto"):
+    """SVAG (Li, Malladi & Arora 2021; :func:`.calibration.svag`): the weak error of the mean DT
+    entropy against the SDE (step dtau/16) vs the amplification l, with its fitted slope (theory -1).
+    Returns the :class:`~figures.calibration.WeakError` (``svag.csv``); full mode only (quick
+    returns None: 4 x 256 SGD runs up to 8x the steps and an SDE at 16 steps per optimiser step
+    cost ~2.5 CPU-minutes, beyond the quick figures' budget)."""
+    from . import calibration as cal
+
+    if quick:
+        return None
+    w = cal.svag(quick=quick)
+    fig, axes = style.panels(1, size=(4.2, 3.2))
+    ax = axes[0]
+    err = np.vstack([w.error - w.error_low, w.error_high - w.error])
+    ax.plot(w.scales, w.error, "o", ls="none", color=style.ROLES["practice"]["color"],
+            label="SVAG vs SDE (90% bootstrap)")
+    ax.errorbar(w.scales, w.error, yerr=np.maximum(err, 0), fmt="none", ecolor=style.ROLES["practice"]["color"])
+    ok = w.error > 0
+    if ok.sum() >= 2 and np.isfinite(w.slope):
+        c = np.exp(np.mean(np.log(w.error[ok]) - w.slope * np.log(w.scales[ok])))
+        ax.plot(w.scales, c * w.scales**w.slope, **style.role("theory_alt"),
+                label=f"fit: slope {w.slope:.2f} [{w.slope_low:.2f}, {w.slope_high:.2f}]")
+        ax.plot(w.scales, w.error[ok][0] * (w.scales / w.scales[ok][0]) ** -1.0, **style.role("reference"),
+                label="slope -1 (theory)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(style.axis_label("SVAG amplification", symbol="l"))
+    ax.set_ylabel(style.axis_label("weak error of mean DT entropy"))
+    style.legend_outside(fig, axes)
+    finish_figure(fig, outdir, "svag_weak_error.png")
+    save_table(pd.DataFrame({"l": w.scales, "error": w.error, "low": w.error_low, "high": w.error_high,
+                             "slope": w.slope, "slope_low": w.slope_low, "slope_high": w.slope_high}), outdir, "svag.csv")
+    return w
+
+
 #: The paper row's ``figures`` slot, in the order they are made (:func:`figures.core.make_figures`).
 FIGURES = (fig3_growth, fig8_h, fig9_B, fig4_heatmaps, fig6_entropy, fig_overlay, fig_momentum_gap, table_reduced_grid,
-           fig_invariant_spread, fig_scan_snap_maps, fig_scan_snap_entropy_vs_lr)
+           fig_invariant_spread, fig_scan_snap_maps, fig_scan_snap_entropy_vs_lr, fig_sde_overlay,
+           fig_sde_calibration, fig_svag)

@@ -44,7 +44,12 @@ def fig_scan_snap_maps(outdir, quick: bool = True, *, device: str = "auto",
     maps = res["maps"]
     layers = sorted(maps)
     steps = sorted(next(iter(maps.values())))
-    fig, axes = plt.subplots(len(layers), len(steps), figsize=(2.4 * len(steps), 2.4 * len(layers)), squeeze=False)
+    from matplotlib.colors import Normalize
+
+    # rows: logged steps; columns: models (at most three per row); one shared colour scale
+    fig, axes = plt.subplots(len(steps), len(layers), figsize=(2.8 * len(layers) + 0.8, 2.4 * len(steps)),
+                             squeeze=False, layout="constrained")
+    norm = Normalize(0.0, 1.0)
     rows = []
     for r, L in enumerate(layers):
         prev = None
@@ -54,11 +59,15 @@ def fig_scan_snap_maps(outdir, quick: bool = True, *, device: str = "auto",
             rows.append({"n_layer": L, "step": s, "snapshot_entropy": ent,
                          "change": np.nan if prev is None else float(np.linalg.norm(A - prev))})
             prev = A
-            axes[r, c].imshow(A, cmap="viridis", vmin=0, vmax=1)
-            axes[r, c].set_title(f"{L} layer{'s' * (L > 1)}, it {s}\nH={ent:.2f}", fontsize=8)
-            axes[r, c].set_xticks([]), axes[r, c].set_yticks([])
-    fig.suptitle(f"Scan & Snap Fig. 7 on WikiText-2: SGD lr {res['config'].lr:g} (FFN {res['config'].ffn_lr:g})", fontsize=9)
-    fig.tight_layout()
+            ax = axes[c, r]
+            image = ax.imshow(A, cmap="viridis", norm=norm)
+            ax.set_title(f"{L} layer{'s' * (L > 1)}, iteration {s}, $H = {ent:.2f}$")
+            ax.set_xlabel("key position")
+            ax.set_ylabel("query position")
+            ax.grid(False)
+    fig.colorbar(image, ax=axes.ravel().tolist(), label="attention weight")
+    fig.suptitle(f"Scan & Snap Fig. 7 on WikiText-2: SGD $\\eta = {res['config'].lr:g}$ "
+                 f"(FFN $\\eta = {res['config'].ffn_lr:g}$)")
     finish_figure(fig, outdir, "wikitext_fig7_attention_maps.png")
     table = pd.DataFrame(rows)
     save_table(table, outdir, "wikitext_fig7_attention_maps.csv")
@@ -74,13 +83,13 @@ def fig_scan_snap_entropy_vs_lr(outdir, quick: bool = True, *, device: str = "au
     res = results(PAPER, quick, device, corpus, store=runs_dir(outdir))
     df = res["sweep"]
     g = df.groupby("lr")["entropy"].agg(["mean", "std"]).reset_index()
-    fig, ax = plt.subplots(figsize=(4.2, 3.2))
-    ax.errorbar(g["lr"], g["mean"], yerr=g["std"].fillna(0), marker="o", capsize=3)
+    fig, ax = plt.subplots(figsize=(4.2, 3.2), layout="constrained")
+    ax.plot(g["lr"], g["mean"], "o-", label="mean over seeds")
+    ax.errorbar(g["lr"], g["mean"], yerr=g["std"].fillna(0), fmt="none", label="$\\pm$ 1 sd")
     ax.set_xlabel("learning rate $\\eta$ (SGD, all parameters)")
     ax.set_ylabel("attention entropy (validation)")
-    ax.set_title(f"Scan & Snap Fig. 10, WikiText-2, {len(res['config'].seeds)} seeds", fontsize=9)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
+    ax.set_title(f"Scan & Snap Fig. 10, WikiText-2, {len(res['config'].seeds)} seeds")
+    ax.legend()
     finish_figure(fig, outdir, "wikitext_fig10_entropy_vs_lr.png")
     save_table(df, outdir, "wikitext_fig10_entropy_vs_lr.csv")
     return df

@@ -13,6 +13,7 @@ Modules (the module set of every paper, plus one for a separate job):
   between these systems' states and the full parameters ``Y``, ``Z``;
 * :mod:`.population` — objectives and observables of full parameters (``xp=`` numpy or jax);
 * :mod:`.problem` — ``systems(config)`` and ``problem(config)`` for the paper table;
+* :mod:`.sde` — the minibatch SDE of finite-T count-vector SGD (the row's ``sde`` slot);
 * :mod:`.reduced` — the separate job: the paper's *stated* results that the derived flow is
   checked against — closed forms (h, gamma, Gamma, B, Theorem 4), the reduced attention ODE
   (Lemma 4 / Eqn. 10) and the snap ODE (Theorem 4).
@@ -21,8 +22,9 @@ Modules (the module set of every paper, plus one for a separate job):
 from .config import PAPER, SPEC, Config, ScanSnapConfig, ScanSnapTask, make_task
 from .derive import (C_sym, K_sym, Nq_sym, R_sym, SymmetricLayout, chain_rule_flow, embed_symmetric_state,
                      entropy_expr, eta_Y, eta_Z, full_parameters, full_system, general_state_vector, general_system,
-                     gradient_ascent_flow, minimal_instance, population_objective, symmetric_layout,
-                     unpack_general_state, z_rows, z_state_names)
+                     gradient_ascent_flow, minimal_instance, per_sample_loss, per_sample_system,
+                     population_objective, sample_symbols, symmetric_layout, unpack_general_state, z_rows,
+                     z_state_names)
 from .population import (attention_scores, count_vector_objective, entropy, invariant_spread, mixture, objective,
                          observables_from_parameters, symmetric_y_coordinates)
 from .problem import SOLVE_OPTIONS, problem, systems
@@ -34,7 +36,7 @@ __all__ = [
     "PAPER", "SPEC", "ScanSnapConfig", "Config", "ScanSnapTask", "make_task",
     "population_objective", "gradient_ascent_flow", "chain_rule_flow", "full_system", "full_parameters",
     "general_system", "minimal_instance", "SymmetricLayout", "symmetric_layout", "entropy_expr",
-    "eta_Y", "eta_Z", "R_sym", "K_sym", "C_sym", "Nq_sym",
+    "eta_Y", "eta_Z", "R_sym", "K_sym", "C_sym", "Nq_sym", "per_sample_loss", "per_sample_system", "sample_symbols",
     "embed_symmetric_state", "general_state_vector", "unpack_general_state", "z_rows", "z_state_names",
     "entropy", "mixture", "objective", "attention_scores", "invariant_spread", "observables_from_parameters",
     "count_vector_objective", "symmetric_y_coordinates",

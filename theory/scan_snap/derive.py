@@ -33,7 +33,8 @@ from .config import PAPER, SPEC, ScanSnapConfig, ScanSnapTask, make_task
 __all__ = ["population_objective", "gradient_ascent_flow", "chain_rule_flow", "full_system", "general_system",
            "full_parameters", "minimal_instance", "SymmetricLayout", "symmetric_layout", "entropy_expr",
            "eta_Y", "eta_Z", "R_sym", "K_sym", "C_sym", "Nq_sym", "embed_symmetric_state", "general_state_vector",
-           "unpack_general_state", "z_rows", "z_state_names"]
+           "unpack_general_state", "z_rows", "z_state_names", "T_sym", "sample_symbols", "per_sample_loss",
+           "per_sample_system"]
 
 eta_Y, eta_Z = sp.symbols("eta_Y eta_Z", positive=True)
 R_sym = sp.Symbol("R", positive=True)  # number of non-label output tokens, M_out - K
@@ -176,68 +177,174 @@ def _layout_of(config: ScanSnapConfig) -> tuple[int, bool, bool]:
     return config.num_unique_per_next, config.num_common > 0, config.K > 1
 
 
-@lru_cache(maxsize=16)
-def _symmetric_system(U: int, has_common: bool, has_cross: bool) -> ReducedSystem:
-    lay = symmetric_layout(U, has_common, has_cross)
-    s = dict(zip(lay.names, lay.symbols))
-    C = C_sym if has_common else 0
-    P_dt = sp.symbols(f"P_dt_0:{U}", positive=True)
-    P_c = sp.Symbol("P_c", positive=True)
+#: the sequence length (spec §1.3): the count vectors' law; a parameter of the noise only
+T_sym = sp.Symbol("T", positive=True, integer=True)
+
+
+def sample_symbols(U: int, has_common: bool) -> tuple[sp.Symbol, ...]:
+    """The sample of one sequence on the symmetric subspace (spec §1.3): the frequencies ``q_dt_j``
+    of the class's distinct tokens and, when there are common tokens, the first two power sums
+    ``q_c1 = sum_c q_c``, ``q_c2 = sum_c q_c^2`` of the common tokens' frequencies (the common
+    tokens share ``z_c`` and the ``Y_c_*`` rows, so a sequence enters the loss through these alone).
+    ``q_l = (count of l among the T - 1 contextual tokens) / (T - 1)``."""
+    qs = sp.symbols(f"q_dt_0:{U}", nonnegative=True)
+    return tuple(qs) + (tuple(sp.symbols("q_c1 q_c2", nonnegative=True)) if has_common else ())
+
+
+def _class_objective(s: dict, U: int, has_cross: bool, dt_weights, common):
+    """``(forward definitions, J_n)`` of one class on the symmetric subspace, for context weights
+    ``dt_weights[j]`` on DT ``j`` and ``common = (u, m1, m2)`` (None without common tokens): each
+    common token scores ``c_c = u e^{z_c}``, the norm takes ``m2 c_c^2`` and the logits ``m1 Y_c f_c``.
+    The population (``T = inf``, Eqn. 5): ``dt_weights = P_dt``, ``common = (P_c, C, C)``; one
+    sequence (spec §1.3): ``dt_weights = q_dt``, ``common = (1, q_c1, q_c2)`` — the same expression
+    with the sample in place of ``P``, so ``J_inf`` is the per-sample objective at ``q = P``."""
     r = lambda n: sp.Symbol(n, real=True)  # noqa: E731
     c_dt = [r(f"c_dt_{j}") for j in range(U)]
     f_dt = [r(f"f_dt_{j}") for j in range(U)]
     c_c, f_c, cnorm = r("c_c"), r("f_c"), sp.Symbol("cnorm", positive=True)
     w_own, w_x, w_o, S = r("w_own"), r("w_xlab"), r("w_o"), sp.Symbol("S", positive=True)
     # the paper's named quantities for a class n (all classes are alike on the subspace; J = J_n):
-    fwd = [(c_dt[j], P_dt[j] * sp.exp(s[f"z_dt_{j}"])) for j in range(U)]  # c~_{l|n} (Eqn. 5)
-    if has_common:
-        fwd.append((c_c, P_c * sp.exp(s["z_c"])))
-    fwd.append((cnorm, sp.sqrt(C * c_c**2 * (1 if has_common else 0) + sum(v**2 for v in c_dt))))  # |c~_n|
+    fwd = [(c_dt[j], dt_weights[j] * sp.exp(s[f"z_dt_{j}"])) for j in range(U)]  # c~_{l|n} (Eqn. 5)
+    if common is not None:
+        u, m1, m2 = common
+        fwd.append((c_c, u * sp.exp(s["z_c"])))
+    fwd.append((cnorm, sp.sqrt((m2 * c_c**2 if common is not None else 0) + sum(v**2 for v in c_dt))))  # |c~_n|
     fwd += [(f_dt[j], c_dt[j] / cnorm) for j in range(U)]  # f_n = c~_n/|c~_n|
-    if has_common:
+    if common is not None:
         fwd.append((f_c, c_c / cnorm))
 
     def logit(dt_name, c_name):  # w_n[k] = (Y^T f_n)[k]
-        return sum(s[f"{dt_name}_{j}"] * f_dt[j] for j in range(U)) + (C * s[c_name] * f_c if has_common else 0)
+        return sum(s[f"{dt_name}_{j}"] * f_dt[j] for j in range(U)) + (m1 * s[c_name] * f_c if common is not None else 0)
 
     fwd.append((w_own, logit("Y_own", "Y_c_lab")))  # own label
     if has_cross:
         fwd.append((w_x, logit("Y_xlab", "Y_c_lab")))  # each other label (K - 1 of them)
     fwd.append((w_o, logit("Y_o", "Y_c_o")))  # each non-label output (R of them)
     fwd.append((S, sp.exp(w_own) + ((K_sym - 1) * sp.exp(w_x) if has_cross else 0) + R_sym * sp.exp(w_o)))
-    J = w_own - sp.log(S)  # J_n = log alpha_n[n]
+    return fwd, w_own - sp.log(S)  # J_n = log alpha_n[n]
+
+
+def _symmetric_parameters(U: int, has_common: bool) -> tuple[sp.Symbol, ...]:
+    P_dt = sp.symbols(f"P_dt_0:{U}", positive=True)
+    common = (C_sym, Nq_sym, sp.Symbol("P_c", positive=True)) if has_common else ()
+    return (eta_Y, eta_Z, R_sym, K_sym, T_sym, *common, *P_dt)
+
+
+@lru_cache(maxsize=16)
+def _symmetric_system(U: int, has_common: bool, has_cross: bool, noise: bool = False) -> ReducedSystem:
+    lay = symmetric_layout(U, has_common, has_cross)
+    s = dict(zip(lay.names, lay.symbols))
+    params = _symmetric_parameters(U, has_common)
+    P_dt = params[-U:]
+    common = (sp.Symbol("P_c", positive=True), C_sym, C_sym) if has_common else None
+    fwd, J = _class_objective(s, U, has_cross, P_dt, common)
     definitions, rhs = chain_rule_flow(fwd, J, lay.symbols, lay.weights, lay.rates)
+    named = {str(k): k for k, _ in fwd}
+    c_dt = [named[f"c_dt_{j}"] for j in range(U)]
+    c_c, S, w_own = named.get("c_c"), named["S"], named["w_own"]
     dt_ent = entropy_expr(c_dt)
     sup_ent = entropy_expr(c_dt + ([c_c] if has_common else []), [1] * U + ([C_sym] if has_common else []))
     obs = {"dt_entropy": dt_ent, "support_entropy": sup_ent, "population_loss": sp.log(S) - w_own,
            "correct_prob": sp.exp(w_own) / S}
     if has_common:
         obs["ct_logit"] = s["z_c"]
-    params = (eta_Y, eta_Z, R_sym, K_sym, *((C_sym, Nq_sym, P_c) if has_common else ()), *P_dt)
     return ReducedSystem(
         name="full", paper=PAPER, state=lay.symbols, parameters=params, rhs=tuple(rhs),
         definitions=tuple(definitions), observables=obs,
-        spec=f"{SPEC} §2.5 (T = inf coupled flow, symmetric subspace)",
+        spec=f"{SPEC} §2.5 (T = inf coupled flow, symmetric subspace); §1.3 and Decision 9 (finite-T noise)",
         description=("Gradient ascent on J_inf(Y, Z) restricted to the exact invariant subspace of "
                      "the official generator from zero init; each coordinate stands for a group of "
                      "equal entries of Y or Z and moves at rate/group size times dJ/dcoordinate. "
                      "Definitions: c~ (Eqn. 5), |c~|, f = c~/|c~|, logits w = Y^T f, softmax "
-                     "normaliser S; xbar = dJ/dx (fbar is the back-propagated g = Y(e_n - alpha_n))."),
+                     "normaliser S; xbar = dJ/dx (fbar is the back-propagated g = Y(e_n - alpha_n)). "
+                     "T (the sequence length) enters only the noise: the minibatch noise of finite-T "
+                     "count-vector SGD projected on the subspace (see per_sample_system)."),
+        noise=_symmetric_noise(U, has_common, has_cross) if noise else None,
     )
 
 
-def full_system(config: ScanSnapConfig) -> ReducedSystem:
+@lru_cache(maxsize=16)
+def _per_sample(U: int, has_common: bool, has_cross: bool):
+    """``(definitions, per-sample flow, per-sample loss)`` of one sequence on the symmetric subspace."""
+    lay = symmetric_layout(U, has_common, has_cross)
+    s = dict(zip(lay.names, lay.symbols))
+    q = sample_symbols(U, has_common)
+    common = (sp.Integer(1), q[U], q[U + 1]) if has_common else None
+    fwd, J = _class_objective(s, U, has_cross, q[:U], common)
+    definitions, rhs = chain_rule_flow(fwd, J, lay.symbols, lay.weights, lay.rates)
+    loss = -J
+    for sym, e in reversed(fwd):
+        loss = loss.xreplace({sym: e})
+    return tuple(definitions), tuple(rhs), loss
+
+
+def per_sample_loss(config: ScanSnapConfig) -> sp.Expr:
+    """The per-sample loss ``l(theta; q) = -J_n(theta; q)`` of one sequence with frequencies
+    :func:`sample_symbols` on the symmetric coordinates (cross-entropy of its next token; spec
+    §1.3: a sequence enters the loss only through its count vector). Its value at ``q = P`` is
+    ``-J_inf``, the objective of :func:`full_system`'s flow."""
+    return _per_sample(*_layout_of(config))[2]
+
+
+@lru_cache(maxsize=16)
+def _per_sample_system(U: int, has_common: bool, has_cross: bool) -> ReducedSystem:
+    lay = symmetric_layout(U, has_common, has_cross)
+    definitions, rhs, _ = _per_sample(U, has_common, has_cross)
+    return ReducedSystem(
+        name="per_sample", paper=PAPER, state=lay.symbols,
+        parameters=_symmetric_parameters(U, has_common) + sample_symbols(U, has_common), rhs=rhs,
+        definitions=definitions, spec=f"{SPEC} §1.3 (one sequence's count vector)",
+        description=("The per-sample flow g(theta; q) of one sequence with frequencies q (the last "
+                     "parameters): gradient ascent on J_n(theta; q) with the metric of full_system, "
+                     "through the same named quantities; g(theta; P) is full_system's rhs."))
+
+
+def per_sample_system(config: ScanSnapConfig) -> ReducedSystem:
+    """The per-sample flow ``g(theta; q)`` as a system whose last parameters are the sample
+    :func:`sample_symbols` (definitions kept: the fast numeric form of ``full_system(config).noise.
+    gradient``, which holds the same flow expanded)."""
+    return _per_sample_system(*_layout_of(config))
+
+
+@lru_cache(maxsize=16)
+def _symmetric_noise(U: int, has_common: bool, has_cross: bool):
+    from ..noise import MonteCarlo, derive_noise
+
+    lay = symmetric_layout(U, has_common, has_cross)
+    q = sample_symbols(U, has_common)
+    ref = f"theory.scan_snap.sde:{'count_sampler' if has_common else 'count_sampler_no_common'}"
+    counts = MonteCarlo(q, ref=ref, description=(
+        "one sequence's frequencies q = counts/(T - 1), counts ~ Multinomial(T - 1, P(.|n)) on the class "
+        "support (spec §1.3), exact; on the symmetric subspace every class gives the same law"))
+    return derive_noise(
+        _per_sample(U, has_common, has_cross)[2], lay.symbols, q, counts,
+        preconditioner=[r / w for r, w in zip(lay.rates, lay.weights)],
+        description=("finite-T count-vector SGD projected on the symmetric subspace; time = optimiser steps "
+                     "x 1/(1 - momentum). The mean of g is the finite-T flow E_q[g(theta; q)], gradient ascent "
+                     "on E_q[J_n(theta; q)] (the loss is not linear in q): it is NOT this system's rhs, "
+                     "g(theta; E q) = the T = inf flow; the two differ by O(1/T). The SDE (theory.scan_snap."
+                     "sde) drifts with E_q[g]."))
+
+
+def full_system(config: ScanSnapConfig, *, noise: bool = False) -> ReducedSystem:
     """The full ``T = inf`` coupled flow (Y, Z) derived from ``J_inf`` (spec §2.5), on the exact
     symmetric subspace of the official generator (:class:`SymmetricLayout`), parameters
-    :func:`full_parameters`. Depends on the config only through ``U``, ``C > 0``, ``K > 1``."""
-    return _symmetric_system(*_layout_of(config))
+    :func:`full_parameters`. Depends on the config only through ``U``, ``C > 0``, ``K > 1``.
+
+    ``noise=True`` attaches the minibatch noise of finite-T count-vector SGD (:mod:`theory.noise`:
+    the per-sample loss :func:`per_sample_loss` differentiated, the count vectors' exact Monte-Carlo
+    law; what ``tdyn derive`` exports). Deriving it takes seconds (the expanded per-sample flow is
+    large), so the solvers use the system without it; the SDE evaluates the same flow through
+    :func:`per_sample_system` (named quantities kept)."""
+    return _symmetric_system(*_layout_of(config), noise)
 
 
 def full_parameters(config: ScanSnapConfig) -> dict[str, float]:
     """Values of :func:`full_system`'s parameters for ``config`` (P of class 0's profile)."""
     task = make_task(config)
     out = {"eta_Y": float(config.eta_Y), "eta_Z": float(config.eta_Z), "R": float(config.M_out - config.K),
-           "K": float(config.K), "C": float(config.num_common), "N_q": float(config.num_last)}
+           "K": float(config.K), "T": float(config.T), "C": float(config.num_common),
+           "N_q": float(config.num_last)}
     if config.num_common:
         out["P_c"] = float(task.P[0, task.common[0]])
     out.update({f"P_dt_{j}": float(task.P[0, l]) for j, l in enumerate(task.dt[0])})

@@ -20,9 +20,10 @@ SOLVE_OPTIONS = {"diffrax": {"method": "Tsit5"}, "scipy": {"method": "DOP853", "
 
 def systems(config: ScanSnapConfig | None = None) -> list[ReducedSystem]:
     """What ``tdyn derive scan-snap`` prints: the snap ODE (Theorem 4), the reduced z-ODE (Lemma 4 /
-    Eqn. 10) and the full T = inf flow of the config's layout, all with symbolic parameters."""
+    Eqn. 10) and the full T = inf flow of the config's layout with the minibatch noise of finite-T
+    count-vector SGD (:func:`full_system` with ``noise=True``), all with symbolic parameters."""
     config = config or ScanSnapConfig()
-    return [snap_system(), reduced_system(config), full_system(config)]
+    return [snap_system(), reduced_system(config), full_system(config, noise=True)]
 
 
 def problem(config: ScanSnapConfig) -> Problem:

@@ -57,3 +57,18 @@ def test_compare_trained_model_follows_the_T_inf_ode():
         assert abs(row["training_fall_ratio"] - row["exact_flow_fall_ratio"]) <= 0.05 * row["exact_flow_fall_ratio"], row
         assert row["theorem_4_fall_ratio"] < 1, row
     json.dumps(doc)  # the CLI's --json shape
+
+
+def test_compare_details_carry_the_sde_calibration():
+    """The report's details hold the SDE's calibration against count-vector SGD at T = 32, 128, 1024
+    (coverage per level with its interval, pooled variance ratio); at T = 32 the runs' mean final DT
+    entropy is nearer the SDE's mean than the unshifted T = inf value (the finite-T shift)."""
+    rows = fc.compare(quick=True, device="cpu").to_json()["details"]["sde_calibration"]
+    json.dumps(rows)
+    assert sorted({r["T"] for r in rows}) == [32, 128, 1024] and len(rows) == 12
+    for r in rows:
+        assert set(r["coverage"]) == {"0.5", "0.8", "0.9"}
+        lo, hi = r["variance_ratio"][1:]
+        assert lo <= r["variance_ratio"][0] <= hi
+    ent = next(r for r in rows if r["T"] == 32 and r["observable"] == "dt_entropy")["final_mean"]
+    assert abs(ent["sgd"] - ent["sde"]) < 0.25 * abs(ent["sgd"] - ent["t_inf"])
