@@ -410,6 +410,20 @@ class ReducedMinibatchSDE:
         if int(self.batch) < 1 or int(self.mc_samples) < 1:
             raise ConfigError("batch", f"batch and mc_samples must be >= 1, got {self.batch}, {self.mc_samples}")
 
+    def _structure(self) -> tuple:
+        """What the compiled step depends on beyond its ``args``: sizes and the tables' shapes (the
+        learning rates, the batch, the task's numbers and tables travel in ``args``)."""
+        tables = None if self._tables is None else tuple(len(p) for p, _ in self._tables)
+        return (self.N, self.task.T, self.task.support.shape[1], int(self.mc_samples), tables)
+
+    def __eq__(self, other) -> bool:
+        """Equal structure: the engine's compiled step (cached per model) is reused across learning
+        rates, batches and tasks of the same sizes (a calibration map's cells)."""
+        return isinstance(other, ReducedMinibatchSDE) and self._structure() == other._structure()
+
+    def __hash__(self) -> int:
+        return hash(("ReducedMinibatchSDE", self._structure()))
+
     @property
     def N(self) -> int:
         return self.task.N
