@@ -85,19 +85,34 @@ def calibration_json(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def calibration_rows(quick: bool = True, *, device: str = "auto", runs: int | None = None, paths: int = 256,
-                     name: str = "attention_target_overlap", seed: int = 0):
+                     name: str = "attention_target_overlap", seed: int = 0) -> list[dict[str, Any]]:
     """Coverage and variance ratio over the (eta_A, batch) grid :data:`MAP_GRID` (eta_V = eta_A, the
-    overlay preset otherwise): :class:`~figures.calibration.CalibrationCell` rows (``.to_break()``)."""
+    overlay preset otherwise), one row per cell: ``eta_A, batch, verdict`` (holds | breaks |
+    inconclusive, :func:`figures.calibration.calibration_map`), ``coverage`` {level: [value, low,
+    high]}, ``variance_ratio`` [pooled, low, high] and ``note``. A cell whose SDE leaves the finite
+    numbers (the Euler step beyond stability) *breaks*, with the time it did so in ``note``."""
+    from theory.errors import SolverError
+
     base = scb.SCBConfig.preset("overlay", quick)
     runs = runs if runs is not None else (16 if quick else 64)
     lrs, batches = MAP_GRID[bool(quick)]
-
-    def cell(lr: float, B: int):
-        cfg = base.replace(eta_V=lr, eta_A=lr, batch=B)
-        return sde_ensemble(cfg, paths, seed), _sgd_runs(cfg, runs, device, seed)
-
-    t = base.ode_times()
-    return calibration_map(cell, lrs, batches, name, t_min=_t_min(np.asarray(t)))
+    t_min = _t_min(np.asarray(base.ode_times()))
+    rows = []
+    for lr in lrs:
+        for B in batches:
+            cfg = base.replace(eta_V=lr, eta_A=lr, batch=B)
+            try:
+                (c,) = calibration_map(lambda lr_, B_: (sde_ensemble(cfg, paths, seed), _sgd_runs(cfg, runs, device, seed)),
+                                       [lr], [B], name, t_min=t_min)
+            except SolverError as err:
+                rows.append({"eta_A": lr, "batch": B, "verdict": "breaks", "coverage": {}, "variance_ratio": None,
+                             "note": f"SDE non-finite: {err}"})
+                continue
+            rows.append({"eta_A": lr, "batch": B, "verdict": c.verdict,
+                         "coverage": {f"{lvl:g}": [v.coverage, v.low, v.high] for lvl, v in c.coverage.items()},
+                         "variance_ratio": [c.variance.pooled, c.variance.pooled_low, c.variance.pooled_high],
+                         "note": ""})
+    return rows
 
 
 # ------------------------------------------------------------------------------------------------

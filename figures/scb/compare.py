@@ -34,6 +34,7 @@ from theory import Problem, scb
 from ..core import agreement, band_coverage
 from ..report import Break, Observable, Report
 from . import claims as C
+from .calibration import calibration, calibration_json  # the overlay's cached runs: no new training
 
 __all__ = ["compare", "agreement_breakdown", "overlay_data", "escape_time_table", "transfer_table",
            "transfer_tasks", "transfer_starts", "ode_for", "escape_formula_value", "spec_escape_times",
@@ -76,6 +77,7 @@ def compare(*, quick: bool = True, device: str = "auto", config: scb.SCBConfig |
     if claims:
         overlay = overlay_data(quick, device=device)
         details["band_coverage"] = overlay["coverage"]
+        details["sde_calibration"] = calibration_json(calibration(quick, device=device))
         report.claims = [C.escape_time_claim(escape_time_table(quick, device=device)),
                          C.transfer_claim(transfer_table(quick, device=device)),
                          C.band_claim(overlay),
