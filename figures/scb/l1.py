@@ -71,6 +71,8 @@ __all__ = ["L1Settings", "settings", "l1_study", "study", "selected", "fig_l1_vs
 
 
 COLORS = {"sgd": "k", "l1": "tab:red", "l1_proj": "tab:green"}
+MARKERS = {"sgd": "o", "l1": "s", "l1_proj": "^"}
+METHOD_LABELS = {"sgd": "vanilla SGD", "l1": r"$\ell_1$-proximal", "l1_proj": r"$\ell_1$-proximal + projection"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -308,7 +310,9 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
     df = df_all[df_all.lr_backoff == 1]
     sel = pd.concat([selected(df, m) for m in s.methods if m != "sgd"])
     keys = list(curves)
-    fig, axes = plt.subplots(len(keys), 2, figsize=(10, 3.3 * len(keys)), squeeze=False)
+    fig, axes = plt.subplots(len(keys), 2, figsize=(9, 3.0 * len(keys) + 0.8), squeeze=False, layout="constrained")
+    titles = [r"value: $\|V/\mathbf{1}^\top V - P\|_F \,/\, \|\tilde P\|_F$",
+              r"attention: $\mathrm{rms}_k \|a_k/\mathbf{1}^\top a_k - q_k\|$"]
     for row, (T, B) in zip(axes, keys):
         c = curves[(T, B)]
         here = sel[(sel["T"] == T) & (sel.batch == B)]
@@ -317,27 +321,37 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
         for i, r in enumerate(c["runs"]):
             if c["backoff"][i] == 1:
                 groups.setdefault((r.method, r.lam), []).append(i)
-        for ax, key, title in zip(row, ["dist_P", "dist_A"], ["|V/colsum - P|_F / |P~|_F", "rms_k |a_k/1'a_k - q_k|"]):
+        sigma = df[(df["T"] == T) & (df.batch == B)].sigma.iloc[0]
+        others = sorted(lam for (m, lam) in groups if m == "l1" and lam != lam_sel.get(m))
+        for ax, key, title in zip(row, ["dist_P", "dist_A"], titles):
             for (m, lam), idx in groups.items():
                 y = c[key][idx]
-                sigma = df[(df["T"] == T) & (df.batch == B)].sigma.iloc[0]
                 main = m == "sgd" or lam == lam_sel.get(m)
                 if m == "l1_proj" and not main:
                     continue
-                label = "vanilla SGD" if m == "sgd" else f"{m}, lam={lam:.2g} ({lam / sigma:.2g} sigma)"
-                color = COLORS[m] if main else None
-                line, = ax.plot(c["samples"], np.median(y, 0), lw=1.6 if main else 0.8,
-                                ls="-" if main else "--", color=color, label=label)
+                name = METHOD_LABELS.get(m, m)
+                lam_txt = rf"$\lambda$={lam:.2g} ({lam / sigma:.2g} $\sigma$)"
                 if main:
+                    label = name if m == "sgd" else f"{name}, selected {lam_txt}"
+                    line, = ax.plot(c["samples"], np.median(y, 0), lw=1.6, ls="-", color=COLORS[m],
+                                    marker=MARKERS[m], markevery=0.1, ms=4, label=label, zorder=4)
                     ax.fill_between(c["samples"], y.min(0), y.max(0), color=line.get_color(), alpha=0.2)
+                else:  # l1's other lambdas: dashed, shades of one colour, lambda = 0 dotted on top
+                    shade = 0.35 + 0.5 * (others.index(lam) if lam in others else 0) / max(1, len(others) - 1)
+                    ax.plot(c["samples"], np.median(y, 0), lw=1.0, ls=":" if lam == 0 else "--",
+                            color=plt.cm.Reds(shade), zorder=5 if lam == 0 else 3,
+                            label=f"{name}, {lam_txt}" + (" (no shrinkage)" if lam == 0 else ""))
             ax.set_yscale("log")
-            ax.set_xlabel("samples")
-            ax.set_title(f"T={T}, batch {B}: {title}", fontsize=9)
-            ax.grid(alpha=0.3)
-        row[0].legend(fontsize=6)
-    fig.suptitle(f"SCB N={s.config.N} Q={s.config.Q}: l1-proximal vs vanilla SGD, each at its own largest stable lr "
-                 f"(median, min-max over {len(s.seeds)} seeds)", fontsize=9)
-    fig.tight_layout()
+            ax.set_xlabel("samples seen")
+            ax.set_ylabel("distance to ground truth")
+            ax.set_title(f"$T={T}$, batch {B}; {title}")
+    legend = {}
+    for ax in axes.ravel():
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(lab, h)
+    fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncols=2)
+    fig.suptitle(f"SCB $N={s.config.N}$, $Q={s.config.Q}$: " + r"$\ell_1$-proximal vs vanilla SGD, each at its own "
+                 f"largest stable lr (median and min-max over {len(s.seeds)} seeds)")
     png = finish_figure(fig, outdir, "scb_l1_vs_sgd.png")
     save_table(df_all, outdir, "scb_l1_study.csv")
     return {"study": df_all.copy(), "curves": curves, "selected": sel, "png": png}
