@@ -28,8 +28,8 @@ def test_the_sde_claim_is_registered_with_its_derivation_and_a_map_across_the_re
     assert spec.criterion.direction == "inside" and tuple(spec.criterion.boundary) == (0.75, 0.85)
     assert spec.map.seeds(True) >= 5 and spec.map.seeds(False) >= 12
     cfg = spec.protocol.config(scb.SCBConfig, True)
-    inside = [spec.regime_point(cfg.replace(eta_A=e), {})[0] for e in (0.05, 0.1, 0.4)]
-    assert inside == [True, True, False]  # eta_A m2 T: 0.17, 0.35, 1.39 at T = 8
+    inside = [spec.regime_point(cfg.replace(eta_A=e), {})[0] for e in spec.map.axes[0].quick]
+    assert inside == [True, True, True, False]  # eta_A m2 T: 0.17, 0.35, 0.69, 1.39 at T = 8
 
 
 def test_the_statistic_of_fresh_sde_paths_is_the_nominal_level():
