@@ -75,7 +75,7 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
     save_table(df, outdir, "scb_escape_time.csv")
     fig, axes = style.panels(3, size=(4.2, 3.2))
     d = df[df.source == "ode"]
-    axes[0].semilogx(d["T"], d["escape_time"], "o-", **style.role("theory"), label="ODE (4-D reduced flow)")
+    axes[0].semilogx(d["T"], d["escape_time"], **style.role("theory", marker="o"), label="ODE (4-D reduced flow)")
     axes[0].semilogx(d["T"], d["formula"], **style.role("theory_alt"),
                      label=r"formula $\log(T\sqrt{\rho})/\sqrt{\eta_V\eta_A\rho K}$")
     axes[0].set_title(r"population flow, $K=0.1$, $\rho=1/3$, $\eta_V=\eta_A=1$")
@@ -152,7 +152,7 @@ def fig_softmax_vs_linear(outdir: Path | None = None, quick: bool = True, *, dev
     axes[3].set_title("population loss")
     axes[3].set_xlabel(STEP)
     axes[3].set_ylabel(YLABELS["population_loss"])
-    axes[3].legend()
+    style.legend_outside(fig, [axes[3]])
     finish_figure(fig, outdir, "scb_softmax_vs_linear.png")
     return out
 
