@@ -5,6 +5,8 @@
 * :mod:`.claims` — the headline claims and the code deciding them;
 * :mod:`.figures` — :data:`FIGURES` (the table's ``figures`` slot; ``figures.core.make_figures``
   collects their files and writes ``report.json``);
+* :mod:`.calibration` — the minibatch SDE against real SGD (issue 20): coverage at 50/80/90%, variance
+  ratios, the (eta_A, batch) map and the SDE claim's functions (``claims.toml``: sde_band_coverage);
 * :mod:`.l1` — the l1-proximal vs vanilla SGD study (a grid of runs through the sweep store) and its
   figure.
 
