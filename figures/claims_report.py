@@ -310,7 +310,7 @@ def write_claims_md(claims: Mapping[str, list[dict[str, Any]] | str], path: str 
         for d in docs:
             md += ["", f'<a id="{paper}-{d["name"]}"></a>', f"## {paper}: {d['name']} — {d['verdict']} (grade {d['grade']})",
                    "", f"> {d['statement']} ({d['source']})", "",
-                   f"- **regime:** " + "; ".join(f"{x['holds_in']} ({x['assumption']})" for x in d["regime"]),
+                   "- **regime:** " + "; ".join(f"{x['holds_in']} ({x['assumption']})" for x in d["regime"]),
                    f"- **protocol:** {d['protocol']['network']}"
                    + (f", preset `{d['protocol']['preset']}`" if d["protocol"]["preset"] else "")
                    + (f", variant `{d['protocol']['variant']}`" if d["protocol"]["variant"] else ""),

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -571,9 +571,17 @@ def _random_values(symbols, ranges, rng, default):
     return vals
 
 
+def _point_parameters(system, ranges, rng, parameters) -> dict:
+    if parameters is None:
+        return _random_values(system.parameters, ranges, rng, (0.2, 0.8))
+    values = parameters(rng)
+    return {s: float(values[str(s)]) for s in system.parameters}
+
+
 def check_drift(system, noise: Noise | None = None, *, points: int = 16, seed: int = 0, rtol: float = 1e-10,
                 ranges: Mapping[str, tuple[float, float]] | None = None, mc_samples: int = 20000,
-                z_max: float = 5.0) -> DriftCheck:
+                z_max: float = 5.0, parameters: Callable[[np.random.Generator], Mapping[str, float]] | None = None
+                ) -> DriftCheck:
     """Hold ``E_x[g]`` against ``system.rhs`` (definitions expanded).
 
     Symbolic first (``sp.simplify(E g - rhs) == 0`` per component, for entries below
@@ -581,7 +589,9 @@ def check_drift(system, noise: Noise | None = None, *, points: int = 16, seed: i
     coordinates uniform on ``(-1, 1)``, parameters on ``(0.2, 0.8)`` (integer symbols: integers in
     the range), or ``ranges[name]`` — passing when every ``|E g - rhs| <= rtol * max(1, |rhs|)``.
     For a Monte-Carlo sampler: ``mc_samples`` draws per point, passing when every |z| of the
-    sample mean against ``rhs`` is below ``z_max``."""
+    sample mean against ``rhs`` is below ``z_max``. ``parameters(rng) -> {name: value}`` draws the
+    parameters of a point instead (for parameters tied by constraints the drift's derivation used,
+    e.g. a stochastic matrix and its stationary law)."""
     noise = system.noise if noise is None else noise
     if noise is None:
         raise ConfigError("noise", f"{system.paper}/{system.name} has no noise")
@@ -596,7 +606,7 @@ def check_drift(system, noise: Noise | None = None, *, points: int = 16, seed: i
         worst_abs = worst_rel = 0.0
         for _ in range(points):
             y = _random_values(system.state, ranges, rng, (-1.0, 1.0))
-            p = _random_values(system.parameters, ranges, rng, (0.2, 0.8))
+            p = _point_parameters(system, ranges, rng, parameters)
             yv, pv = [y[s] for s in system.state], [p[s] for s in system.parameters]
             a, b = np.asarray(f_mean(yv, pv), float), np.asarray(f_rhs(yv, pv), float)
             err = np.abs(a - b)
@@ -613,7 +623,7 @@ def check_drift(system, noise: Noise | None = None, *, points: int = 16, seed: i
     worst_z = worst_abs = 0.0
     for k in range(points):
         y = _random_values(system.state, ranges, rng, (-1.0, 1.0))
-        p = _random_values(system.parameters, ranges, rng, (0.2, 0.8))
+        p = _point_parameters(system, ranges, rng, parameters)
         yv, pv = [y[s] for s in system.state], np.array([p[s] for s in system.parameters])
         xs = draw(jax.random.key(seed * 7919 + k), mc_samples, pv)
         G = np.stack([np.broadcast_to(np.asarray(c, float), (mc_samples,))

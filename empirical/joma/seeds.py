@@ -29,7 +29,7 @@ import torch
 import xarray as xr
 
 from theory.errors import ConfigError
-from theory.joma import JomaConfig, initial_parameters, make_data, mixture_data, softmax_zhat
+from theory.joma import JomaConfig, initial_parameters, make_data, mixture_data
 
 from .data import hblt_block_data
 from .experiment import probe_targets
@@ -210,7 +210,7 @@ class _Block(_Engine):
 
     def _state(self, h):
         """The parameters as the per-seed experiment logs them."""
-        c, p = self.c, self.p
+        p = self.p
         return {"z_{}": p.z, "v_1_{}": p.V[:, 0, :], "s_{}": p.s}
 
     def _entropy(self):

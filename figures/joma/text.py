@@ -34,7 +34,7 @@ from empirical.joma.text import per_layer_summary  # noqa: E402
 
 from ..core import finish_figure, save_table  # noqa: E402
 from ..style import MAX_PER_ROW, axis_label, legend_outside  # noqa: E402
-from ..realtext import corpus_available, results, runs_dir, text_regime  # noqa: E402
+from ..realtext import corpus_available, results, runs_dir  # noqa: E402
 
 __all__ = ["fig_joma_entropy", "fig_joma_lr_sweep", "fig_wikitext", "summaries", "curve_rebound",
            "text_claim_results", "text_registry", "TEXT_CLAIMS"]

@@ -35,7 +35,7 @@ from ..core import rel_l2
 from ..report import Break, Observable, Report
 
 __all__ = ["compare", "compare_data", "COMPARE_TOL", "theory_trajectory", "reduced_trajectory", "momentum_map",
-           "z_rows_agreement", "practice_z_rows", "theory_z_rows", "coords", "y_names", "z_names", "regime_agreement",
+           "practice_z_rows", "theory_z_rows", "coords", "y_names", "z_names", "regime_agreement",
            "momentum_gap", "sde_calibration"]
 
 #: Acceptance tolerance on rel_l2 inside the theory's regime (issue 3, criterion 2).

@@ -5,12 +5,13 @@
 * :mod:`.claims` — the headline claims and the code deciding them;
 * :mod:`.figures` — :data:`FIGURES` (the table's ``figures`` slot; ``figures.core.make_figures``
   collects their files and writes ``report.json``);
+* :mod:`.calibration` — the minibatch SDE against real SGD (issue 20): coverage at 50/80/90%, variance
+  ratios, the (eta_A, batch) map and the SDE claim's functions (``claims.toml``: sde_band_coverage);
 * :mod:`.l1` — the l1-proximal vs vanilla SGD figure, from the l1 claims' runs.
 
 Direction: figures -> l1 -> claims; figures -> compare -> claims; compare never imports figures.
 """
 
-from .claims import BAND_TOL, band_claim
 from .compare import (
     BAND_LEVELS,
     TOLERANCE,
@@ -29,7 +30,6 @@ from .l1 import fig_l1_vs_sgd
 __all__ = [
     "compare", "agreement_breakdown", "overlay_data", "escape_time_table", "transfer_table", "ode_for",
     "escape_formula_value", "spec_escape_times",
-    "band_claim",
     "FIGURES", "fig_overlay", "fig_escape_time", "fig_transfer", "fig_softmax_vs_linear", "fig_l1_vs_sgd",
-    "TOLERANCE", "BAND_TOL", "BAND_LEVELS",
+    "TOLERANCE", "BAND_LEVELS",
 ]

@@ -29,8 +29,8 @@ is refused: :class:`ConfigError`).
 Runs are cached per process (:func:`functools.lru_cache`): the three l1 claims, the figures and
 the compare report share one computation per map point.
 
-``band_claim`` (``sde_band_calibrated``) is the SDE calibration's single-run claim, kept here
-until the SDE's own registry entry replaces it (issue 20).
+The SDE's own claim (``sde_band_coverage``, the end of ``claims.toml``) lives in
+:mod:`figures.scb.calibration`.
 """
 
 from __future__ import annotations
@@ -47,10 +47,9 @@ from theory import scb
 from theory.errors import ConfigError
 
 from ..claims import registry_claims
-from ..report import Claim
 
 __all__ = [
-    "claims", "band_claim", "BAND_TOL",
+    "claims",
     "l1_runs", "l1_sgd_runs", "l1_theory", "l1_quantities", "l1_horizon", "learning_rates",
     "l1_vs_sgd_log_ratio", "l1_recovery_radius", "l1_exact_support", "early_stopped",
     "escape_runs", "escape_theory", "escape_slope", "escape_quantities", "stage1_noise", "escape_context",
@@ -539,30 +538,3 @@ def map_runs(name: str, *, quick: bool = True, device: str = "cpu") -> list[tupl
     plan = plan_claim(spec, quick=quick)
     runs = resolve_ref(spec.runs, f"{spec.field}.runs")
     return [(coords, cfg, runs(cfg, seeds=list(plan.seeds), device=device)) for coords, cfg in plan.configs]
-
-
-# ------------------------------------------------------------------------------------------------
-# The SDE band (issue 20 replaces this with its registry entry)
-# ------------------------------------------------------------------------------------------------
-#: sde_band_calibrated: |coverage - nominal| in probability (the issue's +-5 points)
-BAND_TOL = 0.05
-
-
-def band_claim(overlay: dict[str, Any]) -> Claim:
-    """SDE bands calibrated: coverage of SGD points (t > 0) by the central 50/80/90% bands of the
-    minibatch SDE within :data:`BAND_TOL` of nominal, for every correlation observable
-    (``overlay`` = :func:`figures.scb.compare.overlay_data`)."""
-    coverage, se, cfg = overlay["coverage"], overlay["coverage_se"], overlay["config"]
-    gaps = {f"{lvl}:{n}": cov - float(lvl) for lvl, d in coverage.items() for n, cov in d.items()}
-    return Claim(
-        "sde_band_calibrated",
-        "Minibatch SGD is described by the SDE with the minibatch-noise diffusion (spec §3.6): its "
-        "nominal 50/80/90% bands cover that fraction of SGD points.",
-        bool(all(abs(g) <= BAND_TOL for g in gaps.values())),
-        {**{f"coverage_{lvl}_{n}": cov for lvl, d in coverage.items() for n, cov in d.items()},
-         **{f"se_{lvl}_{n}": v for lvl, d in se.items() for n, v in d.items()},
-         "max_abs_gap": max(abs(g) for g in gaps.values()), "tolerance": BAND_TOL},
-        f"N={cfg.N} T={cfg.T} Q={cfg.Q} lr={cfg.eta_A} batch={cfg.batch} steps={cfg.steps}; "
-        f"levels {[float(lvl) for lvl in coverage]}; t = 0 excluded; "
-        f"{overlay['sgd'].sizes['run']} SGD runs vs {overlay['sde'].sizes['path']} SDE paths",
-    )

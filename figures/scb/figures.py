@@ -19,26 +19,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from empirical import scb as escb
 from theory import scb
 
+from .. import style
 from ..core import finish_figure, overlay, save_table
-from .compare import BAND_LEVELS, escape_time_table, overlay_data, transfer_table
+from .compare import escape_time_table, overlay_data, transfer_table
 from .l1 import fig_l1_vs_sgd
 
 __all__ = ["FIGURES", "fig_overlay", "fig_escape_time", "fig_transfer", "fig_softmax_vs_linear", "fig_l1_vs_sgd"]
+
+
+#: panel labels of SCB's observables (the derivation's symbols, spec §3.2)
+YLABELS = {
+    "value_transition_correlation": r"value correlation $\zeta = \langle V, \tilde P\rangle$",
+    "attention_target_overlap": r"attention overlap $\langle a, q\rangle$",
+    "population_loss": r"population loss $L$",
+}
+STEP = style.axis_label("time", "optimiser steps", "$t$")
 
 
 def _finish(fig, axes, outdir, name: str, xlabel: str, ylabel: str):
     for ax in axes:
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+    style.legend_outside(fig, axes)
     return finish_figure(fig, outdir, name)
 
 
@@ -46,14 +53,14 @@ def _finish(fig, axes, outdir, name: str, xlabel: str, ylabel: str):
 def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str = "auto",
                 config: scb.SCBConfig | None = None, runs: int = 32, paths: int = 256, seed: int = 0) -> dict[str, Any]:
     """ODE vs SDE band vs SGD runs at small batch (``SCBConfig.preset("overlay")``); the data of
-    :func:`~figures.scb.compare.overlay_data` (coverage of the SDE bands by the SGD points)."""
+    :func:`~figures.scb.compare.overlay_data` (coverage of the SDE bands by the SGD points). The
+    SDE band is drawn above the runs (figures.core.overlay) so that it stays visible."""
     data = overlay_data(quick, device=device, config=config, runs=runs, paths=paths, seed=seed)
     ode, ens, sgd, coverage, cfg = data["ode"], data["sde"], data["sgd"], data["coverage"], data["config"]
     names = list(scb.CORRELATION_OBSERVABLES)
-    fig = overlay(ode, sgd, names + ["population_loss"], sde=ens, xlabel="optimiser step",
-                  title=f"SCB: ODE vs SDE ({paths} paths, 10-90% band) vs SGD ({runs} runs), batch {cfg.batch}; "
-                        "coverage (t>0) at 50/80/90%: " + "; ".join(
-                            "/".join(f"{coverage[f'{lvl:g}'][n]:.2f}" for lvl in BAND_LEVELS) for n in names))
+    cov80 = " / ".join(f"{coverage['0.8'][n]:.2f}" for n in names)
+    fig = overlay(ode, sgd, names + ["population_loss"], sde=ens, xlabel=STEP, ylabels=YLABELS,
+                  title=f"SCB, batch {cfg.batch}: SDE ({paths} paths) vs SGD; 80% band coverage {cov80}")
     finish_figure(fig, outdir, "scb_overlay.png")
     return data
 
@@ -64,50 +71,58 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
     their tasks' ODE and the formula); also written as ``scb_escape_time.csv``."""
     df = escape_time_table(quick, device=device)
     save_table(df, outdir, "scb_escape_time.csv")
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    fig, axes = style.panels(3, size=(4.2, 3.2))
     d = df[df.source == "ode"]
-    axes[0].semilogx(d["T"], d["escape_time"], "ko-", label="ODE (4-D)")
-    axes[0].semilogx(d["T"], d["formula"], "r--", label=r"formula $\log(T\sqrt{\rho})/\sqrt{\eta_V\eta_A\rho K}$")
+    axes[0].semilogx(d["T"], d["escape_time"], **style.role("theory", marker="o"), label="ODE (4-D reduced flow)")
+    axes[0].semilogx(d["T"], d["formula"], **style.role("theory_alt"),
+                     label=r"formula $\log(T\sqrt{\rho})/\sqrt{\eta_V\eta_A\rho K}$")
     axes[0].set_title(r"population flow, $K=0.1$, $\rho=1/3$, $\eta_V=\eta_A=1$")
-    g_all = df[df.source == "sgd_fast"]
-    for (batch, g), colour in zip(g_all.groupby("batch"), ("tab:orange", "tab:blue", "tab:green", "tab:purple", "tab:red")):
+    axes[0].set_ylabel(style.axis_label("escape time", "steps", r"$t_{1/2}$"))
+    colours, markers = ("#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00"), ("o", "^", "s", "D", "v")
+    for i, (batch, g) in enumerate(df[df.source == "sgd_fast"].groupby("batch")):
         per_T = g.groupby("T").agg(ode=("ode_same_task", "first"), formula=("formula", "first"), lr=("lr", "first"))
-        label = f"SGD, batch {batch} (lr = 1/(m2 T))"
-        axes[1].plot(g["T"], g["escape_time"] * g["lr"], "o", color=colour, alpha=0.7, label=label)
+        label = f"SGD, batch {batch} (lr $1/(m_2 T)$)"
+        c, m = colours[i % len(colours)], markers[i % len(markers)]
+        axes[1].plot(g["T"], g["escape_time"] * g["lr"], m, color=c, alpha=0.7, label=label)
         axes[1].plot(per_T.index, per_T.ode * per_T.lr, "s", mfc="none", color="k",
-                     label="ODE, same task" if colour == "tab:orange" else None)
-        axes[1].plot(per_T.index, per_T.formula * per_T.lr, "_", color="r", ms=14,
-                     label="formula" if colour == "tab:orange" else None)
-        axes[2].plot(g["T"], g["rel_err_vs_ode"], "o", color=colour, label=label)
+                     label="ODE, same task" if i == 0 else None)
+        axes[1].plot(per_T.index, per_T.formula * per_T.lr, "_", color="0.35", ms=14,
+                     label="formula, same task" if i == 0 else None)
+        axes[2].plot(g["T"], g["rel_err_vs_ode"], m, color=c, label=label)
     axes[1].set_xscale("log")
-    axes[1].set_title("real SCB tasks (N=3, Q=2): escape time x learning rate")
+    axes[1].set_title("real SCB tasks ($N=3$, $Q=2$)")
+    axes[1].set_ylabel(style.axis_label("escape time x learning rate", None, r"$\eta\, t_{1/2}$"))
     axes[2].set_xscale("log")
     axes[2].set_yscale("log")
-    axes[2].set_title("|SGD - ODE| / ODE escape, per run")
-    axes[2].set(xlabel="context length T", ylabel="relative error")
-    axes[2].grid(alpha=0.3)
-    axes[2].legend(fontsize=7)
-    _finish(fig, axes[:2], outdir, "scb_escape_time.png", "context length T", r"escape time ($\beta$ reaches 1/2)")
+    axes[2].set_title("SGD against the ODE of its task, per run")
+    axes[2].set_ylabel(r"relative error $|t^{SGD}_{1/2} - t^{ODE}_{1/2}| / t^{ODE}_{1/2}$")
+    for ax in axes:
+        ax.set_xlabel(style.axis_label("context length", None, "$T$"))
+    style.legend_outside(fig, axes, ncols=3)
+    finish_figure(fig, outdir, "scb_escape_time.png")
     return df
 
 
 def fig_transfer(outdir: Path | None = None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
     """Samples to escape (beta >= 1/2) on the correlated downstream task from scratch and from V
     pretrained for a fraction of t* (attention uniform): the ``transfer_skips_stage1`` claim's runs
-    (:func:`~figures.scb.compare.transfer_table`), mean over seeds; x = the ODE from the same start."""
+    (:func:`~figures.scb.compare.transfer_table`), mean over seeds; dashed: the ODE from the same start."""
     df = transfer_table(quick, device=device)
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig, (ax,) = style.panels(1, size=(5.0, 3.4))
     mean = df.groupby(["start", "T"], sort=False).agg(samples=("samples", "mean"),
                                                        ode=("ode_escape_steps", "first"), batch=("batch", "first"))
+    markers = iter(("o", "s", "^", "D", "v", "P"))
     for label, g in mean.groupby(level="start", sort=False):
         T = g.index.get_level_values("T")
-        line, = ax.plot(T, g["samples"], "o-", label=f"SGD, {label}")
-        ax.plot(T, g["ode"] * g["batch"], "x--", color=line.get_color(), alpha=0.6)
+        at_start = bool((g["samples"] == 0).all())  # beta0 >= 1/2 already: nothing to draw on a log axis
+        line, = ax.plot(T, g["samples"], marker=next(markers), linestyle="-",
+                        label=f"SGD, {label} (mean over seeds)" + (" (escaped at step 0)" if at_start else ""))
+        ax.plot(T, g["ode"] * g["batch"], "x--", color=line.get_color(), alpha=0.6, label=f"ODE, {label}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_title(f"SCB transfer (correlated P, mix {df['mix'].iloc[0]}), batch {int(df['batch'].iloc[0])}; x = ODE",
-                 fontsize=9)
-    _finish(fig, [ax], outdir, "scb_transfer.png", "context length T", r"samples to escape ($\beta \geq 1/2$)")
+    ax.set_title(f"SCB transfer (correlated P, mix {df['mix'].iloc[0]}), batch {int(df['batch'].iloc[0])}")
+    _finish(fig, [ax], outdir, "scb_transfer.png", style.axis_label("context length", None, "$T$"),
+            style.axis_label("samples to escape", None, r"($\beta \geq 1/2$)"))
     return df
 
 
@@ -120,21 +135,22 @@ def fig_softmax_vs_linear(outdir: Path | None = None, quick: bool = True, *, dev
     for variant in ("preconditioned", "softmax"):
         tr, exp = escb.train(cfg.replace(variant=variant), device=device, task=task)
         out[variant] = {"trajectory": tr, "attention": exp.normalised_parameters()[1], "V": exp.normalised_parameters()[0]}
-    fig, axes = plt.subplots(1, 4, figsize=(14, 3.6))
-    for ax, (title, M) in zip(axes[:3], [("ground truth q", task.Qm), ("linear (preconditioned)", out["preconditioned"]["attention"]),
-                                         ("softmax", out["softmax"]["attention"])]):
-        im = ax.imshow(M, aspect="auto", cmap="viridis", vmin=0, vmax=max(0.5, float(task.Qm.max())))
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("query k")
-        ax.set_ylabel("position")
-    fig.colorbar(im, ax=axes[2], label=r"$a^{(k)}_t / \mathbf{1}^\top a^{(k)}$")
-    for variant, d in out.items():
+    fig, axes = style.panels(4, size=(3.6, 2.9))
+    vmax = max(0.5, float(task.Qm.max()))
+    for ax, (title, M) in zip(axes[:3], [("ground truth $q$", task.Qm),
+                                         ("linear attention (preconditioned)", out["preconditioned"]["attention"]),
+                                         ("softmax attention", out["softmax"]["attention"])]):
+        style.heatmap(ax, M, xlabel="query token $k$", ylabel="position $t$",
+                      cbar_label=r"$a^{(k)}_t / \mathbf{1}^\top a^{(k)}$", cmap="viridis", vmin=0, vmax=vmax)
+        ax.set_title(title)
+    for (variant, d), rl in zip(out.items(), ("theory", "theory_alt")):
         tr = d["trajectory"]
-        axes[3].plot(tr["step"], tr["population_loss"], label=variant)
-    axes[3].set_title("population loss", fontsize=9)
-    axes[3].set_xlabel("optimiser step")
-    axes[3].legend(fontsize=7)
-    fig.tight_layout()
+        axes[3].plot(tr["step"], tr["population_loss"], **style.role(rl),
+                     label="linear (preconditioned)" if variant == "preconditioned" else "softmax")
+    axes[3].set_title("population loss")
+    axes[3].set_xlabel(STEP)
+    axes[3].set_ylabel(YLABELS["population_loss"])
+    style.legend_outside(fig, [axes[3]])
     finish_figure(fig, outdir, "scb_softmax_vs_linear.png")
     return out
 

@@ -6,10 +6,10 @@ is printed and saved as JSON (``.benchmarks/speed.json``, or ``$TDYN_BENCH_JSON`
 machine's load average. (The only asserts here check that a benchmarked command ran and gave the
 right output.)
 
-* SDE engine: the full SCB (V, A) minibatch SDE — diffrax ``Euler`` (the previous engine, kept
-  here as the baseline) vs the numba backend (``solve_sde(..., backend="numba")``: compiled path
-  loop, one chunk of paths per core on threads); goal >= 20x. Also reported: the ``lax.scan`` engine (rbg PRNG blocks,
-  chunks on threads) with the fast sampler (FastMinibatchSDE: alias-drawn token tuples) and alone.
+* SDE engine: the full SCB (V, A) minibatch SDE (derived noise, FullMinibatchSDE) — diffrax
+  ``Euler`` (the previous engine, kept here as the baseline) vs the numba backend
+  (``solve_sde(..., backend="numba")``: compiled path loop, one chunk of paths per core on threads);
+  goal >= 20x. Also reported: the ``lax.scan`` engine (rbg PRNG blocks, chunks on threads).
 * Reduced SCB SDE: 1000 paths x 1e4 steps, warm; goal < 5 s. The CLI command
   ``tdyn simulate scb --sde --paths 1000 --set steps=10000`` in a fresh process; goal < 15 s.
 * SCB real SGD at N=500, T=1e5, batch 256: empirical.scb.fast vs empirical.scb.experiment; goal >= 2 steps/s.
@@ -79,24 +79,19 @@ def test_bench_sde_full_engine_vs_diffrax(bench_row, benchmark):
     cfg = scb.SCBConfig(steps=200, log_every=10)
     paths = 200
     old, t = scb.minibatch_sde(cfg)
-    new, _ = R.minibatch_sde_fast(cfg)
     _baseline_sde_run(old, t, paths)  # compile
     base = _best_of(lambda: _baseline_sde_run(old, t, paths, 1), n=2)
     simulate.solve_sde(old, t, paths=paths, seed=0)
-    engine_only = _best_of(lambda: simulate.solve_sde(old, t, paths=paths, seed=1), n=2)
-    simulate.solve_sde(new, t, paths=paths, seed=0)
-    benchmark.pedantic(lambda: simulate.solve_sde(new, t, paths=paths, seed=1), rounds=3, iterations=1)
-    fast = benchmark.stats.stats.min
+    benchmark.pedantic(lambda: simulate.solve_sde(old, t, paths=paths, seed=1), rounds=2, iterations=1)
+    engine_only = benchmark.stats.stats.min
     simulate.solve_sde(old, t, paths=paths, seed=0, backend="numba")  # compile
     numba_s = _best_of(lambda: simulate.solve_sde(old, t, paths=paths, seed=1, backend="numba"), n=3)
     work = paths * cfg.steps
     bench_row("full SCB SDE: numba backend vs diffrax", base / numba_s, "x", goal=">= 20x", met=base / numba_s >= 20,
               seconds=numba_s, baseline_seconds=base, path_steps=work)
     bench_row("full SCB SDE path-steps/s (numba backend)", work / numba_s, "1/s", baseline=work / base)
-    bench_row("full SCB SDE: engine+fast sampler vs diffrax", base / fast, "x", seconds=fast, baseline_seconds=base,
-              path_steps=work)
-    bench_row("full SCB SDE: engine alone vs diffrax", base / engine_only, "x", seconds=engine_only)
-    bench_row("full SCB SDE path-steps/s (engine+fast)", work / fast, "1/s", baseline=work / base)
+    bench_row("full SCB SDE: lax.scan engine vs diffrax", base / engine_only, "x", seconds=engine_only)
+    bench_row("full SCB SDE path-steps/s (lax.scan engine)", work / engine_only, "1/s", baseline=work / base)
 
 
 def test_bench_sde_reduced_1000x1e4(bench_row, benchmark):

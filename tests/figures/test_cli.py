@@ -51,7 +51,7 @@ def test_derive_latex_renders_as_math(runner):
     res = runner.invoke(main, ["derive", "scb", "--format", "latex"])
     assert res.exit_code == 0
     blocks = res.stdout.split("\\begin{align}")[1:]
-    assert len(blocks) == 3
+    assert len(blocks) == 4  # symmetric, general, l1_symmetric, minibatch (the general system with its noise)
     for block in blocks:
         body = block.split("\\end{align}")[0]
         for line in body.strip().split("\\\\"):

@@ -52,8 +52,7 @@ def test_engine_normals_are_standard_normal():
 
 
 def test_numbers_depend_only_on_seed_path_and_step():
-    task = scb.make_task(CFG_ODD)
-    model = scb.MinibatchSDE(task, CFG_ODD.eta_V, CFG_ODD.eta_A, CFG_ODD.batch, 16)
+    model, _ = scb.minibatch_sde(CFG_ODD, mc_samples=16)
     t = np.array([0.0, 3.0, 7.5, 10.0])  # uneven: 3, 5 and 3 steps of dt <= 1
     run = lambda **kw: simulate.solve_sde(model, t, seed=kw.pop("seed", 4), backend="numba", keep_state=True, **kw)
     a = run(paths=24)
@@ -118,7 +117,7 @@ def test_divergence_gives_the_same_partial_result_as_the_jax_engine():
 
 def test_bad_input_raises_config_error():
     task = scb.make_task(CFG_ODD)
-    model = scb.MinibatchSDE(task, CFG_ODD.eta_V, CFG_ODD.eta_A, CFG_ODD.batch, 8)
+    model, _ = scb.minibatch_sde(CFG_ODD, mc_samples=8)
     t = np.array([0.0, 2.0])
     cases = [({"backend": "cuda"}, "backend"), ({"backend": "numba", "method": "milstein"}, "method"),
              ({"backend": "numba", "prng": "rbg"}, "prng"), ({"backend": "numba", "paths": 0}, "paths")]

@@ -38,14 +38,14 @@ def test_one_system_round_trips_through_the_cli(tmp_path):
 def test_many_system_document_needs_a_name(tmp_path):
     res = CliRunner().invoke(main, ["derive", "scb", "--format", "json"])
     doc = json.loads(res.stdout)
-    with pytest.raises(ConfigError, match=r"holds 3 systems \(symmetric, general, l1_symmetric\)"):
+    with pytest.raises(ConfigError, match=r"holds 4 systems \(symmetric, general, l1_symmetric, minibatch\)"):
         load_system(doc)
     path = tmp_path / "scb.json"
     path.write_text(res.stdout)
     for s in _systems("scb"):
         assert load_system(path, s.name).equivalent(s)
         assert load_system(res.stdout, name=s.name).equivalent(s)
-    with pytest.raises(ConfigError, match="available: symmetric, general, l1_symmetric"):
+    with pytest.raises(ConfigError, match="available: symmetric, general, l1_symmetric, minibatch"):
         load_system(doc, "nope")
     one = doc["systems"][0]
     assert load_system(one, "symmetric").equivalent(_systems("scb")[0])

@@ -106,6 +106,24 @@ def test_numeric_drift_check_at_random_points():
     assert not check.passed and 1e-8 < check.max_rel_error < 1e-5
 
 
+def test_drift_check_at_constrained_parameter_points():
+    """A drift derived with a constraint among the parameters (here p + r = 1) equals E[g] only where
+    the constraint holds: independent random parameters fail, ``parameters=`` draws that keep it pass."""
+    a, p, r, lr = sp.symbols("a p r lr", real=True)
+    y = sp.Symbol("y", real=True)
+    ell = -y * a + sp.log(1 + sp.exp(a))
+    noise = derive_noise(ell, (a,), (y,), Finite(({y: 1}, {y: 0}), (p, 1 - p)), preconditioner=lr)
+    flow = lr * ((1 - r) - 1 / (1 + sp.exp(-a)))  # uses p = 1 - r
+    S = ReducedSystem(name="constrained", paper="toy", state=(a,), parameters=(p, r, lr), rhs=(flow,), noise=noise)
+    assert not check_drift(S).passed
+
+    def valid(rng):
+        pv = rng.uniform(0.2, 0.8)
+        return {"p": pv, "r": 1 - pv, "lr": rng.uniform(0.2, 0.8)}
+
+    assert check_drift(S, parameters=valid).passed
+
+
 def test_monte_carlo_noise_drift_check():
     S = toy.monte_carlo_system()
     assert S.noise.covariance is None and not S.noise.exact and S.noise.method == "monte_carlo"

@@ -50,7 +50,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .config import PAPER, ScanSnapConfig, make_task
-from .derive import _layout_of, full_parameters, full_system, per_sample_system
+from .derive import _layout_of, full_parameters, full_system
 
 __all__ = ["count_sampler", "count_sampler_no_common", "count_statistics", "draw_statistics", "mean_statistics",
            "population_statistics", "per_sample_flows", "reference_draws", "Reference", "reference", "population_path", "CountSDE",

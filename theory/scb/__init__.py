@@ -10,9 +10,11 @@ Modules, by concern:
 * :mod:`.config` — ``PAPER``/``SPEC``, :class:`SCBConfig` (all variants' settings; time unit =
   optimiser step), the task instance and the size estimator;
 * :mod:`.derive` — loss -> reduced flows (symmetric, general, l1), stage-1 linearisation, escape time;
+  the squared loss of one sequence -> the minibatch noise (on the manifold, on the full ``(V, A)``);
 * :mod:`.population` — population loss/gradient/observables of the full ``(V, A)`` (``xp=`` numpy/jax);
 * :mod:`.problem` — ``systems(config)`` and ``problem(config) -> Problem`` for the paper table;
-* :mod:`.sde` — the minibatch-SGD SDEs: full ``(V, A)`` and reduced (the table's ``sde`` slot);
+* :mod:`.sde` — the minibatch-SGD SDEs on the derived noise: full ``(V, A)`` and reduced (the table's
+  ``sde`` slot);
 * :mod:`.sde_numba` — the full SDE's step compiled in numba (a separate job: a compiled kernel).
 """
 
@@ -61,12 +63,11 @@ from .population import (
     system_parameters,
 )
 from .problem import SOLVE_OPTIONS, problem, systems
+from .derive import closure_system, full_system, noise_system, per_sample_loss
 from .sde import (
-    FastMinibatchSDE,
-    MinibatchSDE,
+    FullMinibatchSDE,
     ReducedMinibatchSDE,
     minibatch_sde,
-    minibatch_sde_fast,
     minibatch_sde_reduced,
 )
 
@@ -79,8 +80,9 @@ __all__ = [
     "stage1_linearisation", "escape_time_formula", "CORRELATION_OBSERVABLES", "ESCAPE_LEVEL",
     "TaskArrays", "population_loss", "population_gradient", "preconditioned_flow",
     "observables_from_parameters", "soft_threshold", "proximal_map", "system_parameters", "initial_state",
-    "systems", "problem", "SOLVE_OPTIONS", "MinibatchSDE", "minibatch_sde",
-    "ReducedMinibatchSDE", "FastMinibatchSDE", "minibatch_sde_reduced", "minibatch_sde_fast",
+    "systems", "problem", "SOLVE_OPTIONS", "FullMinibatchSDE", "minibatch_sde",
+    "ReducedMinibatchSDE", "minibatch_sde_reduced",
+    "per_sample_loss", "noise_system", "closure_system", "full_system",
     # symbols of the reduced systems (tests and exports refer to them)
     "zeta", "omega", "xi", "beta", "u", "w", "T", "Q", "rho", "K", "m2", "eta_V", "eta_A",
 ]

@@ -9,7 +9,12 @@ Nothing here is typed from the paper's printed equations:
    back to the coordinates (spec §3.3): the symmetric 4-D system and the general 2+2N system;
 3. the l1/proximal variant in the ``(u, w)`` coordinates (spec §3.3);
 4. the stage-1 linearisation by a sympy Jacobian, its closed-form solution and the escape time
-   (spec §3.4).
+   (spec §3.4);
+5. the minibatch noise (issue 20): the squared loss of one sequence (:func:`per_sample_loss`, whose
+   expectation is the population loss of step 1) differentiated with the flow's own
+   preconditioner — on the manifold (:func:`noise_system`), on the full ``(V, A)``
+   (:func:`full_system`), and the off-manifold parts that feed the reduced SDE's energies
+   (:func:`off_manifold_norms`, :func:`closure_system`; spec §3.6).
 
 The exported systems are written with the spec's named quantities as ``definitions``
 (``s = 1^T a``, ``n = |a|^2``, ``c = <a, q>``, spec §3.3) and the printed right-hand sides are
@@ -18,6 +23,7 @@ checked against the derived ones at construction (:func:`_printed`), never the r
 
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 from typing import Any
 
@@ -31,6 +37,8 @@ from .config import PAPER, SPEC
 __all__ = [
     "symmetric_system", "general_system", "l1_symmetric_system", "l1_general_system",
     "loss_symmetric", "stage1_linearisation", "escape_time_formula", "moment_form", "query_loss",
+    "per_sample_loss", "noise_system", "closure_system", "off_manifold_norms", "full_system", "full_symbols",
+    "statistic_symbols", "energy_symbols", "transition_matrix", "manifold_value_matrix",
     "CORRELATION_OBSERVABLES", "ESCAPE_LEVEL",
     "zeta", "omega", "xi", "beta", "u", "w", "T", "Q", "rho", "K", "m2", "eta_V", "eta_A",
 ]
@@ -76,11 +84,21 @@ def moment_form(V: Coords, W: Coords, a: Coords, b: Coords, inner, ones: Coords)
     return inner(a, b) * SIGMA_FORM(V, W) + inner(a, ones) * inner(b, ones) * MEAN_FORM(V, W)
 
 
-def query_loss(V: Coords, a: Coords, inner, ones: Coords, q: Coords) -> sp.Expr:
-    """Population loss of one query, ``E ||y - V X a||^2 / 2`` with ``E[y|X,k] = P X q``:
-    ``1/2 E|y|^2 - E[y^T V X a] + 1/2 E|V X a|^2``, ``|y| = 1`` (one-hot target)."""
+def query_loss(V: Coords, a: Coords, inner, ones: Coords, q: Coords, energies=(0, 0, 0)) -> sp.Expr:
+    """Population loss of one query: the expectation of :func:`per_sample_loss`
+    ``E ||y - V X a||^2 / 2`` over the context and target with ``E[y|X,k] = P X q``:
+    ``1/2 E|y|^2 - E[y^T V X a] + 1/2 E|V X a|^2``, ``|y| = 1`` (one-hot target), each moment by
+    the moment identity (:func:`moment_form`; checked against the exact expectation of the
+    per-sample loss in tests/theory/scb/test_noise.py).
+
+    ``energies = (E_V, E_v, E_a)``: off the manifold, the parts of ``V`` and ``a`` orthogonal to
+    the bases (``R`` in the Sigma norm, ``r_v`` in the mean form, ``delta`` in ``<., .>``) are
+    orthogonal to every basis element and to ``P``, ``q``, so they enter the loss only through
+    ``tr(V Sigma V^T) + E_V``, ``|V mu|^2 + E_v`` and ``|a|^2 + E_a`` (theory.scb.sde)."""
+    E_V, E_v, E_a = energies
     cross = moment_form(V, P_COORDS, a, q, inner, ones)  # E[(P X q)^T V X a]
-    quad = moment_form(V, V, a, a, inner, ones)  # E|V X a|^2
+    # E|V X a|^2 = <a,a> tr(V Sigma V^T) + (1^T a)^2 |V mu|^2 (moment identity), energies added
+    quad = (inner(a, a) + E_a) * (SIGMA_FORM(V, V) + E_V) + inner(a, ones) ** 2 * (MEAN_FORM(V, V) + E_v)
     return sp.Rational(1, 2) - cross + sp.Rational(1, 2) * quad
 
 
@@ -360,3 +378,265 @@ def stage1_linearisation() -> dict[str, Any]:
         "y": y_sol,
     }
 
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. The per-sample loss and the minibatch noise (spec §2, §3.2, §3.6; issue 20)
+# ------------------------------------------------------------------------------------------------
+# One sample is one sequence: the query k, the context X (N x T one-hot columns) and the target y
+# (one-hot). The model reads the context only through h = X a^(k), the attention-weighted token
+# histogram, so the loss of one sequence is a function of (V, h, y):
+
+def per_sample_loss(V: sp.Matrix, h, y) -> sp.Expr:
+    """``l = |y - V h|^2 / 2``: the squared loss of one sequence (spec §2), ``h = X a^(k)`` (N,),
+    ``y`` the one-hot target (N,). Its expectation over the data is :func:`query_loss` (the
+    drift's loss); its gradient, with the flow's preconditioner, is the per-sample flow of the
+    noise (:func:`noise_system`, :func:`full_system`)."""
+    r = sp.Matrix(list(y)) - V * sp.Matrix(list(h))
+    return (r.T * r)[0, 0] / 2
+
+
+def _mus(N: int) -> tuple[sp.Symbol, ...]:
+    return _indexed("mu", N, positive=True)
+
+
+def transition_matrix(N: int) -> sp.Matrix:
+    """``P`` with symbolic entries ``P_i_j`` (column-stochastic, ``P mu = mu`` at a valid task)."""
+    return sp.Matrix(N, N, lambda i, j: sp.Symbol(f"P_{i + 1}_{j + 1}", nonnegative=True))
+
+
+def manifold_value_matrix(N: int) -> sp.Matrix:
+    """``V = zeta P_tilde + omega mu 1^T`` with ``P_tilde = P - mu 1^T`` (spec §3.3)."""
+    mu = sp.Matrix(_mus(N))
+    ones = sp.ones(1, N)
+    return zeta * (transition_matrix(N) - mu * ones) + omega * mu * ones
+
+
+def statistic_symbols(N: int) -> dict[str, tuple[sp.Symbol, ...]]:
+    """The sample symbols of the reduced noise: what one sequence contributes on the manifold
+    ``a_k = xi_k 1 + beta_k q_k`` (``X a_k = xi_k X 1 + beta_k X q_k``): the one-hot query
+    ``kappa``, ``b = X q_kappa``, the token counts ``nu = X 1`` and the one-hot target ``y``."""
+    return {name: _indexed(name, N, real=True) for name in ("kappa", "b", "nu", "y")}
+
+
+def _reduced_preconditioner(N: int) -> sp.Matrix:
+    """The general system's map ``rhs = -M grad L``: ``eta_V`` times the inverse of the V metric
+    ``tr(X D Y^T)`` on (zeta, omega) (``diag(K, m2)``), ``eta_A`` times the inverse of
+    ``mu_k G_k``, ``G_k = [[T, 1], [1, rho_k]]``, on (xi_k, beta_k) (spec §3.3; the blocks of
+    :func:`general_system`)."""
+    d = 2 + 2 * N
+    M = sp.zeros(d, d)
+    M[:2, :2] = eta_V * V_METRIC.metric().inv()
+    for k, (mu_k, rho_k) in enumerate(zip(_mus(N), _indexed("rho", N, positive=True))):
+        block = eta_A * _attention_basis(T, rho_k)[0].metric(mu_k).inv()
+        idx = (2 + k, 2 + N + k)
+        for a in range(2):
+            for b in range(2):
+                M[idx[a], idx[b]] = sp.simplify(block[a, b])
+    return M
+
+
+def _reduced_sample(N: int):
+    """(``l`` on the manifold, ``h``, ``V``) of one sample in :func:`statistic_symbols`."""
+    st = statistic_symbols(N)
+    G = general_system(N)
+    xis, betas = G.state[2:2 + N], G.state[2 + N:]
+    nu, b = sp.Matrix(st["nu"]), sp.Matrix(st["b"])
+    h = sp.zeros(N, 1)
+    for k in range(N):
+        h += st["kappa"][k] * (xis[k] * nu + betas[k] * b)
+    V = manifold_value_matrix(N)
+    return per_sample_loss(V, h, st["y"]), h, V
+
+
+@lru_cache(maxsize=None)
+def noise_system(N: int) -> ReducedSystem:
+    """:func:`general_system` (``N`` queries, on the invariant manifold) with its minibatch noise,
+    derived from :func:`per_sample_loss` of one sequence (spec §3.6 option A): the per-sample flow
+    ``g = -M grad_theta l`` with the flow's own map (:func:`_reduced_preconditioner`), so that
+    ``E_x[g]`` is the drift (``theory.noise.check_drift`` at valid tasks; tests).
+
+    Parameters: the general system's plus the transition matrix ``P_i_j`` (the per-sample loss sees
+    ``V = zeta P_tilde + omega mu 1^T`` entry by entry). ``K``, ``m2``, ``rho_k`` must be the
+    task's (``tr(P Sigma P^T)``, ``|mu|^2``, ``|q_k|^2``): :func:`theory.scb.sde.noise_parameters`.
+
+    The law of the sample statistics (one query ``k ~ mu``; the Q support tokens iid ``mu``, the
+    target ``y ~ P[:, x_s]`` with ``s ~ q_k``, the ``T - Q`` other tokens as multinomial counts) has
+    ``N^(Q+2) C(T-Q+N-1, N-1)`` outcomes (9720 at N=3, T=16, Q=2): exact but too many to sum per
+    SDE step, so the noise is Monte Carlo (``noise.covariance is None``): the SDE draws fresh
+    samples each step from the exact outcome tables (:func:`theory.scb.sde.sample_tables`, alias
+    draws); :func:`theory.scb.sde.draw_statistics` (the sampler named in the export) draws the same
+    law from the parameters (uniform ``q``, Decision 3)."""
+    from ..noise import MonteCarlo, derive_noise
+
+    G = general_system(N)
+    st = statistic_symbols(N)
+    samples = tuple(s for name in ("kappa", "b", "nu", "y") for s in st[name])
+    ell, _, _ = _reduced_sample(N)
+    law = MonteCarlo(samples, ref="theory.scb.sde:draw_statistics",
+                     description="one sequence's statistics: query kappa ~ mu, b = X q_kappa, counts nu = X 1, "
+                                 "target y ~ P[:, x_s], s ~ q_kappa (uniform q, Decision 3)")
+    noise = derive_noise(ell, G.state, samples, law, preconditioner=_reduced_preconditioner(N),
+                         description="minibatch SGD (spec §3.6 option A): per-sample flow of the squared loss of "
+                                     "one sequence on the invariant manifold; time = optimiser steps")
+    noise = dataclasses.replace(noise, per_sample_loss=_canonical(noise.per_sample_loss),
+                                gradient=tuple(_canonical(e) for e in noise.gradient))
+    P_entries = tuple(transition_matrix(N))
+    return ReducedSystem(
+        name="minibatch", paper=PAPER, state=G.state, parameters=(*G.parameters, *P_entries), rhs=G.rhs,
+        definitions=G.definitions, observables=dict(G.observables), spec=f"{SPEC} §3.3, §3.6 (N={N})",
+        description="The general reduced flow with the minibatch noise of SGD derived from the squared loss of "
+                    "one sequence (per-sample flow on the invariant manifold, Monte-Carlo covariance).",
+        noise=noise)
+
+
+def _canonical(expr: sp.Expr) -> sp.Expr:
+    """``expr`` printed and parsed back, as the JSON reader does (:func:`theory.load_system`):
+    differentiation leaves products such as ``Mul(-1, 2, x)`` unevaluated, which read back as
+    ``-2*x`` — the same expression, another tree; stored in the read-back form, the exported
+    system is :meth:`~theory.ReducedSystem.equivalent` to the derived one."""
+    return sp.sympify(str(expr), locals={str(s): s for s in expr.free_symbols})
+
+
+def energy_symbols(N: int) -> tuple[sp.Symbol, ...]:
+    """``E_V``, ``E_v``, ``E_a_1..E_a_N``: the off-manifold energies of the reduced SDE (spec §3.6)."""
+    return (sp.Symbol("E_V", nonnegative=True), sp.Symbol("E_v", nonnegative=True),
+            *_indexed("E_a", N, nonnegative=True))
+
+
+@lru_cache(maxsize=None)
+def closure_system(N: int) -> ReducedSystem:
+    """The drift of the reduced SDE (spec §3.6 "Reduced SDE"): :func:`general_system`'s state plus
+    the off-manifold energies ``E_V = tr(R Sigma R^T)``, ``E_v = |r_v|^2``, ``E_a_k = |delta_k|^2``
+    of the exact decomposition ``V - V mu 1^T = zeta P_tilde + R``, ``V mu = omega mu + r_v``,
+    ``a_k = xi_k 1 + beta_k q_k + delta_k`` (theory.scb.sde).
+
+    Derived from the population loss with the energies (:func:`query_loss`): the on-manifold
+    coordinates follow the same natural-gradient flow; an off-manifold part ``z`` enters the loss
+    only through its energy, so the preconditioned flow moves it as ``z' = -2 p_z (dL/dE) z`` and
+    ``E' = -4 p_z E dL/dE`` with ``p_z`` the coordinate's preconditioner (``eta_V`` for ``R`` and
+    ``r_v``: ``R Sigma D^-1 = R - R mu 1^T`` and ``Sigma 1 = 0``; ``eta_A / mu_k`` for
+    ``delta_k``). At zero energies it is the general system. The SDE adds the energies' Itô terms
+    (the minibatch noise leaves the manifold; theory.scb.sde.ReducedMinibatchSDE)."""
+    if N < 1:
+        raise ConfigError("N", "must be >= 1")
+    G = general_system(N)
+    xis, betas = G.state[2:2 + N], G.state[2 + N:]
+    mus, rhos = _mus(N), _indexed("rho", N, positive=True)
+    E_V, E_v, *E_a = energy_symbols(N)
+    V = Coords.of(zeta, omega)
+    loss = 0
+    blocks: list = [((zeta, omega), V_METRIC.metric(), eta_V)]
+    for k in range(N):
+        inner, ones, qc = _attention_basis(T, rhos[k])
+        a = ones.scale(xis[k]) + qc.scale(betas[k])
+        loss += mus[k] * query_loss(V, a, inner, ones, qc, (E_V, E_v, E_a[k]))
+        blocks.append(((xis[k], betas[k]), inner.metric(mus[k]), eta_A))
+    loss = sp.expand(loss)
+    rhs = natural_gradient_flow(loss, blocks)
+    theta = (rhs[0], rhs[1], *(rhs[2 + 2 * k] for k in range(N)), *(rhs[3 + 2 * k] for k in range(N)))
+    energies = [sp.expand(-4 * eta_V * E_V * sp.diff(loss, E_V)), sp.expand(-4 * eta_V * E_v * sp.diff(loss, E_v))]
+    energies += [sp.expand(-4 * eta_A / mus[k] * E_a[k] * sp.diff(loss, E_a[k])) for k in range(N)]
+    return ReducedSystem(
+        name="closure", paper=PAPER, state=(*G.state, E_V, E_v, *E_a), parameters=G.parameters,
+        rhs=(*theta, *energies), spec=f"{SPEC} §3.6 (reduced SDE, N={N})",
+        description="Population flow of the reduced coordinates and the off-manifold energies (the reduced SDE's "
+                    "drift before the Ito terms of the energies).")
+
+
+@lru_cache(maxsize=None)
+def off_manifold_norms(N: int) -> tuple[sp.Expr, ...]:
+    """Squared norms of the off-manifold parts of one sample's full per-sample flow at the
+    on-manifold point (``off_R``, ``off_v``, ``off_a_1..N``; the energies' metrics), in the
+    symbols of :func:`noise_system`. From :func:`per_sample_loss` with a full matrix ``W`` and
+    histogram ``h``: the full flow is ``G_V = -eta_V grad_W l D^-1`` and, for the query's
+    attention, ``G_a = -(eta_A/mu_k) X^T grad_h l`` (``h = X a``), so ``|G_a|^2 = (eta_A/mu_k)^2
+    sum_i nu_i (dl/dh_i)^2`` (``X X^T = diag(nu)``); the manifold parts are the projected flow
+    ``g`` of :func:`noise_system` (orthogonal decompositions: ``tr(G Sigma G^T) = K g_zeta^2 +
+    |G_R|^2_Sigma``, ``|G_V mu|^2 = m2 g_omega^2 + |G_r_v|^2``, ``|G_a|^2 = (g_xi, g_beta) G_k
+    (g_xi, g_beta)^T + |G_delta|^2``). Their mean over samples is the energies' Itô rate."""
+    S = noise_system(N)
+    g = S.noise.gradient
+    st = statistic_symbols(N)
+    mus, rhos = _mus(N), _indexed("rho", N, positive=True)
+    _, h, V = _reduced_sample(N)
+    W = sp.Matrix(N, N, lambda i, j: sp.Dummy(f"W{i}{j}"))
+    hh = sp.Matrix(N, 1, lambda i, j: sp.Dummy(f"h{i}"))
+    ell = per_sample_loss(W, hh, st["y"])
+    at = {**{W[i, j]: V[i, j] for i in range(N) for j in range(N)}, **{hh[i]: h[i] for i in range(N)}}
+    GV = sp.Matrix(N, N, lambda i, j: -eta_V * sp.diff(ell, W[i, j]) / mus[j]).xreplace(at)
+    Gh = [sp.diff(ell, hh[i]).xreplace(at) for i in range(N)]
+    mu = sp.Matrix(mus)
+    Sig = sp.diag(*mus) - mu * mu.T
+    off_R = (GV * Sig * GV.T).trace() - K * g[0] ** 2
+    v = GV * mu
+    off_v = (v.T * v)[0, 0] - m2 * g[1] ** 2
+    a_sq = sum(st["kappa"][k] * (eta_A / mus[k]) ** 2 for k in range(N)) * sum(
+        st["nu"][i] * Gh[i] ** 2 for i in range(N))
+    off_a = [st["kappa"][k] * a_sq - (T * g[2 + k] ** 2 + 2 * g[2 + k] * g[2 + N + k] + rhos[k] * g[2 + N + k] ** 2)
+             for k in range(N)]
+    return (off_R, off_v, *off_a)
+
+
+# -- the full (V, A) system (spec §3.2, §3.6 option A) ----------------------------------------------
+def full_symbols(N: int, T_: int) -> dict[str, Any]:
+    """Symbols of the full parameters: ``V`` (N, N) entries ``V_i_j``, ``A`` (T, N) entries
+    ``A_t_k`` (column k = a^(k)), the targets ``q_t_k``, and one sequence: ``x_t_i`` (token i at
+    position t, one-hot per t), ``kappa_i`` (query), ``y_i`` (target)."""
+    return {
+        "V": sp.Matrix(N, N, lambda i, j: sp.Symbol(f"V_{i + 1}_{j + 1}", real=True)),
+        "A": sp.Matrix(T_, N, lambda t, k: sp.Symbol(f"A_{t + 1}_{k + 1}", real=True)),
+        "q": sp.Matrix(T_, N, lambda t, k: sp.Symbol(f"q_{t + 1}_{k + 1}", nonnegative=True)),
+        "x": sp.Matrix(T_, N, lambda t, i: sp.Symbol(f"x_{t + 1}_{i + 1}", real=True)),
+        "kappa": _indexed("kappa", N, real=True),
+        "y": _indexed("y", N, real=True),
+    }
+
+
+@lru_cache(maxsize=None)
+def full_system(N: int, T_: int) -> ReducedSystem:
+    """The preconditioned population flow of the full parameters ``(V, A)`` (state ``V_i_j`` then
+    ``A_t_k``, row-major), ``V' = -eta_V grad_V L D^-1``, ``a_k' = -(eta_A/mu_k) grad_{a_k} L``
+    (spec §3.3), with ``L`` the expectation of :func:`per_sample_loss` by the moment identity
+    (spec §3.1: ``E[X a b^T X^T] = <a,b> Sigma + (1^T a)(1^T b) mu mu^T``, ``E[y|X,k] = P X q_k``),
+    and its minibatch noise from the same per-sample loss of one sequence (``h = X A kappa``).
+    The sequence has ``N^(T+1)`` contexts and queries: Monte Carlo (``noise.covariance is None``),
+    drawn by :func:`theory.scb.sde.draw_sequences` (the SDE: theory.scb.sde.FullMinibatchSDE;
+    its compiled step draws the same law from alias tables, theory.scb.sde_numba)."""
+    from ..noise import MonteCarlo, derive_noise
+
+    if N < 2 or T_ < 1:
+        raise ConfigError("N", f"the full system needs N >= 2 and T >= 1, got N={N}, T={T_}")
+    s = full_symbols(N, T_)
+    V, A, Qm = s["V"], s["A"], s["q"]
+    mus = _mus(N)
+    mu = sp.Matrix(mus)
+    Pm = transition_matrix(N)
+    Sig = sp.diag(*mus) - mu * mu.T
+    ones = sp.ones(T_, 1)
+
+    def second(a, b, W1, W2):  # tr(W1 E[X a b^T X^T] W2^T), the moment identity
+        return (a.T * b)[0, 0] * (W1 * Sig * W2.T).trace() + (ones.T * a)[0, 0] * (ones.T * b)[0, 0] * (
+            (W2 * mu).T * (W1 * mu))[0, 0]
+
+    loss = sp.S.Zero
+    for k in range(N):
+        a, q = A[:, k], Qm[:, k]
+        loss += mus[k] * (sp.Rational(1, 2) - second(a, q, V, Pm) + second(a, a, V, V) / 2)
+    rhs = [-eta_V * sp.diff(loss, V[i, j]) / mus[j] for i in range(N) for j in range(N)]
+    rhs += [-eta_A * sp.diff(loss, A[t, k]) / mus[k] for t in range(T_) for k in range(N)]
+    state = (*V, *A)
+    h = s["x"].T * A * sp.Matrix(s["kappa"])
+    ell = per_sample_loss(V, h, s["y"])
+    samples = (*s["x"], *s["kappa"], *s["y"])
+    law = MonteCarlo(samples, ref=f"theory.scb.sde:draw_sequences_{N}x{T_}",
+                     description="one sequence: query kappa ~ mu, context tokens iid mu, target y ~ P[:, x_s], "
+                                 "s ~ q_kappa (spec §1.2, Decision 1 A)")
+    pre = [eta_V / mus[j] for i in range(N) for j in range(N)] + [eta_A / mus[k] for t in range(T_) for k in range(N)]
+    noise = derive_noise(ell, state, samples, law, preconditioner=pre, simplify=False,
+                         description="minibatch SGD on (V, A) (spec §3.6 option A); time = optimiser steps")
+    return ReducedSystem(
+        name="full", paper=PAPER, state=state, parameters=(eta_V, eta_A, *mus, *Pm, *Qm), rhs=tuple(rhs),
+        observables={"population_loss": loss}, spec=f"{SPEC} §3.2-3.3, §3.6 option A (N={N}, T={T_})",
+        description="Preconditioned population flow of the full parameters (V, A) with the minibatch noise of one "
+                    "sequence's squared loss.", noise=noise)

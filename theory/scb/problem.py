@@ -6,7 +6,7 @@ from ..core import ReducedSystem
 from ..errors import ConfigError
 from ..problem import Problem
 from .config import SCBConfig, SCBTask, make_task
-from .derive import general_system, l1_symmetric_system, symmetric_system
+from .derive import general_system, l1_symmetric_system, noise_system, symmetric_system
 from .population import initial_state, system_parameters
 
 __all__ = ["systems", "problem", "SOLVE_OPTIONS"]
@@ -20,9 +20,10 @@ SOLVE_OPTIONS = {
 
 
 def systems(config: SCBConfig | None = None) -> list[ReducedSystem]:
-    """The systems `tdyn derive scb` prints: symmetric 4-D, general (for config.N) and l1 forms."""
+    """The systems `tdyn derive scb` prints: symmetric 4-D, general (for config.N), l1 forms and the
+    general system with its minibatch noise (``minibatch``, spec §3.6)."""
     N = (config or SCBConfig()).N
-    return [symmetric_system(), general_system(N), l1_symmetric_system()]
+    return [symmetric_system(), general_system(N), l1_symmetric_system(), noise_system(N)]
 
 
 def problem(config: SCBConfig, *, task: SCBTask | None = None, init=None, t=None) -> Problem:

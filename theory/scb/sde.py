@@ -1,283 +1,317 @@
-"""SCB minibatch-SGD SDEs for :func:`simulate.solve_sde` (papers/scb.md §3.6), time in optimiser
-steps (``SCBConfig.ode_time``), sampled at ``config.ode_times()``.
+"""SCB minibatch-SGD SDEs for :func:`simulate.solve_sde` (papers/scb.md §3.6), built on the noise
+derived from the squared loss of one sequence (:mod:`theory.scb.derive`, :mod:`theory.noise`);
+time in optimiser steps (``SCBConfig.ode_time``), sampled at ``config.ode_times()``.
 
-* :class:`MinibatchSDE` — minibatch SGD on the full parameters ``(V, A)`` (spec §3.6 option A), in
-  jax; the same step compiled in numba (:mod:`theory.scb.sde_numba`,
-  :meth:`MinibatchSDE.numba_increment`) runs with ``simulate.solve_sde(sde, t, backend="numba")``
-  — about 4x the jax engine with the fast sampler on 2 cores (``make bench``);
-* :class:`FastMinibatchSDE` — the same model with the data drawn from uniforms (alias tables);
-* :class:`ReducedMinibatchSDE` — the reduced SDE of spec §3.6 (the paper table's ``sde`` slot), with
-  its per-component (unrolled) step for small N (:func:`reduced_terms_unrolled`).
+* :class:`FullMinibatchSDE` — minibatch SGD on the full parameters ``(V, A)`` (spec §3.6 option
+  A): the generic Monte-Carlo SDE of :func:`theory.scb.derive.full_system` (drift: the derived
+  population flow; diffusion ``sqrt(Δτ/B) F``, ``F = (G - Ḡ)ᵀ/sqrt(M-1)`` from ``M`` fresh derived
+  per-sample flows per step, :class:`simulate.noise_sde.SampledNoiseSDE`). Its compiled step
+  (:mod:`theory.scb.sde_numba`, ``backend="numba"``) draws the same law from alias tables and is
+  tested equal in increment mean and covariance.
+* :class:`ReducedMinibatchSDE` — the reduced SDE of spec §3.6 (the paper table's ``sde`` slot):
+  state ``(zeta, omega, xi_k, beta_k, E_V, E_v, E_a,k)``; drift the derived
+  :func:`~theory.scb.derive.closure_system` plus the energies' Itô terms; diffusion from the
+  derived per-sample flow of :func:`~theory.scb.derive.noise_system` at the on-manifold point.
 
-**Reduced SDE** (spec §3.6 "Reduced SDE", with the exact decomposition below). Any full state
-``(V, A)`` is written, exactly, as (``beta_k``: the spec's ``eta_k``, renamed so that it does not
-read as a learning rate)
+**Reduced SDE.** Any full state ``(V, A)`` is written, exactly, as (``beta_k``: the spec's
+``eta_k``, renamed so that it does not read as a learning rate)
 
     v = V mu = omega mu + r_v,             mu . r_v = 0,              E_v   = |r_v|^2
     V - v 1^T = zeta P_tilde + R,          tr(R Sigma P_tilde^T) = 0, E_V   = tr(R Sigma R^T)
     a_k = xi_k 1 + beta_k q_k + delta_k,   delta_k _|_ 1, q_k,        E_a,k = |delta_k|^2
 
-(``zeta`` is the Sigma-projection of V onto P_tilde; with it ``tr(V Sigma V^T) = K zeta^2 + E_V``
-has no cross term). The preconditioned population flow (spec §3.2-3.3) in these coordinates is
-*closed* and exact — the off-manifold parts decay isotropically:
+(:func:`reduced_coordinates`; ``zeta`` is the Sigma-projection of V onto P_tilde, so
+``tr(V Sigma V^T) = K zeta^2 + E_V`` has no cross term). The population flow in these
+coordinates is closed and exact (:func:`theory.scb.derive.closure_system`). One SGD step moves the
+reduced coordinates by the projection of the minibatch flow, whose per-sample part is the derived
+``g`` of :func:`~theory.scb.derive.noise_system`; its off-manifold part raises each energy by its
+squared norm: the energies' Itô terms ``Δτ E|g_off|^2 / B``
+(:func:`~theory.scb.derive.off_manifold_norms`). Closure (spec §3.6 [inferred]): the noise and the
+Itô terms are evaluated at the on-manifold point of the current state (energies 0) and the
+energies' own martingale terms ``2<R, dN>`` are dropped (second order in the off-manifold
+amplitude). The full and the reduced SDE agree in the mean and variance of zeta and ``<a,q>``
+(tests/theory/scb/test_sde.py, slow).
 
-    zeta'  = -eta_V [(mu.n) zeta - mu.c]          E_V'    = -2 eta_V (mu.n) E_V
-    omega' = -eta_V [S2 omega - S1]               E_v'    = -2 eta_V S2 E_v
-    xi_k'  = -eta_A [vv xi_k + s_k |v|^2 - mu.v]  beta_k' = -eta_A [vv beta_k - vp]
-    E_a,k' = -2 eta_A vv E_a,k
-
-with ``n_k = T xi_k^2 + 2 xi_k beta_k + rho_k beta_k^2 + E_a,k``, ``s_k = T xi_k + beta_k``,
-``c_k = xi_k + rho_k beta_k``, ``vv = K zeta^2 + E_V``, ``vp = K zeta``, ``|v|^2 = m2 omega^2 + E_v``,
-``mu.v = m2 omega``, ``S1 = sum mu_k s_k``, ``S2 = sum mu_k s_k^2``.
-
-Noise (the closure, spec §3.6 [inferred]): minibatch noise is estimated from ``mc_samples``
-per-sample gradients evaluated at the on-manifold point of the current reduced state (energies
-set to 0), drawn from sufficient statistics only (query k, the Q support tokens, the off-support
-token counts, the target) and projected onto (zeta, omega, xi_k, beta_k); they are centred on the
-exact population mean, so ``(g_m - E g)(g_m - E g)^T / (M B)`` is an unbiased covariance estimate.
-Each energy gains its Itô term ``tr Cov(off-manifold part)/B = E|g_off|^2/B`` (the population
-gradient has no off-manifold part on the manifold); the energies' own martingale terms
-``2<R, dN>`` are dropped (second order in the off-manifold amplitude). Float64.
-
-Sampling: a sample's projected gradient depends only on (k, b = X q_k, cnt = X 1, y); their exact
-joint law is tabulated once (:func:`sample_tables`: query, support tokens and target enumerated,
-off-support counts as multinomial compositions) and each sample is one alias draw
-(:mod:`theory.sampling`) from a uniform the engine supplies (``uniforms_per_step``); tables too
-large fall back to the key sampler (inverse CDF per token, ``jax.random.multinomial``). For
-N <= :data:`UNROLL_MAX_N` the step is evaluated per component (:func:`reduced_terms_unrolled`).
-
-**FastMinibatchSDE**: :class:`MinibatchSDE` with the data drawn from uniforms (context
-tokens in alias-drawn tuples, the rest by inverse CDF): the same per-sample-gradient distribution.
+**Sampling.** A sample's flow on the manifold depends only on its statistics ``(kappa, b = X q_k,
+nu = X 1, y)`` (:func:`~theory.scb.derive.statistic_symbols`); their exact joint law is tabulated
+once (:func:`sample_tables`: query, support tokens and target enumerated, the other tokens' counts
+as multinomial compositions) and each sample is one alias draw (:mod:`theory.sampling`) from a
+uniform the engine supplies. ``M = mc_samples`` draws per step, centred on the exact mean (the
+drift), give the unbiased covariance ``(g_m - E g)(g_m - E g)ᵀ/(M B)``; tables too large fall back
+to :func:`draw_statistics` (a PRNG key per step; uniform ``q``). Float64.
 """
 from __future__ import annotations
 
-import itertools
 import math
+import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache, partial
 
 import numpy as np
 
-from ..sampling import alias_draw, alias_table, compositions, multinomial_pmf, tuple_length
+from ..core import jax_modules
+from ..errors import ConfigError
+from ..noise import step_time
+from ..sampling import alias_draw, alias_table, compositions, multinomial_pmf
+from . import derive as D
 from .config import PAPER, SCBConfig, SCBTask, initial_parameters, make_task
-from .population import TaskArrays, observables_from_parameters, preconditioned_flow
+from .population import observables_from_parameters
 
 __all__ = [
-    "MinibatchSDE",
-    "FastMinibatchSDE",
+    "FullMinibatchSDE",
     "ReducedMinibatchSDE",
     "minibatch_sde",
-    "minibatch_sde_fast",
     "minibatch_sde_reduced",
+    "full_parameters",
+    "noise_parameters",
+    "closure_parameters",
     "reduced_coordinates",
-    "reduced_drift_numpy",
-    "projected_per_sample",
-    "reduced_terms_unrolled",
+    "reduced_observables",
     "sample_tables",
-    "UNROLL_MAX_N",
+    "draw_statistics",
+    "draw_sequences",
+    "check_modelled",
 ]
+
+
+def check_modelled(config: SCBConfig) -> None:
+    """:class:`ConfigError` for settings the SDEs do not model: they are minibatch SGD of the
+    preconditioned rule without l1 or per-step projection (spec §3.6), on data with the query
+    outside the context (Decision 1 A)."""
+    if config.variant != "preconditioned":
+        raise ConfigError("variant", f"the SCB SDEs model the preconditioned rule, not {config.variant!r}")
+    if config.lam > 0:
+        raise ConfigError("lam", "the SCB SDEs model SGD without the l1 prox (lam = 0)")
+    if config.normalise != "end":
+        raise ConfigError("normalise", "the SCB SDEs model SGD without the per-step projection (normalise='end')")
+    if config.query != "outside":
+        raise ConfigError("query", "the SCB SDEs' data law has the query outside the context (Decision 1 A)")
+
+
+# ------------------------------------------------------------------------------------------------
+# Parameter values of the derived systems for a task
+# ------------------------------------------------------------------------------------------------
+def closure_parameters(task: SCBTask, eta_V: float, eta_A: float) -> dict[str, float]:
+    """Values of :func:`~theory.scb.derive.general_system`'s (and the closure's) parameters."""
+    out = {"T": float(task.T), "K": task.K, "m2": task.m2, "eta_V": float(eta_V), "eta_A": float(eta_A)}
+    out.update({f"mu_{i + 1}": float(m) for i, m in enumerate(task.mu)})
+    out.update({f"rho_{i + 1}": float(r) for i, r in enumerate(task.rho)})
+    return out
+
+
+def _transition_values(task: SCBTask) -> dict[str, float]:
+    N = task.N
+    return {f"P_{i + 1}_{j + 1}": float(task.P[i, j]) for i in range(N) for j in range(N)}
+
+
+def noise_parameters(task: SCBTask, eta_V: float, eta_A: float) -> dict[str, float]:
+    """Values of :func:`~theory.scb.derive.noise_system`'s parameters (the closure's and ``P``)."""
+    return {**closure_parameters(task, eta_V, eta_A), **_transition_values(task)}
+
+
+def full_parameters(task: SCBTask, eta_V: float, eta_A: float) -> dict[str, float]:
+    """Values of :func:`~theory.scb.derive.full_system`'s parameters."""
+    out = {"eta_V": float(eta_V), "eta_A": float(eta_A), **{f"mu_{i + 1}": float(m) for i, m in enumerate(task.mu)},
+           **_transition_values(task)}
+    out.update({f"q_{t + 1}_{k + 1}": float(task.Qm[t, k]) for t in range(task.T) for k in range(task.N)})
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Samplers of the derived noises' laws (jax; named in the exported systems)
+# ------------------------------------------------------------------------------------------------
+def _inverse_cdf(u, cdf):
+    """Categorical draws from uniforms ``u`` (...) and a cumulative table ``cdf`` (..., n)."""
+    import jax.numpy as jnp
+
+    return jnp.sum(u[..., None] > cdf[..., :-1], axis=-1)
+
+
+def draw_statistics(key, n: int, p) -> dict:
+    """``n`` samples of :func:`~theory.scb.derive.noise_system`'s statistics from its parameter
+    vector ``p`` (:func:`_draw_statistics`; compiled once per ``n``: jax's multinomial is a loop of
+    binomial draws, slow op by op)."""
+    return _compiled_statistics()(key, int(n), p)
+
+
+@lru_cache(maxsize=1)
+def _compiled_statistics():
+    import jax
+
+    return jax.jit(_draw_statistics, static_argnums=1)
+
+
+def _draw_statistics(key, n: int, p) -> dict:
+    """``n`` samples of :func:`~theory.scb.derive.noise_system`'s statistics from its parameter
+    vector ``p`` (uniform ``q`` on ``Q = 1/rho`` positions, Decision 3): query ``k ~ mu``; the
+    chosen support token ``x_s ~ mu`` and the target ``y ~ P[:, x_s]``; the other ``Q - 1`` support
+    tokens and the ``T - Q`` off-support tokens as multinomial counts; ``b = (e_{x_s} + c_S)/Q``,
+    ``nu = e_{x_s} + c_S + c_O``. Exact (inverse CDF; jax's multinomial)."""
+    import jax
+    import jax.numpy as jnp
+
+    N = int(round(math.sqrt(p.shape[0] - 4))) - 1  # p = (T, K, m2, eta_V, eta_A, mu, rho, P): 5 + 2N + N^2
+    T_, mu, rho = p[0], p[5:5 + N], p[5 + N]
+    P = p[5 + 2 * N:].reshape(N, N)
+    Q_ = jnp.round(1.0 / rho)
+    ku, k1, k2 = jax.random.split(key, 3)
+    u = jax.random.uniform(ku, (n, 3), dtype=p.dtype)
+    cdf = jnp.cumsum(mu)
+    k = _inverse_cdf(u[:, 0], cdf)
+    xs = _inverse_cdf(u[:, 1], cdf)
+    yy = _inverse_cdf(u[:, 2], jnp.cumsum(P.T[xs], axis=-1))
+    e = jax.nn.one_hot(xs, N, dtype=p.dtype)
+    c_S = jax.random.multinomial(k1, Q_ - 1.0, mu, shape=(n, N), dtype=p.dtype)
+    c_O = jax.random.multinomial(k2, T_ - Q_, mu, shape=(n, N), dtype=p.dtype)
+    cols = {"kappa": jax.nn.one_hot(k, N, dtype=p.dtype), "b": (e + c_S) / Q_, "nu": e + c_S + c_O,
+            "y": jax.nn.one_hot(yy, N, dtype=p.dtype)}
+    return {f"{name}_{i + 1}": cols[name][:, i] for name in cols for i in range(N)}
+
+
+def draw_sequences(key, n: int, p, *, N: int, T: int) -> dict:
+    """``n`` sequences (spec §1.2, query outside the context) for
+    :func:`~theory.scb.derive.full_system` (``N`` tokens, context ``T``) from its parameter vector
+    ``p = (eta_V, eta_A, mu, P, q)``: ``k ~ mu``, ``x_t ~ mu`` iid, ``s ~ q_k``, ``y ~ P[:, x_s]``,
+    as one-hot indicators (inverse CDF; exact)."""
+    import jax
+    import jax.numpy as jnp
+
+    mu = p[2:2 + N]
+    P = p[2 + N:2 + N + N * N].reshape(N, N)
+    q = p[2 + N + N * N:].reshape(T, N)
+    u = jax.random.uniform(key, (n, T + 3), dtype=p.dtype)
+    cdf = jnp.cumsum(mu)
+    x = _inverse_cdf(u[:, :T], cdf)
+    k = _inverse_cdf(u[:, T], cdf)
+    s = _inverse_cdf(u[:, T + 1], jnp.cumsum(q.T[k], axis=-1))
+    xs = jnp.take_along_axis(x, s[:, None], axis=1)[:, 0]
+    yy = _inverse_cdf(u[:, T + 2], jnp.cumsum(P.T[xs], axis=-1))
+    X = jax.nn.one_hot(x, N, dtype=p.dtype)  # (n, T, N)
+    out = {f"x_{t + 1}_{i + 1}": X[:, t, i] for t in range(T) for i in range(N)}
+    out.update({f"kappa_{i + 1}": (k == i).astype(p.dtype) for i in range(N)})
+    out.update({f"y_{i + 1}": (yy == i).astype(p.dtype) for i in range(N)})
+    return out
+
+
+_SEQUENCES = re.compile(r"draw_sequences_(\d+)x(\d+)")
+
+
+def __getattr__(name: str):
+    """``draw_sequences_{N}x{T}``: :func:`draw_sequences` for N tokens and context T (the sampler
+    :func:`~theory.scb.derive.full_system` names, so an exported full system can be drawn)."""
+    m = _SEQUENCES.fullmatch(name)
+    if m is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return partial(draw_sequences, N=int(m.group(1)), T=int(m.group(2)))
 
 
 # ------------------------------------------------------------------------------------------------
 # 1. Minibatch SGD on the full (V, A) (spec §3.6 option A)
 # ------------------------------------------------------------------------------------------------
-
 @dataclass(frozen=True, eq=False)
-class MinibatchSDE:
-    """``d theta = drift dt + diffusion dW`` on theta = (V, A) flattened, time in optimiser steps.
+class FullMinibatchSDE:
+    """The derived Monte-Carlo SDE of :func:`~theory.scb.derive.full_system` on ``task`` (module
+    docstring): ``model`` is the generic :class:`simulate.noise_sde.SampledNoiseSDE` (drift,
+    diffusion and their arguments are its own), with the state split into ``V`` and ``A``, the §4
+    observables of the full parameters and the compiled numba step. Build it with
+    :func:`minibatch_sde`."""
 
-    * drift: the preconditioned population flow (exact, spec §3.2-3.3);
-    * diffusion: minibatch noise. Its covariance is ``lr^2 Cov_sample(preconditioned g)/B``; the
-      covariance is estimated at the current theta from ``mc_samples`` fresh per-sample gradients
-      (spec §3.6 option A), and enters as the matrix ``lr * (g_m - mean g)/sqrt((M-1) B)`` driven by
-      an M-dimensional Brownian motion, so no covariance matrix or square root is ever formed.
-    Float64 throughout.
-    """
-
+    model: object  # simulate.noise_sde.SampledNoiseSDE (theory does not import simulate at import time)
     task: SCBTask
     eta_V: float
     eta_A: float
-    batch: int
-    mc_samples: int = 64
     paper: str = PAPER
     name: str = "minibatch_sgd"
 
+    uniforms_per_step = None  # a PRNG key per path and step (the model's sampler draws with it)
+
+    @property
+    def system(self):
+        return self.model.system
+
     @property
     def dim(self) -> int:
-        return self.task.N ** 2 + self.task.T * self.task.N
+        return self.model.dim
+
+    @property
+    def dt(self) -> float:
+        return self.model.dt
 
     @property
     def noise_dim(self) -> int:
-        return self.mc_samples
+        return self.model.noise_dim
 
-    def initial_state(self) -> np.ndarray:
-        V0, A0 = initial_parameters(self.task.config, self.task)
-        return np.concatenate([V0.ravel(), A0.ravel()])
+    @property
+    def batch(self) -> int:
+        return self.model.batch
+
+    @property
+    def mc_samples(self) -> int:
+        return self.model.mc_samples
 
     def args(self):
-        import jax.numpy as jnp
+        return self.model.args()
 
-        t = self.task
-        return {
-            "P": jnp.asarray(t.P), "mu": jnp.asarray(t.mu), "Qm": jnp.asarray(t.Qm),
-            "Sig": jnp.asarray(t.Sigma),
-            "lr_V": jnp.asarray(self.eta_V), "lr_A": jnp.asarray(self.eta_A),
-            "batch": jnp.asarray(float(self.batch)),
-        }
-
-    def _unflatten(self, y):
-        N, T_ = self.task.N, self.task.T
-        return y[: N * N].reshape(N, N), y[N * N:].reshape(T_, N)
+    def initial_state(self) -> np.ndarray:
+        return self.model.initial_state()
 
     def drift(self, t, y, args):
-        import jax.numpy as jnp
-
-        V, A = self._unflatten(y)
-        task = TaskArrays(args["P"], args["mu"], args["Qm"], args["Sig"])
-        dV, dA = preconditioned_flow(V, A, task, args["lr_V"], args["lr_A"], xp=jnp)  # spec §3.3
-        return jnp.concatenate([dV.ravel(), dA.ravel()])
-
-    def per_sample_gradients(self, y, args, key):
-        """(M, dim) preconditioned per-sample gradients at theta (spec §3.2), M = mc_samples.
-        Data drawn exactly as spec §1.2 (query outside the context)."""
-        import jax
-        import jax.numpy as jnp
-
-        N, T_, M = self.task.N, self.task.T, self.mc_samples
-        V, A = self._unflatten(y)
-        mu, P, Qm = args["mu"], args["P"], args["Qm"]
-        kx, kk, ks, ko = jax.random.split(key, 4)
-        logmu = jnp.log(mu)
-        x = jax.random.categorical(kx, logmu, shape=(M, T_))
-        k = jax.random.categorical(kk, logmu, shape=(M,))
-        logq = jnp.where(Qm.T[k] > 0, jnp.log(jnp.where(Qm.T[k] > 0, Qm.T[k], 1.0)), -jnp.inf)
-        pos = jax.random.categorical(ks, logq, axis=-1)
-        xs = jnp.take_along_axis(x, pos[:, None], axis=1)[:, 0]
-        logP = jnp.log(jnp.maximum(P.T[xs], 1e-300))
-        xo = jax.random.categorical(ko, logP, axis=-1)
-
-        # batched over the M samples; X a via a one-hot contraction over the N token ids
-        Xoh = jax.nn.one_hot(x, N, dtype=y.dtype)  # (M, T, N)
-        a = A.T[k]  # (M, T): a^(k_m)
-        Xa = jnp.einsum("mtn,mt->mn", Xoh, a)
-        r = Xa @ V.T - jax.nn.one_hot(xo, N, dtype=y.dtype)  # (M, N)
-        gV = r[:, :, None] * Xa[:, None, :] / mu[None, None, :]  # r (X a)^T D^-1
-        ga = jnp.take_along_axis(r @ V, x, axis=1) / mu[k][:, None]  # (X^T V^T r) / mu_k, (M, T)
-        gA = ga[:, :, None] * jax.nn.one_hot(k, N, dtype=y.dtype)[:, None, :]  # only column k_m
-        return jnp.concatenate([args["lr_V"] * gV.reshape(M, -1), args["lr_A"] * gA.reshape(M, -1)], axis=1)
+        return self.model.drift(t, y, args)
 
     def diffusion(self, t, y, args, key):
-        import jax.numpy as jnp
+        return self.model.diffusion(t, y, args, key)
 
-        G = self.per_sample_gradients(y, args, key)
-        G = G - G.mean(0, keepdims=True)
-        return (G / jnp.sqrt((self.mc_samples - 1) * args["batch"])).T  # (dim, M)
+    def drift_and_diffusion(self, t, y, args, key):
+        return self.model.drift_and_diffusion(t, y, args, key)
+
+    def state_variables(self, Y: np.ndarray) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+        """Split ``Y`` (..., dim) into ``V`` (row, col) and ``A`` (position, query)."""
+        N, T_ = self.task.N, self.task.T
+        lead = Y.shape[:-1]
+        return {"V": (("row", "col"), Y[..., : N * N].reshape(*lead, N, N)),
+                "A": (("position", "query"), Y[..., N * N:].reshape(*lead, T_, N))}
+
+    def observables(self, Y: np.ndarray) -> dict[str, np.ndarray]:
+        N, T_ = self.task.N, self.task.T
+        lead = Y.shape[:-1]
+        return observables_from_parameters(Y[..., : N * N].reshape(*lead, N, N),
+                                           Y[..., N * N:].reshape(*lead, T_, N), self.task)
 
     def numba_increment(self):
-        """``(increment, params)`` for ``simulate.solve_sde(..., backend="numba")``: the same
-        step as :meth:`drift` + :meth:`diffusion` (same distribution), compiled
-        (:mod:`theory.scb.sde_numba`)."""
+        """``(increment, params)`` for ``simulate.solve_sde(..., backend="numba")``: the same step
+        compiled (:mod:`theory.scb.sde_numba`: the population flow in loops, the per-sample flows
+        of alias-drawn sequences), tested equal in increment mean and covariance."""
         from .sde_numba import increment_kernel
 
         return increment_kernel(self.task.N, self.task.T), self._numba_params
 
     @cached_property
     def _numba_params(self) -> tuple:
-        """The kernel's constants and alias tables (built once per model: ~50 ms)."""
         from .sde_numba import kernel_params
 
-        return kernel_params(self.task, self.eta_V, self.eta_A, self.batch)
-
-    def state_variables(self, Y: np.ndarray) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
-        """Split ``Y`` (..., dim) into named variables with extra dims for the Dataset."""
-        N, T_ = self.task.N, self.task.T
-        lead = Y.shape[:-1]
-        return {
-            "V": (("row", "col"), Y[..., : N * N].reshape(*lead, N, N)),
-            "A": (("position", "query"), Y[..., N * N:].reshape(*lead, T_, N)),
-        }
-
-    def observables(self, Y: np.ndarray) -> dict[str, np.ndarray]:
-        N, T_ = self.task.N, self.task.T
-        lead = Y.shape[:-1]
-        V = Y[..., : N * N].reshape(*lead, N, N)
-        A = Y[..., N * N:].reshape(*lead, T_, N)
-        return observables_from_parameters(V, A, self.task)
+        # the kernel's noise scale 1/sqrt((M-1) B) with B -> B/Δτ is sqrt(Δτ/((M-1) B))
+        return kernel_params(self.task, self.eta_V, self.eta_A, self.model.batch / self.model.step_time)
 
 
-#: tokens drawn jointly by one alias draw in the full SDE's sampler: the longest tuple with at
-#: most this many outcomes
-TUPLE_OUTCOMES = 4096
+def minibatch_sde(config: SCBConfig, mc_samples: int = 64) -> tuple[FullMinibatchSDE, np.ndarray]:
+    """``(sde, t)``: minibatch SGD on the full (V, A) (:class:`FullMinibatchSDE`, ``mc_samples``
+    per-sample flows per step), sampled at ``config.ode_times()``."""
+    from simulate.noise_sde import SampledNoiseSDE
 
-
-def _token_tuples(N: int, T_: int) -> list[int]:
-    """Lengths of the token tuples that cover the T context positions (each drawn jointly)."""
-    L = tuple_length(N, T_, TUPLE_OUTCOMES)
-    return [L] * (T_ // L) + ([T_ % L] if T_ % L else [])
-
-
-@dataclass(frozen=True, eq=False)
-class FastMinibatchSDE(MinibatchSDE):
-    """:class:`MinibatchSDE` (full (V, A), spec §3.6 option A) with the data of spec
-    §1.2 drawn from uniforms: context tokens in tuples of L by one exact alias draw each
-    (:func:`theory.sampling.alias_draw`, ``N^L <= TUPLE_OUTCOMES`` outcomes with probability
-    ``prod mu``), query, support slot and target by inverse CDF. The same per-sample-gradient
-    distribution as MinibatchSDE; ``len(tuples) + 3`` uniforms per sample instead of N T Gumbels."""
-
-    def args(self):
-        import jax.numpy as jnp
-
-        a = super().args()
-        t = self.task
-        a["cdf_mu"] = jnp.asarray(np.cumsum(t.mu))
-        a["cdf_q"] = jnp.asarray(np.cumsum(t.Qm, axis=0).T)  # row k: cdf of q^(k) over positions
-        a["cdf_P"] = jnp.asarray(np.cumsum(t.P, axis=0).T)  # row j: cdf of P[:, j]
-        tabs = {}
-        for L in sorted(set(_token_tuples(t.N, t.T))):
-            tup = np.array(list(itertools.product(range(t.N), repeat=L)))  # (N^L, L)
-            prob, alias = alias_table(t.mu[tup].prod(1))
-            tabs[L] = (jnp.asarray(prob), jnp.asarray(alias), jnp.asarray(np.eye(t.N)[tup]))  # one-hot (N^L, L, N)
-        a["tuples"] = tabs
-        return a
-
-    @property
-    def uniforms_per_step(self) -> int:
-        """The engine hands each step ``mc_samples * (tuples + 3)`` uniforms."""
-        return self.mc_samples * (len(_token_tuples(self.task.N, self.task.T)) + 3)
-
-    def per_sample_gradients(self, y, args, key):
-        """(M, dim) per-sample gradients; ``key``: a PRNG key, or the step's uniforms."""
-        import jax
-        import jax.numpy as jnp
-
-        N, T_, M = self.task.N, self.task.T, self.mc_samples
-        V, A = self._unflatten(y)
-        mu = args["mu"]
-        lens = _token_tuples(N, T_)
-        n_u = len(lens) + 3
-        if jnp.issubdtype(key.dtype, jnp.floating):  # the engine's uniforms
-            u = key.reshape(M, n_u)
-        else:
-            u = jax.random.uniform(key, (M, n_u), dtype=y.dtype)
-        X = jnp.concatenate([args["tuples"][L][2][alias_draw(u[:, i], *args["tuples"][L][:2])]
-                             for i, L in enumerate(lens)], axis=1)  # (M, T, N) one-hot context
-        k = _inverse_cdf(u[:, -3], args["cdf_mu"])  # (M,)
-        pos = _inverse_cdf(u[:, -2], args["cdf_q"][k])  # s ~ q^(k)
-        xs = jnp.argmax(jnp.take_along_axis(X, pos[:, None, None], axis=1)[:, 0], axis=-1)
-        xo = _inverse_cdf(u[:, -1], args["cdf_P"][xs])  # target ~ P[:, x_s]
-        a = A.T[k]  # (M, T)
-        Xa = jnp.einsum("mtn,mt->mn", X, a)  # X a^(k_m)
-        r = Xa @ V.T - jax.nn.one_hot(xo, N, dtype=y.dtype)
-        gV = r[:, :, None] * Xa[:, None, :] / mu[None, None, :]
-        ga = jnp.einsum("mtn,mn->mt", X, r @ V) / mu[k][:, None]
-        gA = ga[:, :, None] * jax.nn.one_hot(k, N, dtype=y.dtype)[:, None, :]
-        return jnp.concatenate([args["lr_V"] * gV.reshape(M, -1), args["lr_A"] * gA.reshape(M, -1)], axis=1)
+    check_modelled(config)
+    task = make_task(config)
+    system = D.full_system(task.N, task.T)
+    V0, A0 = initial_parameters(config, task)
+    generic = SampledNoiseSDE(system, full_parameters(task, config.eta_V, config.eta_A),
+                              np.concatenate([V0.ravel(), A0.ravel()]), step_time(config), int(config.batch),
+                              "samples", int(mc_samples))
+    return FullMinibatchSDE(generic, task, float(config.eta_V), float(config.eta_A)), config.ode_times()
 
 
 # ------------------------------------------------------------------------------------------------
 # 2. The reduced SDE (module docstring)
 # ------------------------------------------------------------------------------------------------
-#: largest outcome table drawn by alias (one uniform per draw); larger ones use the key path
+#: largest outcome table drawn by alias (one uniform per draw); larger ones use the key sampler
 TABLE_MAX = 2**16
 #: the (sample, off-support counts) tables are merged into one draw when their product fits
 JOINT_MAX = 2**15
@@ -305,86 +339,17 @@ def reduced_coordinates(V, A, task: SCBTask) -> np.ndarray:
     return np.concatenate([zeta[..., None], omega[..., None], xi, beta, E_V[..., None], E_v[..., None], E_a], -1)
 
 
-def _split(y, N):
-    return y[0], y[1], y[2:2 + N], y[2 + N:2 + 2 * N], y[2 + 2 * N], y[3 + 2 * N], y[4 + 2 * N:4 + 3 * N]
-
-
-def _drift(y, c, xp):
-    """Reduced drift (module docstring), ``c``: dict of task constants; ``xp``: numpy or jax.numpy."""
-    N = c["mu"].shape[0]
-    zeta, omega, xi, beta, E_V, E_v, E_a = _split(y, N)
-    mu, T, rho, K, m2 = c["mu"], c["T"], c["rho"], c["K"], c["m2"]
-    s = T * xi + beta
-    n = T * xi**2 + 2 * xi * beta + rho * beta**2 + E_a
-    cc = xi + rho * beta
-    vv, vp = K * zeta**2 + E_V, K * zeta
-    v2, mv = m2 * omega**2 + E_v, m2 * omega
-    mn, S1, S2 = mu @ n, mu @ s, mu @ s**2
-    lV, lA = c["lr_V"], c["lr_A"]
-    return xp.concatenate([
-        xp.stack([-lV * (mn * zeta - mu @ cc), -lV * (S2 * omega - S1)]),
-        -lA * (vv * xi + s * v2 - mv), -lA * (vv * beta - vp),
-        xp.stack([-2 * lV * mn * E_V, -2 * lV * S2 * E_v]), -2 * lA * vv * E_a,
-    ])
-
-
 def _support_weights(task: SCBTask) -> np.ndarray:
     """``w[k, j] = q_k`` at its j-th support position, (N, Q)."""
     return task.Qm[task.support, np.arange(task.N)[:, None]]
 
 
-def _constants(task: SCBTask, eta_V: float, eta_A: float, batch: int, xp=np):
-    return {
-        "mu": xp.asarray(task.mu), "T": float(task.T), "rho": xp.asarray(task.rho), "K": task.K, "m2": task.m2,
-        "P": xp.asarray(task.P), "Pt": xp.asarray(task.P_tilde), "Qw": xp.asarray(_support_weights(task)),
-        "lr_V": xp.asarray(float(eta_V)), "lr_A": xp.asarray(float(eta_A)), "batch": xp.asarray(float(batch)),
-    }
-
-
-def reduced_drift_numpy(y, task: SCBTask, eta_V: float, eta_A: float) -> np.ndarray:
-    """The reduced drift at one reduced state ``y`` (numpy; used by the tests)."""
-    return _drift(np.asarray(y, float), _constants(task, eta_V, eta_A, 1), np)
-
-
-def projected_per_sample(y, koh, b, cnt, yoh, c, xp=np):
-    """Per-sample preconditioned gradients at the on-manifold point of ``y``, projected.
-
-    Sufficient statistics of one sample: query ``koh`` (one-hot, (N,)), ``b = X q_k`` (N,),
-    all-context token counts ``cnt = X 1`` (N,), target ``yoh`` (one-hot, (N,)). Returns ``(g_red (2+2N,), off (2+N,))``: the gradient's (zeta, omega, xi,
-    beta) components (xi, beta nonzero at query k only) and the squared norms of its off-manifold
-    parts (R in the Sigma norm, r_v, delta_k at query k), learning rates included (spec §3.2, §3.6)."""
-    N = c["mu"].shape[0]
-    zeta, omega, xi, beta, *_ = _split(y, N)
-    mu, T, rho, K, m2, Pt = c["mu"], c["T"], c["rho"], c["K"], c["m2"], c["Pt"]
-    xk, ek, rk, muk = koh @ xi, koh @ beta, koh @ rho, koh @ mu
-    h = xk * cnt + ek * b  # X a_k
-    s = T * xk + ek
-    Pth = Pt @ h
-    r = zeta * Pth + omega * s * mu - yoh  # V X a - e_y
-    mr = mu @ r
-    lV, lA = c["lr_V"], c["lr_A"]
-    g_zeta = lV * (Pth @ r) / K
-    g_omega = lV * s * mr / m2
-    off_v = lV**2 * s**2 * (r @ r - mr**2 / m2)
-    off_R = lV**2 * (r @ r) * ((h**2 / mu).sum() - s**2) - K * g_zeta**2
-    w = zeta * (Pt.T @ r) + omega * mr  # V^T r
-    scale = lA / muk
-    i1, iq, nn = scale * (w @ cnt), scale * (w @ b), scale**2 * ((w**2) @ cnt)
-    det = T * rk - 1.0
-    g_xi = (rk * i1 - iq) / det
-    g_eta = (T * iq - i1) / det
-    off_a = nn - (T * g_xi**2 + 2 * g_xi * g_eta + rk * g_eta**2)
-    onehot = koh
-    g = xp.concatenate([xp.stack([g_zeta, g_omega]), g_xi * onehot, g_eta * onehot])
-    return g, xp.concatenate([xp.stack([off_R, off_v]), off_a * onehot])
-
-
 def sample_tables(task: SCBTask):
-    """Exact outcome tables of one sample's sufficient statistics (spec §1.2), for alias draws.
+    """Exact outcome tables of one sample's statistics (spec §1.2), for alias draws.
 
     A sample is (query k ~ mu, the Q support tokens ~ mu iid, target y ~ sum_j q_k[j] P[:, x_j],
-    the T - Q off-support token counts ~ Multinomial(T - Q, mu)); its projected gradient depends
-    only on the features ``(e_k, b = X q_k, cnt = X 1, e_y)`` (4N,). Returns a list of
+    the T - Q off-support token counts ~ Multinomial(T - Q, mu)); its flow on the manifold depends
+    only on the features ``(kappa = e_k, b = X q_k, nu = X 1, y = e_y)`` (4N,). Returns a list of
     ``(prob (n,), features (n, 4N))`` whose draws are independent and whose features add — one
     joint table when it has at most :data:`JOINT_MAX` outcomes, else two — or ``None`` when a
     table would exceed :data:`TABLE_MAX` (the model then samples with a key)."""
@@ -394,6 +359,8 @@ def sample_tables(task: SCBTask):
     if N ** (Q_ + 2) > TABLE_MAX or n_comp > TABLE_MAX:
         return None
     w, mu, P, eye = _support_weights(task), task.mu, task.P, np.eye(N)
+    import itertools
+
     idx = np.array(list(itertools.product(range(N), repeat=Q_ + 2)))  # (k, x_1..x_Q, y)
     k, xs, yt = idx[:, 0], idx[:, 1:Q_ + 1], idx[:, -1]
     pA = mu[k] * mu[xs].prod(1) * (w[k] * P[yt[:, None], xs]).sum(1)
@@ -409,29 +376,75 @@ def sample_tables(task: SCBTask):
     return tables
 
 
-def _inverse_cdf(u, cdf):
-    """Categorical draws from uniforms ``u`` (...) and a cumulative table ``cdf`` (..., n)."""
-    import jax.numpy as jnp
+@lru_cache(maxsize=None)
+def _reduced_terms(N: int, modules: str):
+    """``f(theta, p, x) -> [g (2+2N), off (2+N)]``: the derived per-sample flow on the manifold and
+    the squared norms of its off-manifold parts (:func:`~theory.scb.derive.noise_system`,
+    :func:`~theory.scb.derive.off_manifold_norms`), lambdified once per N."""
+    import sympy as sp
 
-    return jnp.sum(u[..., None] > cdf[..., :-1], axis=-1)
+    from ..core import numpy_modules
+
+    S = D.noise_system(N)
+    exprs = [*S.noise.gradient, *D.off_manifold_norms(N)]
+    mods = jax_modules() if modules == "jax" else numpy_modules()
+    return sp.lambdify((S.state, S.parameters, S.noise.samples), exprs, modules=mods, cse=True)
 
 
 @dataclass(frozen=True, eq=False)
 class ReducedMinibatchSDE:
     """The reduced minibatch-SGD SDE (module docstring), state (zeta, omega, xi_1..N, beta_1..N,
-    E_V, E_v, E_a,1..N), time in optimiser steps. ``noise_dim = mc_samples``."""
+    E_V, E_v, E_a,1..N), time in optimiser steps; ``step_time`` = ``Δτ`` (one step: 1).
+    ``noise_dim = mc_samples``. Build it with :func:`minibatch_sde_reduced`."""
 
     task: SCBTask
     eta_V: float
     eta_A: float
     batch: int
-    mc_samples: int = 2  # centred on the exact mean, any M >= 1 gives the right covariance in mean
+    mc_samples: int = 2  # centred on the exact mean: any M >= 1 gives the right covariance in mean
+    step_time: float = 1.0
     paper: str = PAPER
     name: str = "minibatch_sgd_reduced"
+
+    def __post_init__(self):
+        if int(self.batch) < 1 or int(self.mc_samples) < 1:
+            raise ConfigError("batch", f"batch and mc_samples must be >= 1, got {self.batch}, {self.mc_samples}")
+
+    def _structure(self) -> tuple:
+        """What the compiled step depends on beyond its ``args``: sizes and the tables' shapes (the
+        learning rates, the batch, the task's numbers and tables travel in ``args``)."""
+        tables = None if self._tables is None else tuple(len(p) for p, _ in self._tables)
+        return (self.N, self.task.T, self.task.support.shape[1], int(self.mc_samples), tables)
+
+    def __eq__(self, other) -> bool:
+        """Equal structure: the engine's compiled step (cached per model) is reused across learning
+        rates, batches and tasks of the same sizes (a calibration map's cells)."""
+        return isinstance(other, ReducedMinibatchSDE) and self._structure() == other._structure()
+
+    def __hash__(self) -> int:
+        return hash(("ReducedMinibatchSDE", self._structure()))
+
+    @property
+    def N(self) -> int:
+        return self.task.N
+
+    @property
+    def dim(self) -> int:
+        return 4 + 3 * self.N
+
+    @property
+    def dt(self) -> float:
+        """Preferred Euler–Maruyama step: one optimiser step."""
+        return float(self.step_time)
 
     @property
     def noise_dim(self) -> int:
         return self.mc_samples
+
+    @cached_property
+    def system(self):
+        """The drift's system (:func:`~theory.scb.derive.closure_system`)."""
+        return D.closure_system(self.N)
 
     @cached_property
     def _tables(self):
@@ -440,261 +453,130 @@ class ReducedMinibatchSDE:
     @property
     def uniforms_per_step(self) -> int | None:
         """One uniform per sample and outcome table (alias draws, :func:`sample_tables`); ``None``
-        (a PRNG key per step) when the tables would be too large."""
+        (a PRNG key per step, :func:`draw_statistics`) when the tables would be too large."""
         return None if self._tables is None else self.mc_samples * len(self._tables)
 
     @property
     def state_names(self) -> tuple[str, ...]:
-        N = self.task.N
-        return ("zeta", "omega", *(f"xi_{i}" for i in range(1, N + 1)), *(f"beta_{i}" for i in range(1, N + 1)),
-                "E_V", "E_v", *(f"E_a_{i}" for i in range(1, N + 1)))
+        return self.system.state_names
 
     def initial_state(self) -> np.ndarray:
         V0, A0 = initial_parameters(self.task.config, self.task)
         return reduced_coordinates(V0, A0, self.task)
 
+    def parameter_values(self) -> dict[str, float]:
+        return noise_parameters(self.task, self.eta_V, self.eta_A)
+
     def args(self):
         import jax.numpy as jnp
 
-        c = _constants(self.task, self.eta_V, self.eta_A, self.batch, jnp)
-        c["support"] = jnp.asarray(self.task.support)
-        c["cdf_mu"] = jnp.asarray(np.cumsum(self.task.mu))
-        c["cdf_q"] = jnp.asarray(np.cumsum(_support_weights(self.task), axis=1))  # (N, Q)
-        c["cdf_P"] = jnp.asarray(np.cumsum(self.task.P, axis=0).T)  # row j: cdf of P[:, j]
+        if self._tables is None and not np.allclose(self.task.rho, 1.0 / self.task.support.shape[1]):
+            raise ConfigError("attention", "outcome tables too large and q not uniform: no sampler for this task")
+        c = {"p": jnp.asarray(self.system.parameter_vector(closure_parameters(self.task, self.eta_V, self.eta_A))),
+             "pn": jnp.asarray(D.noise_system(self.N).parameter_vector(self.parameter_values())),
+             "batch": jnp.asarray(float(self.batch)), "dtau": jnp.asarray(float(self.step_time))}
         if self._tables is not None:
             c["tables"] = [(jnp.asarray(pr), jnp.asarray(al), jnp.asarray(F))
                            for pr, al, F in ((*alias_table(p), F) for p, F in self._tables)]
         return c
 
     def drift(self, t, y, args):
+        """The closure's drift without the energies' Itô terms (the engine calls
+        :meth:`drift_and_diffusion`)."""
+        return self.system.to_jax()(t, y, args["p"])
+
+    def _features(self, args, noise):
+        """(M, 4N) statistics (kappa, b, nu, y) of ``mc_samples`` samples: one alias draw per sample
+        and table (``noise``: the step's uniforms), or :func:`draw_statistics` (``noise``: a key)."""
         import jax.numpy as jnp
 
-        return _drift(y, args, jnp)
-
-    def _table_features(self, args, u):
-        """(M, 4N) features (e_k, X q_k, X 1, e_y) of ``mc_samples`` samples: one alias draw per
-        sample and outcome table (``u``: the step's uniforms, (mc_samples * tables,)); the tables'
-        features add (:func:`sample_tables`)."""
-        u = u.reshape(self.mc_samples, len(args["tables"]))
+        M, N = self.mc_samples, self.N
+        if self._tables is None:
+            xs = draw_statistics(noise, M, args["pn"])
+            return jnp.stack([xs[f"{n}_{i + 1}"] for n in ("kappa", "b", "nu", "y") for i in range(N)], axis=1)
+        u = noise.reshape(M, len(args["tables"]))
         return sum(Ft[alias_draw(u[:, i], pr, al)] for i, (pr, al, Ft) in enumerate(args["tables"]))
 
-    def _table_samples(self, y, args, u):
-        """Projected per-sample gradients from ``mc_samples`` alias draws per table (``u``: the
-        step's uniforms, (mc_samples * tables,))."""
-        import jax
-        import jax.numpy as jnp
-
-        N = self.task.N
-        F = self._table_features(args, u)
-        koh, b, cnt, yoh = F[:, :N], F[:, N:2 * N], F[:, 2 * N:3 * N], F[:, 3 * N:]
-        return jax.vmap(lambda kk, bb, cc, yy: projected_per_sample(y, kk, bb, cc, yy, args, jnp))(koh, b, cnt, yoh)
-
-    def _samples(self, y, args, key):
-        """Projected per-sample gradients of ``mc_samples`` samples drawn from sufficient statistics
-        (spec §1.2): k ~ mu, the Q support tokens ~ mu, the T - Q off-support tokens as counts,
-        the target ~ P[:, x_s] with s ~ q_k. All uniforms come from one draw."""
-        import jax
-        import jax.numpy as jnp
-
-        N, T_, Q_ = self.task.N, self.task.T, self.task.support.shape[1]
-        n_off = T_ - Q_
-        M = self.mc_samples
-        many = n_off > 64
-        u = jax.random.uniform(key, (M, Q_ + 3 + (0 if many else n_off)), dtype=y.dtype)
-        ids = jnp.arange(N)
-        k = _inverse_cdf(u[:, 0], args["cdf_mu"])  # (M,)
-        xs = _inverse_cdf(u[:, 1:Q_ + 1], args["cdf_mu"])  # (M, Q)
-        koh = (k[:, None] == ids).astype(y.dtype)  # (M, N)
-        j = _inverse_cdf(u[:, Q_ + 1], koh @ args["cdf_q"])  # support slot s ~ q_k
-        xsj = jnp.take_along_axis(xs, j[:, None], axis=1)[:, 0]
-        yt = _inverse_cdf(u[:, Q_ + 2], ((xsj[:, None] == ids).astype(y.dtype)) @ args["cdf_P"])
-        xs_oh = (xs[..., None] == ids).astype(y.dtype)  # (M, Q, N)
-        if many:
-            c_off = jax.random.multinomial(jax.random.fold_in(key, 1), float(n_off), args["mu"],
-                                           shape=(M, N)).astype(y.dtype)
-        else:
-            off = _inverse_cdf(u[:, Q_ + 3:], args["cdf_mu"])
-            c_off = (off[..., None] == ids).astype(y.dtype).sum(1)
-        cnt = c_off + xs_oh.sum(1)
-        b = jnp.einsum("mq,mqn->mn", koh @ args["Qw"], xs_oh)  # X q_k
-        yoh = (yt[:, None] == ids).astype(y.dtype)
-        return jax.vmap(lambda kk, bb, cc, yy: projected_per_sample(y, kk, bb, cc, yy, args, jnp))(koh, b, cnt, yoh)
-
     def drift_and_diffusion(self, t, y, args, noise):
-        """One step's ``(f (dim,), g (dim, M))`` from one set of samples: ``g`` the centred projected
-        per-sample gradients (energy rows 0); ``f`` the exact drift plus the energies' Itô terms
-        ``mean_m |g_off,m|^2 / B`` (an unbiased estimate of ``tr Cov(off)/B``). ``noise``: the
-        step's uniforms (:attr:`uniforms_per_step`) or, without tables, a PRNG key."""
+        """One step's ``(f (dim,), g (dim, M))`` from one set of samples: ``g`` the centred derived
+        per-sample flows ``(g_m - E g) sqrt(Δτ/(M B))`` (energy rows 0; ``E g`` the exact drift on
+        the manifold); ``f`` the closure's drift plus the energies' Itô terms
+        ``Δτ mean_m |g_off,m|^2 / B`` (unbiased for ``Δτ tr Cov(g_off)/B``)."""
         import jax.numpy as jnp
 
-        N, M = self.task.N, self.mc_samples
-        if self._tables is not None and N <= UNROLL_MAX_N:  # the same terms, per component (fast)
-            F = self._table_features(args, noise)
-            t_ = self.task
-            c = {"mu": t_.mu.tolist(), "rho": t_.rho.tolist(), "Pt": t_.P_tilde.tolist(), "T": float(t_.T),
-                 "K": float(t_.K), "m2": float(t_.m2), "lr_V": args["lr_V"], "lr_A": args["lr_A"],
-                 "batch": args["batch"]}
-            return reduced_terms_unrolled(y, F, c, N, M)
-        G, off = (self._samples if self._tables is None else self._table_samples)(y, args, noise)
-        y_on = y.at[2 + 2 * N:].set(0.0)
-        f = _drift(y, args, jnp)
-        mean = -_drift(y_on, args, jnp)[: 2 + 2 * N]  # exact population mean of g on the manifold
-        D = -(G - mean).T / jnp.sqrt(M * args["batch"])  # (2+2N, M); the update is -g
-        f = f.at[2 + 2 * N:].add(off.mean(0) / args["batch"])
-        return f, jnp.concatenate([D, jnp.zeros((2 + N, M), y.dtype)], axis=0)
+        N, M = self.N, self.mc_samples
+        d = 2 + 2 * N
+        F = self._features(args, noise)
+        vals = _reduced_terms(N, "jax")(tuple(y[i] for i in range(d)), args["pn"], [F[:, j] for j in range(4 * N)])
+        vals = [jnp.broadcast_to(jnp.asarray(v, y.dtype), (M,)) for v in vals]
+        G, off = jnp.stack(vals[:d]), jnp.stack(vals[d:])
+        rhs = self.system.to_jax()
+        f = rhs(t, y, args["p"])
+        mean = rhs(t, y.at[d:].set(0.0), args["p"])[:d]  # E g: the flow at the on-manifold point
+        scale = jnp.sqrt(args["dtau"] / (M * args["batch"]))
+        Dm = (G - mean[:, None]) * scale
+        f = f.at[d:].add(args["dtau"] * off.mean(1) / args["batch"])
+        return f, jnp.concatenate([Dm, jnp.zeros((2 + N, M), y.dtype)], axis=0)
 
-    def diffusion(self, t, y, args, key):
+    def diffusion(self, t, y, args, noise):
         """The noise matrix alone (the engine calls :meth:`drift_and_diffusion`)."""
-        return self.drift_and_diffusion(t, y, args, key)[1]
+        return self.drift_and_diffusion(t, y, args, noise)[1]
+
+    # -- diagnostics (numpy) ------------------------------------------------------------------------
+    def exact_moments(self, y) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(E g, Cov g, E off)`` per sample at the on-manifold point of ``y``, summed exactly over
+        the outcome tables (every combination of the tables' outcomes; for tests and diagnostics)."""
+        if self._tables is None:
+            raise ConfigError("T", "the outcome tables are too large to sum")
+        p, F = self._tables[0]
+        for p2, F2 in self._tables[1:]:
+            p = np.outer(p, p2).ravel()
+            F = (F[:, None, :] + F2[None, :, :]).reshape(-1, F.shape[1])
+        N, d = self.N, 2 + 2 * self.N
+        pn = D.noise_system(N).parameter_vector(self.parameter_values())
+        vals = _reduced_terms(N, "numpy")(tuple(np.asarray(y, float)[:d]), pn, [F[:, j] for j in range(4 * N)])
+        V = np.stack([np.broadcast_to(np.asarray(v, float), p.shape) for v in vals], axis=1)
+        G, off = V[:, :d], V[:, d:]
+        mean = p @ G
+        cov = (p[:, None] * (G - mean)).T @ (G - mean)
+        return mean, cov, p @ off
 
     def observables(self, Y: np.ndarray) -> dict[str, np.ndarray]:
-        N, task = self.task.N, self.task
-        Y = np.asarray(Y, float)
-        zeta, omega = Y[..., 0], Y[..., 1]
-        xi, beta = Y[..., 2:2 + N], Y[..., 2 + N:2 + 2 * N]
-        E_V, E_v, E_a = Y[..., 2 + 2 * N], Y[..., 3 + 2 * N], Y[..., 4 + 2 * N:]
-        rho, T_, mu = task.rho, task.T, task.mu
-        s, cc = T_ * xi + beta, xi + rho * beta
-        n = T_ * xi**2 + 2 * xi * beta + rho * beta**2 + E_a
-        vv, vp = task.K * zeta**2 + E_V, task.K * zeta
-        v2, mv = task.m2 * omega**2 + E_v, task.m2 * omega
-        # population loss sum_k mu_k per_k (spec §3.3) with the mu-sums taken first (fewer (..., N) temporaries):
-        # 0.5 n vv - cc vp + 0.5 rho K + 0.5 (s^2 |v|^2 - 2 s mu.v + m2), plus 0.5 (1 - m2 - K mu.rho)
-        loss = 0.5 * vv * (n @ mu) - vp * (cc @ mu) + 0.5 * (v2 * ((s * s) @ mu) - 2 * mv * (s @ mu)) + 0.5
-        out = {name: Y[..., i] for i, name in enumerate(self.state_names)}
-        out.update({
-            "value_transition_correlation": zeta,
-            "value_mean_scale": omega,
-            "attention_target_overlap": cc.mean(-1),
-            "attention_sum": s.mean(-1),
-            "attention_sq_norm": n.mean(-1),
-            "population_loss": loss,
-        })
-        return out
+        return reduced_observables(Y, self.task)
 
 
-# ------------------------------------------------------------------------------------------------
-# 3. The reduced step per component (small N)
-# ------------------------------------------------------------------------------------------------
-# One step's drift and noise of the reduced SDE written out per component (small N): the same
-# formulas as :func:`_drift` and :func:`projected_per_sample`, with every sum over the N tokens and
-# the M samples unrolled into scalar arithmetic. Called under ``jax.vmap`` over paths, each scalar
-# becomes a (paths,) vector and XLA fuses the whole step into a few vectorised loops -- instead of
-# dozens of tiny (paths, M, N) kernels with reductions over N = 3 (4-5x faster on CPU). Used for
-# N <= UNROLL_MAX_N; the array version serves larger N.
-
-#: largest vocabulary for which the step is unrolled (the graph grows as N^2 M)
-UNROLL_MAX_N = 8
-
-
-def _drift_list(z, om, xi, beta, EV, Ev, Ea, c, N):
-    """Reduced drift (module docstring) as a list of scalars."""
-    mu, rho, T, K, m2, lV, lA = c["mu"], c["rho"], c["T"], c["K"], c["m2"], c["lr_V"], c["lr_A"]
-    s = [T * xi[i] + beta[i] for i in range(N)]
-    n = [T * xi[i] ** 2 + 2 * xi[i] * beta[i] + rho[i] * beta[i] ** 2 + Ea[i] for i in range(N)]
-    mn = sum(mu[i] * n[i] for i in range(N))
-    mc = sum(mu[i] * (xi[i] + rho[i] * beta[i]) for i in range(N))
-    S1 = sum(mu[i] * s[i] for i in range(N))
-    S2 = sum(mu[i] * s[i] ** 2 for i in range(N))
-    vv, vp, v2, mv = K * z * z + EV, K * z, m2 * om * om + Ev, m2 * om
-    return ([-lV * (mn * z - mc), -lV * (S2 * om - S1)]
-            + [-lA * (vv * xi[i] + s[i] * v2 - mv) for i in range(N)]
-            + [-lA * (vv * beta[i] - vp) for i in range(N)]
-            + [-2 * lV * mn * EV, -2 * lV * S2 * Ev] + [-2 * lA * vv * Ea[i] for i in range(N)])
-
-
-def _per_sample(z, om, xi, beta, F, c, N):
-    """Projected per-sample gradient of one sample with features ``F`` (4N,): (koh, b, cnt, yoh).
-    Returns (g_zeta, g_omega, g_xi, g_eta, off_R, off_v, off_a) as scalars (g_xi, g_eta, off_a at
-    the sample's query k; the caller spreads them with koh)."""
-    mu, rho, Pt, T, K, m2, lV, lA = (c["mu"], c["rho"], c["Pt"], c["T"], c["K"], c["m2"], c["lr_V"],
-                                     c["lr_A"])
-    inv_mu, iK, im2 = [1.0 / v for v in mu], 1.0 / K, 1.0 / m2  # reciprocals: no divisions per path
-    koh, b, cnt, yoh = F[:N], F[N:2 * N], F[2 * N:3 * N], F[3 * N:]
-    xk = sum(koh[i] * xi[i] for i in range(N))
-    ek = sum(koh[i] * beta[i] for i in range(N))
-    rk = sum(koh[i] * rho[i] for i in range(N))
-    inv_muk = sum(koh[i] * inv_mu[i] for i in range(N))
-    inv_det = sum(koh[i] * (1.0 / (T * rho[i] - 1.0)) for i in range(N))
-    h = [xk * cnt[i] + ek * b[i] for i in range(N)]
-    s = T * xk + ek
-    Pth = [sum(Pt[i][j] * h[j] for j in range(N)) for i in range(N)]
-    r = [z * Pth[i] + om * s * mu[i] - yoh[i] for i in range(N)]
-    r, Pth, h, s = _materialise((r, Pth, h, s), c["lr_V"])
-    mr = sum(mu[i] * r[i] for i in range(N))
-    rr = sum(r[i] * r[i] for i in range(N))
-    g_zeta = lV * iK * sum(Pth[i] * r[i] for i in range(N))
-    g_omega = lV * im2 * s * mr
-    off_v = lV * lV * s * s * (rr - mr * mr * im2)
-    off_R = lV * lV * rr * (sum(h[i] * h[i] * inv_mu[i] for i in range(N)) - s * s) - K * g_zeta * g_zeta
-    w = _materialise([z * sum(Pt[i][j] * r[i] for i in range(N)) + om * mr for j in range(N)], c["lr_V"])  # V^T r
-    scale = lA * inv_muk
-    i1 = scale * sum(w[j] * cnt[j] for j in range(N))
-    iq = scale * sum(w[j] * b[j] for j in range(N))
-    nn = scale * scale * sum(w[j] * w[j] * cnt[j] for j in range(N))
-    g_xi = (rk * i1 - iq) * inv_det
-    g_eta = (T * iq - i1) * inv_det
-    off_a = nn - (T * g_xi * g_xi + 2 * g_xi * g_eta + rk * g_eta * g_eta)
-    return _materialise((g_zeta, g_omega, g_xi, g_eta, off_R, off_v, off_a), c["lr_V"])
-
-
-def _materialise(x, positive):
-    """``x`` computed once: XLA's CPU fusion would otherwise recompute the whole shared chain
-    inside every consumer's kernel (~10x the arithmetic; ``lax.optimization_barrier`` is expanded
-    away before fusion on CPU). A conditional on an unbatched runtime value (``positive > 0``, a
-    learning rate, always true) is a boundary fusion cannot cross; its other branch is never taken."""
-    import jax
-
-    leaves, tree = jax.tree_util.tree_flatten(x)
-    out = jax.lax.cond(positive > 0, lambda v: v, lambda v: [u * 0.0 for u in v], leaves)
-    return jax.tree_util.tree_unflatten(tree, out)
-
-
-def reduced_terms_unrolled(y, F, c, N: int, M: int):
-    """``(f (dim,), g (dim, M))`` of one path's step: ``y`` the reduced state (4 + 3N,), ``F``
-    (M, 4N) the M samples' features, ``c`` the constants (``mu``, ``rho``, ``Pt`` as nested
-    Python floats; ``T``, ``K``, ``m2`` floats; ``lr_V``, ``lr_A``, ``batch`` scalars). Same
-    definition as ``ReducedMinibatchSDE.drift_and_diffusion``."""
-    import jax.numpy as jnp
-
-    z, om = y[0], y[1]
-    xi, beta = [y[2 + i] for i in range(N)], [y[2 + N + i] for i in range(N)]
-    EV, Ev, Ea = y[2 + 2 * N], y[3 + 2 * N], [y[4 + 2 * N + i] for i in range(N)]
-    f = _drift_list(z, om, xi, beta, EV, Ev, Ea, c, N)
-    mean = [-v for v in _drift_list(z, om, xi, beta, 0.0, 0.0, [0.0] * N, c, N)[: 2 + 2 * N]]  # E g on the manifold
-    inv_norm = 1.0 / jnp.sqrt(M * c["batch"])
-    # all M samples at once: every per-sample scalar is an (M,) vector
-    koh = [F[:, i] for i in range(N)]
-    gz, go, gx, ge, oR, ov, oa = _per_sample(z, om, xi, beta, [F[:, j] for j in range(4 * N)], c, N)
-    g = [gz, go] + [gx * koh[i] for i in range(N)] + [ge * koh[i] for i in range(N)]
-    zero = jnp.zeros_like(gz)
-    D = jnp.stack([(mean[i] - g[i]) * inv_norm for i in range(2 + 2 * N)] + [zero] * (2 + N))  # (dim, M)
-    off = [oR, ov] + [oa * koh[i] for i in range(N)]
-    inv_mb = 1.0 / (M * c["batch"])
-    f = f[: 2 + 2 * N] + [f[2 + 2 * N + i] + off[i].sum() * inv_mb for i in range(2 + N)]
-    return jnp.stack(f), D
-
-
-# ------------------------------------------------------------------------------------------------
-# Entry points: (sde, t) for `tdyn simulate scb --sde`
-# ------------------------------------------------------------------------------------------------
-
-def minibatch_sde(config: SCBConfig, mc_samples: int = 64) -> tuple[MinibatchSDE, np.ndarray]:
-    """``(sde, t)`` for `tdyn simulate scb --sde`: minibatch SGD on the full (V, A), sampled at
-    ``config.ode_times()``."""
-    task = make_task(config)
-    return MinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples), config.ode_times()
+def reduced_observables(Y: np.ndarray, task: SCBTask) -> dict[str, np.ndarray]:
+    """The reduced SDE's state by name and the §4 observables of reduced states ``Y`` (..., 4 + 3N)
+    (the population loss with the energies; spec §3.1, §3.6)."""
+    N = task.N
+    Y = np.asarray(Y, float)
+    zeta, omega = Y[..., 0], Y[..., 1]
+    xi, beta = Y[..., 2:2 + N], Y[..., 2 + N:2 + 2 * N]
+    E_V, E_v, E_a = Y[..., 2 + 2 * N], Y[..., 3 + 2 * N], Y[..., 4 + 2 * N:]
+    rho, T_, mu = task.rho, task.T, task.mu
+    s, cc = T_ * xi + beta, xi + rho * beta
+    n = T_ * xi**2 + 2 * xi * beta + rho * beta**2 + E_a
+    vv, vp = task.K * zeta**2 + E_V, task.K * zeta
+    v2, mv = task.m2 * omega**2 + E_v, task.m2 * omega
+    # population loss sum_k mu_k per_k (spec §3.3) with the mu-sums taken first (fewer (..., N) temporaries):
+    # 0.5 n vv - cc vp + 0.5 rho K + 0.5 (s^2 |v|^2 - 2 s mu.v + m2), plus 0.5 (1 - m2 - K mu.rho)
+    loss = 0.5 * vv * (n @ mu) - vp * (cc @ mu) + 0.5 * (v2 * ((s * s) @ mu) - 2 * mv * (s @ mu)) + 0.5
+    out = {name: Y[..., i] for i, name in enumerate(D.closure_system(N).state_names)}
+    out.update({
+        "value_transition_correlation": zeta,
+        "value_mean_scale": omega,
+        "attention_target_overlap": cc.mean(-1),
+        "attention_sum": s.mean(-1),
+        "attention_sq_norm": n.mean(-1),
+        "population_loss": loss,
+    })
+    return out
 
 
 def minibatch_sde_reduced(config: SCBConfig, mc_samples: int = 2):
     """``(sde, t)`` for `tdyn simulate scb --sde` (the paper table's ``sde`` slot): the reduced
-    minibatch-SGD SDE (spec §3.6), sampled at ``config.ode_times()``."""
+    minibatch-SGD SDE (:class:`ReducedMinibatchSDE`), sampled at ``config.ode_times()``."""
+    check_modelled(config)
     task = make_task(config)
-    return ReducedMinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples), config.ode_times()
-
-
-def minibatch_sde_fast(config: SCBConfig, mc_samples: int = 64):
-    """``(sde, t)``: minibatch SGD on the full (V, A) (spec §3.6 option A), fast sampler, sampled at
-    ``config.ode_times()``."""
-    task = make_task(config)
-    return FastMinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples), config.ode_times()
+    return (ReducedMinibatchSDE(task, config.eta_V, config.eta_A, config.batch, mc_samples, step_time(config)),
+            config.ode_times())

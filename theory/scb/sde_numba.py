@@ -1,8 +1,9 @@
 """The full (V, A) SCB minibatch-SGD SDE step as a numba kernel (spec §3.6 option A), for
 ``simulate.solve_sde(..., backend="numba")``.
 
-One Euler–Maruyama increment ``dy = f h + g dW`` of :class:`theory.scb.MinibatchSDE`, the same
-model and distribution as the jax step:
+One Euler–Maruyama increment ``dy = f h + g dW`` of :class:`theory.scb.FullMinibatchSDE` (the SDE
+of the derived :func:`theory.scb.derive.full_system`), the same model and distribution as its jax
+step (tested: increment mean and covariance, ensemble moments):
 
 * ``f``: the exact preconditioned population flow (spec §3.2-3.3; :func:`flow` restates
   :func:`theory.scb.population.preconditioned_flow` in loops);
@@ -18,8 +19,8 @@ order): the context in tuples of L tokens (one draw over the ``N^L <= TUPLE_OUTC
 probability ``prod mu``; the last ``T mod L`` tokens one by one), then k, s and y. Exact to ~2^-53
 per outcome. Float64.
 
-Speed (N = 3, T = 16, M = 64): ~4.3 us per step on one core, ~70 ns per sample; the jax
-engine with the fast sampler takes ~22 us per path-step per core (89,000 path-steps/s on 2 idle cores).
+Speed (N = 3, T = 16, M = 64): ~4.3 us per step on one core, ~70 ns per sample (``make bench``
+reports it beside the derived model's jax engine).
 """
 
 from __future__ import annotations

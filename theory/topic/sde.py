@@ -170,7 +170,7 @@ class TopicSDE:
         Xh = Xt @ Bm
         if not np.allclose(Xh @ Bm.T, Xt, atol=1e-14):
             raise AssertionError("the documents' contexts leave the span of the basis")
-        nS, tv, D = len(sets), c.tau * c.v, self.D
+        nS, tv = len(sets), c.tau * c.v
         top = word_topics(c.T, c.v)
         cols = []
         for k, S in enumerate(sets):

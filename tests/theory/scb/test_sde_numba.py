@@ -1,6 +1,7 @@
-"""The full SCB SDE step in numba (theory/scb/sde_numba.py) against the numpy preconditioned flow,
-the per-sample gradients of the jax MinibatchSDE (another sampler) and the jax engine's ensemble of
-the same model."""
+"""The full SCB SDE's compiled step (theory/scb/sde_numba.py) against the derived model it compiles
+(theory.scb.sde.FullMinibatchSDE on theory.scb.derive.full_system): the numpy preconditioned flow,
+the increment covariance of the derived per-sample flows (drawn by the derived model's own
+sampler, not the kernel's alias tables) and the jax engine's ensemble of the derived model."""
 
 import numpy as np
 import pytest
@@ -51,24 +52,26 @@ def _increments(increment, params, y, M, calls, seed):
 
 
 @pytest.mark.parametrize("cfg", [CFG, CFG_ODD])
-def test_step_noise_has_the_reference_per_sample_gradient_covariance(cfg):
+def test_step_noise_has_the_derived_increment_covariance(cfg):
     """With h = 0 and dW ~ N(0, I_M), one increment is ``scale sum_m (dW_m - mean dW) g_m`` with
-    ``scale = 1/sqrt((M-1) B)``: mean 0, covariance ``(M-1) scale^2 Cov(g) = Cov(g)/B``. Its variance along
-    random directions and along each coordinate block equals Cov(g)/B from 100k per-sample
-    gradients of the jax MinibatchSDE (another sampler), within 4 SE."""
+    ``scale = 1/sqrt((M-1) B)``: mean 0, covariance ``(M-1) scale^2 Cov(g) = Cov(g)/B``. Its
+    variance along random directions and along each coordinate block equals the derived model's
+    (FullMinibatchSDE: the sympy per-sample flow on sequences from its own sampler, 64k samples)
+    ``Cov(g)/B``, within 4 SE."""
     import jax
     import jax.numpy as jnp
 
     simulate.enable_x64()
     task = scb.make_task(cfg)
     M = 64
-    model = scb.MinibatchSDE(task, cfg.eta_V, cfg.eta_A, cfg.batch, mc_samples=M)
+    model, _ = R.minibatch_sde(cfg, mc_samples=M)
     increment, params = model.numba_increment()
     _, _, y = _random_state(cfg, task, np.random.default_rng(1), 0.3)
     D = _increments(increment, params, y, M, 40_000, 7)
-    keys = jax.random.split(jax.random.PRNGKey(3), 1600)
-    G = np.asarray(jax.vmap(lambda kk: model.per_sample_gradients(jnp.asarray(y), model.args(), kk))(keys))
-    G = G.reshape(-1, y.size)
+    keys = jax.random.split(jax.random.PRNGKey(3), 1000)
+    args = model.args()
+    F = jax.jit(jax.vmap(lambda kk: model.model.factor_matrix(0.0, jnp.asarray(y), args["p"], kk)))(keys)
+    G = np.asarray(F).transpose(0, 2, 1).reshape(-1, y.size) * np.sqrt(M - 1.0)  # centred flows per key
     rng = np.random.default_rng(2)
     NN = task.N**2
     dirs = [rng.standard_normal(y.size) for _ in range(12)]
@@ -76,18 +79,17 @@ def test_step_noise_has_the_reference_per_sample_gradient_covariance(cfg):
     dirs += [np.eye(y.size)[i] for i in (0, NN - 1, NN, y.size - 1)]
     for u in dirs:
         a, b = D @ u, (G @ u) / np.sqrt(cfg.batch)
-        va, vb = a.var(), b.var()
-        se = np.sqrt((((a - a.mean())**4).mean() - va**2) / a.size + (((b - b.mean())**4).mean() - vb**2) / b.size)
+        va, vb = a.var(), (b**2).mean() * M / (M - 1)  # b: centred within groups of M (M - 1 dof)
+        se = np.sqrt((((a - a.mean())**4).mean() - va**2) / a.size + ((b**4).mean() - (b**2).mean()**2) / b.size)
         assert abs(va - vb) < 4 * se, (va, vb, se)
     assert np.abs(D.mean(0)).max() < 4 * D.std(0).max() / np.sqrt(len(D))  # centred: the mean is in the drift
 
 
 def test_numba_ensemble_matches_the_jax_engine():
     """Mean and variance of zeta and <a,q> at t = 25..100: numba backend vs the jax engine (the
-    same model, FastMinibatchSDE), 400 paths each, within 3.5 SE."""
-    task = scb.make_task(CFG)
+    derived model, FullMinibatchSDE; T = 8 to keep the jax run short), 400 paths each, within 3.5 SE."""
     t = np.linspace(0, CFG.steps, CFG.steps // CFG.log_every + 1)
-    model = R.FastMinibatchSDE(task, CFG.eta_V, CFG.eta_A, CFG.batch, 64)
+    model, _ = R.minibatch_sde(CFG.replace(T=8), mc_samples=64)
     nb = simulate.solve_sde(model, t, paths=400, seed=11, backend="numba")
     jx = simulate.solve_sde(model, t, paths=400, seed=12)
     assert nb.attrs["backend"] == "em_numba" and nb.attrs["prng"] == "splitmix64"
