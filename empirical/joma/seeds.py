@@ -261,7 +261,7 @@ class _Mixture(_Block):
         return self.onehot - torch.softmax(self.logits_of(*self.p.params), -1)
 
     def _state(self, h):
-        c, p = self.c, self.p
+        p = self.p
         out = {"z_{}": p.z, "v_{}_{}": p.V, "s_{}": p.s}
         out["accuracy"] = (h.argmax(-1) == self.labels).double().mean(-1)
         return out
