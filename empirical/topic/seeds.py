@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from theory.topic import TopicConfig, reduced_coordinates
+from theory.topic import TopicConfig, context_residual, off_symmetric_residual, reduced_coordinates
 
 from ..trainer import resolve_device, torch_threads
 from . import update
@@ -98,13 +98,15 @@ def _batched(c: TopicConfig, seeds: tuple[int, ...], dev: torch.device, attentio
             gam = None if eval_docs is None else _gamma_hat(P, *eval_docs, vocab=exps[0].vocab, v=c.v, d_a=d_a)
             for i, e in enumerate(exps):
                 obs = {k: x[i] for k, x in norms.items()}  # as TopicExperiment.observables, batched
-                obs.update(reduced_coordinates(e.value_like_matrix(), e.model.b.detach().cpu().numpy(),
-                                               e.vocab.topic_of, mask_id=e.vocab.mask))
+                M, b = e.value_like_matrix(), e.model.b.detach().cpu().numpy()
+                obs.update(reduced_coordinates(M, b, e.vocab.topic_of, mask_id=e.vocab.mask))
+                obs["off_symmetric_residual"] = off_symmetric_residual(M, e.vocab.topic_of)
+                obs["context_residual"] = context_residual(M, b, e.vocab.topic_of, e.vocab.mask)
                 if gam is not None:
                     obs["gamma_hat"] = gam[i]
                 rows[i].append({k: float(v) for k, v in {**obs, **extra[i]}.items()})
-            if dead[i] < 0 and not all(math.isfinite(v) for v in rows[i][-1].values()):
-                dead[i] = len(rows[i]) - 1
+                if dead[i] < 0 and not all(math.isfinite(v) for v in rows[i][-1].values()):
+                    dead[i] = len(rows[i]) - 1
 
     log([{} for _ in seeds])
     for step in range(c.steps):

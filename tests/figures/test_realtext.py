@@ -71,7 +71,9 @@ def _assert_same(res, ref):
 
 
 def _claims(cfg, res):
-    return [(c.name, c.holds, c.evidence) for c in FJ.claims({"config": cfg, **res})]
+    """The per-seed statistics the real-text claims decide on (figures.joma.text.curve_rebound)."""
+    return [FJ.curve_rebound(t, name=f"entropy_layer{layer}") for key, runs in sorted(res["runs"].items())
+            for t in runs for layer in range(sum(v.startswith("entropy_layer") for v in t.data_vars))]
 
 
 def test_joma_cells_match_direct_runs_rerun_computes_nothing_and_resume(corpus_dir, tmp_path, count_runs):

@@ -19,8 +19,10 @@ def reg():
 
 
 def test_registry_claims_and_their_maps_reach_inside_and_outside_the_regime(reg):
-    assert reg.names == ["reduced_ode_matches_training", "scan_then_snap", "entropy_falls_with_eta_z"]
-    for spec in reg.claims:
+    # the SDE's own claim (issue 20) last: tests/figures/scan_snap/test_calibration.py
+    assert reg.names == ["reduced_ode_matches_training", "scan_then_snap", "entropy_falls_with_eta_z",
+                         "sde_finite_t_shift"]
+    for spec in reg.claims[:3]:
         quick, full = plan_claim(spec, quick=True), plan_claim(spec, quick=False)
         assert quick.inside >= 3 and len(quick.seeds) >= 5  # grade B is reachable in quick mode
         assert full.inside >= 6 and len(full.seeds) >= 12  # grade A in full mode

@@ -36,7 +36,8 @@ def test_compare_trained_model_follows_the_T_inf_ode():
     assert lrs == sorted(lrs, reverse=True) and np.all(np.diff(gap) < 0) and gap[-1] < 0.1
     # the claims table is the registry's ClaimResults (decided over seeds, tests/figures/scan_snap/test_claims.py)
     names = {c["name"]: c for c in doc["claims"]}
-    assert set(names) == {"reduced_ode_matches_training", "scan_then_snap", "entropy_falls_with_eta_z"}
+    assert set(names) == {"reduced_ode_matches_training", "scan_then_snap", "entropy_falls_with_eta_z",
+                          "sde_finite_t_shift"}
     for c in names.values():
         assert {"verdict", "interval", "seeds", "regime", "falsifier", "grade"} <= set(c) and c["seeds"] >= 5
     # the reduced claim's map beside the exact T = inf flow: training follows the flow, so where the
