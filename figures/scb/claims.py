@@ -56,6 +56,7 @@ __all__ = [
     "escape_formula", "map_runs",
     "attention_noise", "transfer_runs", "transfer_theory", "transfer_log_ratio", "transfer_quantities", "transfer_tasks",
     "PRETRAIN", "LR_FRACTIONS", "TRANSFER_MIX",
+    "l1_cost", "l1_sgd_cost", "escape_cost", "transfer_cost", "POSITION_SECONDS",
 ]
 
 #: the row's claims slot: the registry beside this module, decided over seeds with its maps
@@ -527,6 +528,51 @@ def transfer_quantities(config: scb.SCBConfig, coords) -> dict[str, float]:
 # ------------------------------------------------------------------------------------------------
 # A claim's runs, for the figures
 # ------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
+# Cost of a map cell (the registry's ``map.cost``: --full names the maps a CPU cannot afford)
+# ------------------------------------------------------------------------------------------------
+#: CPU core-seconds per token position of one run's SGD step on the batched numba engine
+#: (:func:`empirical.scb.l1.train_runs`): measured 4.4e-8 (T = 128) to 7.0e-8 (T = 32) at batch 64
+#: with 6 runs batched, 2-core machine under load; the larger is used
+POSITION_SECONDS = 7e-8
+
+
+def _positions(task: scb.SCBTask, steps: int, batch: int) -> float:
+    return float(steps) * batch * task.T
+
+
+def l1_cost(config: scb.SCBConfig, seeds: int, *, methods: int = 1) -> float:
+    """Estimated CPU core-seconds of one l1 map cell: every rate of :func:`learning_rates` x
+    ``seeds`` (x ``methods``) for :func:`l1_horizon` steps of ``batch x T`` positions."""
+    task = scb.make_task(config)
+    steps, _ = l1_horizon(task, _lr(task))
+    return methods * len(LR_FRACTIONS) * seeds * _positions(task, steps, config.batch) * POSITION_SECONDS
+
+
+def l1_sgd_cost(config: scb.SCBConfig, seeds: int) -> float:
+    """:func:`l1_cost` of the l1 method and vanilla SGD (the ``l1_beats_sgd`` cells)."""
+    return l1_cost(config, seeds, methods=2)
+
+
+def escape_cost(config: scb.SCBConfig, seeds: int) -> float:
+    """Estimated CPU core-seconds of one escape cell: ``seeds`` runs of 3 t* steps at T/4 and at T
+    (:func:`escape_context`; the runs stop at beta = 0.6, so this is an upper bound)."""
+    total = 0.0
+    for T in _contexts(config):
+        cfg, task, _ = escape_context(config, T)
+        total += seeds * _positions(task, cfg.steps, config.batch)
+    return total * POSITION_SECONDS
+
+
+def transfer_cost(config: scb.SCBConfig, seeds: int) -> float:
+    """Estimated CPU core-seconds of one transfer cell: the pretraining to max(PRETRAIN) t* and
+    the 1 + len(PRETRAIN) fine-tuning runs of 4 t* steps, per seed (:func:`_transfer_plan`)."""
+    pre, down, _, _, quarter, snaps, steps_down = _transfer_plan(config)
+    per_seed = _positions(pre, quarter * max(snaps), config.batch) + (1 + len(snaps)) * _positions(
+        down, steps_down, config.batch)
+    return seeds * per_seed * POSITION_SECONDS
+
+
 def map_runs(name: str, *, quick: bool = True, device: str = "cpu") -> list[tuple[dict, scb.SCBConfig, Any]]:
     """``[(coords, config, runs)]``: claim ``name``'s runs function on every config point of its
     map (all seeds) — the very call its map cells make, so in one process the figures, the claims

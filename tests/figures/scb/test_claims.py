@@ -196,3 +196,23 @@ def test_protocols_refuse_the_settings_their_rules_own():
         C.l1_runs(_cfg("l1_beats_sgd").replace(eta_V=0.1, eta_A=0.1), seeds=[0])
     with pytest.raises(ConfigError, match="steps"):
         C.escape_runs(_cfg("escape_time_log_t").replace(T=32, steps=10), seeds=[0])
+
+
+def test_map_costs_name_the_full_maps_a_cpu_cannot_afford():
+    """The cost of an l1 cell is runs x steps x batch x T positions x POSITION_SECONDS (the closed
+    form, by hand); quick maps fit the CPU allowance, the full l1 maps (T up to 5000) do not and
+    are named with their cost instead of run (docs/claims.md)."""
+    from figures.claims import plan_claim, too_costly
+    from figures.scb import claims as C
+
+    cfg = scb.SCBConfig.preset("l1_study").replace(T=32, batch=64)
+    task = scb.make_task(cfg)
+    steps, _ = C.l1_horizon(task, 1.0 / (task.m2 * task.T))
+    want = 2 * 3 * 5 * steps * 64 * 32 * C.POSITION_SECONDS
+    assert C.l1_sgd_cost(cfg, 5) == pytest.approx(want, rel=1e-12)
+    assert C.l1_cost(cfg, 5) == pytest.approx(want / 2, rel=1e-12)
+    reg = C.claims.registry()
+    for name in ("l1_beats_sgd", "escape_time_log_t"):
+        assert too_costly(plan_claim(reg.get(name), quick=True), "cpu") is None
+        need = too_costly(plan_claim(reg.get(name), quick=False), "cpu")
+        assert need is not None and "needs a GPU/cluster: scb/" + name in str(need)
