@@ -143,10 +143,12 @@ def _line_map(plt, d, axis, rows):
         v = row["verdict"] if row["verdict"] != "undecided" else None
         if row["estimate"] is None:
             continue
-        err = [[row["estimate"] - row["ci_low"]], [row["ci_high"] - row["estimate"]]]
         label = None if v in shown else (v or "undecided")
         shown.add(v)
-        ax.errorbar([x], [row["estimate"]], yerr=err, fmt="o", color=_COLOUR[v], capsize=3, label=label)
+        # the point (a curve the legend names by its verdict's colour) and its interval as a bar
+        ax.plot([x], [row["estimate"]], "o", color=_COLOUR[v], label=label)
+        if row["ci_low"] is not None and row["ci_high"] is not None:
+            ax.vlines(x, row["ci_low"], row["ci_high"], color=_COLOUR[v], lw=1.5)
     th = [(x, row["theory"]) for x, row in zip(pos, rows) if row["theory"] is not None and math.isfinite(row["theory"])]
     if th:
         ax.plot(*zip(*th), "k--", lw=1, marker="x", label="theory")
@@ -189,7 +191,11 @@ def _heat_map(plt, d, axes, rows):
     crit = d["criterion"]
     finite = est[np.isfinite(est)]
     if crit["direction"] == "inside" or finite.size == 0:
-        norm, cmap = None, "viridis"
+        from matplotlib.colors import Normalize
+
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        # one norm for every panel: the colourbar then stands for each panel's image
+        norm, cmap = Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1e-12), "viridis"
     else:
         b = float(crit["boundary"])
         span = max(float(np.max(np.abs(finite - b))), 1e-12)
@@ -226,7 +232,7 @@ def _heat_map(plt, d, axes, rows):
             ax.set_title(f"{axes[2]['label']} = {_n(panel)}", fontsize=8)
     cb = fig.colorbar(im, ax=axs)
     cb.set_label(d["statistic"]["symbol"] or d["statistic"]["name"])
-    if norm is not None:
+    if crit["direction"] != "inside" and finite.size:
         cb.ax.axhline(float(crit["boundary"]), color="k", lw=1)
     handles = [Patch(fill=False, hatch="///", ec="0.45", label="outside the regime")]
     fig.legend(handles=handles, fontsize=7, loc="outside lower left", frameon=False)

@@ -207,7 +207,8 @@ def test_full_map_reaches_grade_a(tiny, tmp_path):
     assert sum(not p["inside"] for p in c["map"]["points"]) == 9
 
 
-def test_a_three_axis_map_is_laid_out_for_a_page_and_passes_the_lint():
+@pytest.mark.parametrize("direction", ["below", "inside"])
+def test_a_three_axis_map_is_laid_out_for_a_page_and_passes_the_lint(direction):
     """A heat map with four panels (the third axis) wraps to at most three per row, and its title
     names the claim and the statistic in words: the strict lint of figures.style accepts it (it
     refused the one-row layout and the snake_case names)."""
@@ -231,8 +232,16 @@ def test_a_three_axis_map_is_laid_out_for_a_page_and_passes_the_lint():
                                "theory_verdict": "holds", "note": None, "violated": []})
     doc = {"name": "gap_shrinks_fast", "verdict": "holds", "grade": "B", "seeds": 5,
            "statistic": {"name": "final_gap", "symbol": "$g(T)$"},
-           "criterion": {"holds_when": "< 0.05", "boundary": 0.05, "direction": "below"},
+           "criterion": {"holds_when": "< 0.05", "boundary": 0.05 if direction == "below" else [0.0, 0.05],
+                         "direction": direction},
            "map": {"axes": axes, "points": points}}
     with collecting(strict=True) as written:
         out = fig_claim_map(doc, None)
     assert not written.problems and len(out["rows"]) == 16
+    # one axis: a line map with every verdict, a theory line and points outside the regime
+    line = {**doc, "map": {"axes": axes[:1], "points": [
+        {**p, "coords": {"lr": p["coords"]["lr"] * (1 + i)}, "verdict": ("holds", "fails", "inconclusive")[i % 3]}
+        for i, p in enumerate(points[:6])]}}
+    with collecting(strict=True) as written:
+        fig_claim_map(line, None)
+    assert not written.problems
