@@ -7,7 +7,9 @@ observables. Read in this order:
 * :mod:`.experiment` — :class:`SCBExperiment`, :func:`train`, :func:`run` (the table's train slot);
 * :mod:`.fast` — the same SGD at the authors' scale (N = 500, T = 1e5): gathers, scatter-adds and
   the numba kernels of :mod:`.kernels`;
-* :mod:`.l1` — the l1-proximal vs vanilla SGD study: many runs batched in one tensor.
+* :mod:`.l1` — the l1-proximal vs vanilla SGD study: many runs batched in one tensor;
+* :mod:`.svag` — batched SGD with SVAG's schedule (lr/l, l x the steps, two minibatches per step):
+  the weak-error check of the SDE.
 """
 
 from .data import SCBSampler, correlated_transition

@@ -333,6 +333,7 @@ def fig_svag(outdir=None, quick: bool = True, *, device: str = "auto"):
     Returns the :class:`~figures.calibration.WeakError` (``svag.csv``); full mode only (quick
     returns None: 4 x 256 SGD runs up to 8x the steps and an SDE at 16 steps per optimiser step
     cost ~2.5 CPU-minutes, beyond the quick figures' budget)."""
+    from ..calibration import plot_weak_error
     from . import calibration as cal
 
     if quick:
@@ -340,19 +341,7 @@ def fig_svag(outdir=None, quick: bool = True, *, device: str = "auto"):
     w = cal.svag(quick=quick)
     fig, axes = style.panels(1, size=(4.2, 3.2))
     ax = axes[0]
-    err = np.vstack([w.error - w.error_low, w.error_high - w.error])
-    ax.plot(w.scales, w.error, "o", ls="none", color=style.ROLES["practice"]["color"],
-            label="SVAG vs SDE (90% bootstrap)")
-    ax.errorbar(w.scales, w.error, yerr=np.maximum(err, 0), fmt="none", ecolor=style.ROLES["practice"]["color"])
-    ok = w.error > 0
-    if ok.sum() >= 2 and np.isfinite(w.slope):
-        c = np.exp(np.mean(np.log(w.error[ok]) - w.slope * np.log(w.scales[ok])))
-        ax.plot(w.scales, c * w.scales**w.slope, **style.role("theory_alt"),
-                label=f"fit: slope {w.slope:.2f} [{w.slope_low:.2f}, {w.slope_high:.2f}]")
-        ax.plot(w.scales, w.error[ok][0] * (w.scales / w.scales[ok][0]) ** -1.0, **style.role("reference"),
-                label="slope -1 (theory)")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    plot_weak_error(ax, w, label="SVAG vs SDE", color=style.ROLES["practice"]["color"])
     ax.set_xlabel(style.axis_label("SVAG amplification", symbol="l"))
     ax.set_ylabel(style.axis_label("weak error of mean DT entropy"))
     style.legend_outside(fig, axes)

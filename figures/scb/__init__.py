@@ -6,7 +6,8 @@
 * :mod:`.figures` — :data:`FIGURES` (the table's ``figures`` slot; ``figures.core.make_figures``
   collects their files and writes ``report.json``);
 * :mod:`.calibration` — the minibatch SDE against real SGD (issue 20): coverage at 50/80/90%, variance
-  ratios, the (eta_A, batch) map and the SDE claim's functions (``claims.toml``: sde_band_coverage);
+  ratios, the (eta_A, batch) map, the SDE claim's functions (``claims.toml``: sde_band_coverage) and
+  SVAG's weak error vs l (Li, Malladi & Arora 2021);
 * :mod:`.l1` — the l1-proximal vs vanilla SGD figure, from the l1 claims' runs.
 
 Direction: figures -> l1 -> claims; figures -> compare -> claims; compare never imports figures.
@@ -24,12 +25,12 @@ from .compare import (
     spec_escape_times,
     transfer_table,
 )
-from .figures import FIGURES, fig_escape_time, fig_overlay, fig_softmax_vs_linear, fig_transfer
+from .figures import FIGURES, fig_escape_time, fig_overlay, fig_softmax_vs_linear, fig_svag, fig_transfer
 from .l1 import fig_l1_vs_sgd
 
 __all__ = [
     "compare", "agreement_breakdown", "overlay_data", "escape_time_table", "transfer_table", "ode_for",
     "escape_formula_value", "spec_escape_times",
     "FIGURES", "fig_overlay", "fig_escape_time", "fig_transfer", "fig_softmax_vs_linear", "fig_l1_vs_sgd",
-    "TOLERANCE", "BAND_LEVELS",
+    "fig_svag", "TOLERANCE", "BAND_LEVELS",
 ]

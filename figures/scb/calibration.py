@@ -11,6 +11,11 @@
   run's fraction of (t > 0) points inside the SDE's central 80% band, averaged over the two
   correlation observables), :func:`sde_quantities` (the regime's step size ``eta_A m2 T``) and
   :func:`sde_theory` (fresh SDE paths: the theory's own trajectories, decided over paths).
+* :func:`svag` — SVAG (Li, Malladi & Arora 2021; ``l = 1, 2, 4, 8``, :mod:`empirical.scb.svag`)
+  against the full SDE solved with step ``1/16`` optimiser step: the weak error of the mean and of
+  the variance of ``zeta = <V, P~>`` and ``<a, q>`` at the logged times, per ``l``, and its slope in
+  ``l`` (:func:`figures.calibration.weak_error`; theory ``-1``) — a check of the SDE that does not
+  use its noise model.
 
 The SDE is the full (V, A) model (:func:`theory.scb.minibatch_sde`, derived noise, Monte-Carlo
 per-sample flows); its bands come from :data:`BAND_PATHS` paths, cached per config.
@@ -33,7 +38,7 @@ from ..calibration import LEVELS, calibration_map, coverage, variance_ratio
 from ..core import band
 
 __all__ = ["calibration", "calibration_rows", "band_coverage_statistic", "sde_quantities", "sde_theory",
-           "sde_ensemble", "BAND_PATHS", "CLAIM_LEVEL", "MAP_GRID"]
+           "sde_ensemble", "svag", "svag_config", "svag_json", "svag_weak_errors", "BAND_PATHS", "CLAIM_LEVEL", "MAP_GRID", "SVAG"]
 
 #: paths of the reference ensemble whose quantiles are the bands
 BAND_PATHS = 512
@@ -41,6 +46,14 @@ BAND_PATHS = 512
 CLAIM_LEVEL = 0.8
 #: (eta_A values, batches) of the calibration map: quick, full
 MAP_GRID = {True: ((0.1, 0.4), (4, 32)), False: ((0.05, 0.1, 0.2, 0.4), (2, 4, 8, 32, 128))}
+#: the SVAG check's setting: the quick overlay task (N=3, T=8, Q=2, batch 32) at eta_V = eta_A =
+#: ``eta`` (0.4: 0.69 of the stability bound 2/(m2 T) = 0.576, so SGD's O(eta) weak error at l = 1
+#: stands well above the Monte-Carlo floor of ``runs`` runs), ``steps`` optimiser steps logged every
+#: ``log_every``; the SDE at step ``dt`` (optimiser steps; Euler-Maruyama's own weak error is O(dt),
+#: of the size of SVAG's at l = 1/dt, so the reference sits well below SVAG's step 1/8); ``runs`` SGD
+#: runs per l and ``paths`` SDE paths (quick, full)
+SVAG = {"eta": 0.4, "steps": 60, "log_every": 10, "dt": 1.0 / 64, "scales": (1, 2, 4, 8),
+        "runs": {True: 512, False: 2048}, "paths": {True: 1024, False: 4096}}
 
 
 @lru_cache(maxsize=16)
@@ -149,3 +162,72 @@ def sde_theory(config: scb.SCBConfig, paths: int = 256) -> list[xr.Dataset]:
     """The theory's own trajectories: ``paths`` fresh SDE paths (a seed independent of the band's)."""
     ens = sde_ensemble(config, paths, seed=1)
     return [ens.isel(path=i) for i in range(ens.sizes["path"])]
+
+
+# ------------------------------------------------------------------------------------------------
+# SVAG (Li, Malladi & Arora 2021): weak error of SGD vs the SDE as the amplification l grows
+# ------------------------------------------------------------------------------------------------
+def svag_config(eta: float = SVAG["eta"]) -> scb.SCBConfig:
+    """The SVAG check's config (:data:`SVAG`): the quick overlay task at ``eta_V = eta_A = eta``."""
+    return scb.SCBConfig.preset("overlay", True).replace(eta_V=eta, eta_A=eta, steps=SVAG["steps"],
+                                                         log_every=SVAG["log_every"])
+
+
+@lru_cache(maxsize=4)
+def svag(quick: bool = True, *, eta: float = SVAG["eta"], scales=SVAG["scales"], runs: int | None = None,
+         paths: int | None = None, dt: float = SVAG["dt"], names=scb.CORRELATION_OBSERVABLES, seed: int = 0,
+         boot: int = 500) -> dict[str, Any]:
+    """SVAG runs (:func:`empirical.scb.svag.svag_runs`, amplification ``l`` in ``scales``, ``runs``
+    each, seed ``seed + 1 + l``) against ``paths`` paths of the full (V, A) SDE
+    (:func:`theory.scb.minibatch_sde`) integrated with step ``dt`` (in optimiser steps; well below
+    SVAG's ``1/max l`` so the SDE's own discretisation does not blur the slope), both on
+    :func:`svag_config` ``(eta)`` at its logged times ``t > 0``. Per observable in ``names``:
+    ``{"mean": WeakError, "variance": WeakError}`` (:func:`figures.calibration.weak_error`, metric
+    ``mean``; ``variance``: test function ``(x - m(t))^2``, ``m`` the SDE's mean at each time), plus
+    ``"setting"`` (the numbers that define the check). Float64; same seed -> same numbers. Cached
+    per argument set (the report's details and :func:`~figures.scb.figures.fig_svag` share one
+    computation; treat the result as read-only)."""
+    from empirical.scb.svag import svag_runs
+
+    runs = int(runs or SVAG["runs"][bool(quick)])
+    paths = int(paths or SVAG["paths"][bool(quick)])
+    cfg = svag_config(eta)
+    task = scb.make_task(cfg)
+    model, t = scb.minibatch_sde(cfg)
+    ens = simulate.solve_sde(model, t, paths=paths, seed=seed, dt=dt, parameter_values=cfg.to_dict(),
+                             backend="numba")
+    sgd = {int(l): svag_runs(cfg, runs, l=int(l), seed=seed + 1 + int(l), task=task) for l in scales}
+    out: dict[str, Any] = {"setting": {"N": cfg.N, "T": cfg.T, "Q": cfg.Q, "batch": cfg.batch, "eta_V": cfg.eta_V,
+                                       "eta_A": cfg.eta_A, "attention_step": float(cfg.eta_A) * task.m2 * task.T,
+                                       "steps": cfg.steps, "times": [float(x) for x in np.asarray(t)[np.asarray(t) > 0]],
+                                       "runs": runs, "paths": paths, "sde_dt": dt, "scales": [int(l) for l in scales],
+                                       "seed": seed}}
+    return {**out, **svag_weak_errors(sgd, ens, names, boot=boot, seed=seed)}
+
+
+def svag_weak_errors(sgd: dict[int, xr.Dataset], ens: xr.Dataset, names=scb.CORRELATION_OBSERVABLES, *,
+                     boot: int = 500, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """The weak errors of :func:`svag` from its runs ``sgd[l]`` (dims ``(run, time)``) and an SDE
+    ensemble ``ens`` (dims ``(path, time)``) on the same times (``t > 0`` judged): per observable,
+    ``{"mean": WeakError, "variance": WeakError}``."""
+    from ..calibration import weak_error
+
+    t = np.asarray(ens["time"].values)
+    keep = t > 0
+    out = {}
+    for n in names:
+        Z = np.asarray(ens[n].values, float)[:, keep]
+        S = {l: np.asarray(tr[n].values, float)[:, keep] for l, tr in sgd.items()}
+        m = Z.mean(0)
+        out[n] = {"mean": weak_error(S, Z, metric="mean", boot=boot, seed=seed),
+                  "variance": weak_error(S, Z, f=lambda x, m=m: (x - m) ** 2, metric="mean", boot=boot, seed=seed)}
+    return out
+
+
+def svag_json(result: dict[str, Any]) -> dict[str, Any]:
+    """:func:`svag` as plain numbers (the compare report's ``details["sde_calibration"]["svag"]``),
+    each weak error with its :func:`~figures.calibration.weak_order_verdict`."""
+    from ..calibration import weak_order_verdict
+
+    return {k: (v if k == "setting" else {s: {**w.to_json(), "verdict": weak_order_verdict(w)} for s, w in v.items()})
+            for k, v in result.items()}

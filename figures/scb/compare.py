@@ -36,7 +36,7 @@ from theory import Problem, scb
 from ..core import agreement, band_coverage
 from ..report import Break, Observable, Report
 from . import claims as C
-from .calibration import calibration, calibration_json  # the overlay's cached runs: no new training
+from .calibration import calibration, calibration_json, svag, svag_json  # calibration: the overlay's cached runs
 
 __all__ = ["compare", "agreement_breakdown", "overlay_data", "escape_time_table", "transfer_table",
            "ode_for", "escape_formula_value", "spec_escape_times", "TOLERANCE", "DIAGNOSTICS", "BAND_LEVELS"]
@@ -79,6 +79,8 @@ def compare(*, quick: bool = True, device: str = "auto", config: scb.SCBConfig |
         overlay = overlay_data(quick, device=device)
         details["band_coverage"] = overlay["coverage"]
         details["sde_calibration"] = calibration_json(calibration(quick, device=device))
+        if not quick:  # SVAG's weak error vs l (~1.5 CPU-minutes; cached, shared with fig_svag)
+            details["sde_calibration"]["svag"] = svag_json(svag(False))
         # the registry's claims, decided over seeds (the SDE's own claim, sde_band_coverage, among them)
         report.claims = list(C.claims(quick=quick, device=device))
     return report

@@ -26,7 +26,7 @@ def _imports(path: Path) -> set[str]:
 
 def test_figures_slot_is_the_figures_tuple_with_one_signature():
     figs = get("scb").slot("figures")
-    assert figs is fscb.FIGURES and len(figs) == 5
+    assert figs is fscb.FIGURES and len(figs) == 6 and figs[-1] is fscb.fig_svag
     for fig in figs:
         params = inspect.signature(fig).parameters
         assert list(params)[:2] == ["outdir", "quick"] and params["device"].kind is inspect.Parameter.KEYWORD_ONLY
