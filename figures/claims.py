@@ -544,11 +544,18 @@ def _conclude(claim: ClaimSpec, points: list[MapPoint], *, quick: bool, level: f
               failed: int) -> ClaimResult:
     inside = [p for p in points if p.inside]
     if not inside:  # nothing to decide on (only via conclude: plan_claim refuses such a map)
+        # the statistic and interval shown are those of the decided point (outside the regime) nearest
+        # the criterion's boundary: information, not a verdict
+        out = [p for p in points if p.decision is not None]
+        at = min(out, key=lambda p: abs(claim.criterion.margin(*p.decision.interval))) if out else None
+        dec = None if at is None else at.decision
         return ClaimResult(
-            spec=claim, verdict="inconclusive", estimate=float("nan"), interval=(float("nan"), float("nan")),
+            spec=claim, verdict="inconclusive", estimate=float("nan") if dec is None else dec.estimate,
+            interval=(float("nan"), float("nan")) if dec is None else dec.interval,
             level=level, point_level=point_level, seeds=max((len(p.values) for p in points), default=0),
-            regime_points=0, grade="C", at={}, where_it_breaks="no map point lies inside the regime; "
-            + _where_it_breaks(points), points=tuple(points), quick=quick, failed_cells=failed)
+            regime_points=0, grade="C", at={} if at is None else dict(at.coords),
+            where_it_breaks="no map point lies inside the regime; " + _where_it_breaks(points), points=tuple(points),
+            quick=quick, failed_cells=failed, method="" if dec is None else dec.method)
     decided = [p for p in inside if p.decision is not None]
     crit = claim.criterion
     margin = {id(p): crit.margin(*p.decision.interval) for p in decided}

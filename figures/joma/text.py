@@ -152,19 +152,20 @@ def _layers(traj) -> int:
 
 
 def _points(claim, cells, inside, level_of, quick):
-    """Map points of ``cells`` (coords -> per-seed values): decided where inside the regime with
-    >= 5 seeds (simultaneous level), else undecided with the reason."""
+    """Map points of ``cells`` (coords -> per-seed values): decided (simultaneous level) where there
+    are >= 5 seeds, inside the regime or not (the verdict reads only the inside ones), else
+    undecided with the reason."""
     from ..claims import MIN_SEEDS, MapPoint, decide
 
     pts = []
     for coords, values in cells:
         ok, violated = inside(coords)
         vals = tuple(float(v) for v in values)
-        if ok and len(vals) >= MIN_SEEDS and all(map(math.isfinite, vals)):
+        if len(vals) >= MIN_SEEDS and all(map(math.isfinite, vals)):  # outside the regime too, as a map's cells
             dec, note = decide(vals, claim.criterion, level=level_of, estimator=claim.statistic.estimator), ""
         else:
             dec, note = None, (f"{len(vals)} seed(s): a verdict needs >= {MIN_SEEDS}" if len(vals) < MIN_SEEDS
-                               else "outside the regime: not decided")
+                               else "a seed's statistic is not finite")
         pts.append(MapPoint(coords, ok, violated, vals, dec, note=note))
     return pts
 
@@ -220,6 +221,8 @@ def text_claim_results(quick: bool = True, device: str = "auto", corpus=None) ->
 
 def _undecided_note(res, r, n_seeds: int) -> str:
     """Why a real-text claim stays inconclusive, the measured values, and what deciding it costs."""
+    from ..claims import MIN_SEEDS
+
     c = res["config"]
     vals = [v for p in r.points for v in p.values]
     pos = sum(v > 0 for v in vals)
@@ -229,10 +232,12 @@ def _undecided_note(res, r, n_seeds: int) -> str:
     full = JomaTextConfig.full()
     runs_full = len(dict.fromkeys([(L, full.lr) for L in full.layers] + [(full.sweep_layers, lr) for lr in full.sweep_lrs]))
     runs_here = len(res["runs"])
-    cpu_h = per_seed / max(runs_here * c.steps, 1) * runs_full * full.steps * 5 / 3600
-    return (f"not decided: {n_seeds} seed(s) of {c.steps} minibatches per run, a verdict needs >= 5 seeds of runs "
-            f"as long as the paper's (>= 6900 minibatches); measured on this seed: {pos} of {len(vals)} map points "
-            f"with a positive rebound (min {min(vals):.3g}, max {max(vals):.3g}). Deciding the quick map would take "
-            f"5 seeds: ~{5 * per_seed:.0f} s of training here; the paper's horizon (tdyn figures joma --full: "
-            f"{runs_full} runs x {full.steps} minibatches x 5 seeds, full vocabulary) ~{cpu_h:.0f} CPU-hours at this "
-            f"run's rate: a GPU")
+    n_full = max(len(full.seeds), MIN_SEEDS)
+    cpu_h = per_seed / max(runs_here * c.steps, 1) * runs_full * full.steps * n_full / 3600
+    why = (f"{n_seeds} seed(s): a verdict needs >= {MIN_SEEDS}" if n_seeds < MIN_SEEDS else
+           f"{n_seeds} seeds of {c.steps} minibatches per run, outside the regime (runs as long as the paper's, "
+           f">= 6900 minibatches)")
+    return (f"not decided: {why}; measured: {pos} of {len(vals)} seed x map-point values with a positive rebound "
+            f"(min {min(vals):.3g}, max {max(vals):.3g}). The paper's horizon (tdyn figures joma --full: {runs_full} "
+            f"runs x {full.steps} minibatches x {n_full} seeds, full vocabulary) takes ~{cpu_h:.0f} CPU-hours at "
+            f"this run's rate: a GPU")

@@ -202,3 +202,11 @@ def test_conclude_points_decided_outside_the_sweep():
     none = conclude(spec, [point(3.0, bad, False)])
     assert none.verdict == "inconclusive" and none.grade == "C" and none.regime_points == 0
     assert "no map point lies inside the regime" in none.where_it_breaks
+    assert math.isnan(none.estimate)  # an undecided point shows no statistic
+    # points outside the regime decided over their seeds: the one nearest the boundary is shown
+    # (information; the verdict stays inconclusive)
+    far, near = [3.0, 3.1, 2.9, 3.05, 2.95], [0.2, 0.3, 0.1, 0.25, 0.15]
+    shown = conclude(spec, [MapPoint({"lr": x}, False, ("lr > 2",), tuple(v), decide(v, spec.criterion, level=level))
+                            for x, v in ((3.0, far), (4.0, near))])
+    assert shown.verdict == "inconclusive" and shown.grade == "C" and shown.at == {"lr": 4.0}
+    assert shown.estimate == pytest.approx(np.mean(near)) and shown.interval[0] < np.mean(near) < shown.interval[1]
