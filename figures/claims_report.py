@@ -224,6 +224,7 @@ def _heat_map(plt, d, axes, rows):
             if not row["inside_regime"]:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", ec="0.45", lw=0))
         im = ax.imshow(grid, origin="lower", aspect="auto", cmap=cmap, norm=norm)
+        ax.grid(False)  # the style's grid would cut through the cells
         ax.set_xticks(range(len(xs)), [_n(x) for x in xs])
         ax.set_yticks(range(len(ys)), [_n(y) for y in ys])
         ax.set_xlabel(ax0["label"])

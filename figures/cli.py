@@ -489,12 +489,12 @@ def _checked_corpus(corpus):
 
 def _text_sweep_options(f):
     """``--workers`` / ``--store`` / ``--ray`` of the protocols that are grids of runs (the real-text
-    runs, Scan & Snap Fig. 6, the SCB l1 study): sweep cells."""
+    runs, Scan & Snap Fig. 6, the claims' validity maps): sweep cells."""
     f = click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
-                     help="Run the grids of runs (real text, Scan & Snap Fig. 6, the SCB l1 study) on a Ray cluster "
+                     help="Run the grids of runs (real text, Scan & Snap Fig. 6, the claims' maps) on a Ray cluster "
                           "(an address or 'auto').")(f)
     f = click.option("--store", default=None, metavar="DIR",
-                     help="Keep the grids' runs in DIR/<paper>, DIR/scan-snap-fig6 and DIR/scb-l1 (default: under "
+                     help="Keep the grids' runs in DIR/<paper>, DIR/scan-snap-fig6 and DIR/claims/<paper>/<claim> (default: under "
                           "<outdir>); finished runs are not recomputed.")(f)
     return click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
                         help="Local processes for the grids of runs.")(f)
