@@ -214,6 +214,24 @@ def _indexed(name: str, n: int, **assumptions) -> tuple[sp.Symbol, ...]:
     return tuple(sp.Symbol(f"{name}_{i}", **assumptions) for i in range(1, n + 1))
 
 
+def _loss_and_flow(N: int, xis, betas, mus, rhos, energies=None):
+    """The population loss of the (V, a_1..a_N) coordinates, sum_k mu_k L_k (spec §3.3), expanded,
+    and its preconditioned natural-gradient flow (metric <dV, dV> for (zeta, omega) at rate eta_V,
+    mu_k <da, da> for (xi_k, beta_k) at rate eta_A). ``energies`` = (E_V, E_v, [E_a_k]): the
+    off-manifold energies entering each query's loss (:func:`query_loss`)."""
+    V = Coords.of(zeta, omega)
+    loss = 0
+    blocks: list = [((zeta, omega), V_METRIC.metric(), eta_V)]
+    for k in range(N):
+        inner, ones, qc = _attention_basis(T, rhos[k])
+        a = ones.scale(xis[k]) + qc.scale(betas[k])
+        extra = () if energies is None else ((energies[0], energies[1], energies[2][k]),)
+        loss += mus[k] * query_loss(V, a, inner, ones, qc, *extra)
+        blocks.append(((xis[k], betas[k]), inner.metric(mus[k]), eta_A))  # metric mu_k <da, da>
+    loss = sp.expand(loss)
+    return loss, natural_gradient_flow(loss, blocks)
+
+
 @lru_cache(maxsize=None)
 def general_system(N: int) -> ReducedSystem:
     """The (2 + 2N)-D system for arbitrary q^(k) (rho_k per query) and mu: state
@@ -225,18 +243,7 @@ def general_system(N: int) -> ReducedSystem:
     mus = _indexed("mu", N, positive=True)
     rhos = _indexed("rho", N, positive=True)
     ss, ns, cs = _indexed("s", N, real=True), _indexed("n", N, real=True), _indexed("c", N, real=True)
-    V = Coords.of(zeta, omega)
-    loss = 0
-    blocks: list = [((zeta, omega), V_METRIC.metric(), eta_V)]
-    for k in range(N):
-        inner, ones, qc = _attention_basis(T, rhos[k])
-        a = ones.scale(xis[k]) + qc.scale(betas[k])
-        loss += mus[k] * query_loss(V, a, inner, ones, qc)
-    loss = sp.expand(loss)
-    for k in range(N):
-        inner, _, _ = _attention_basis(T, rhos[k])
-        blocks.append(((xis[k], betas[k]), inner.metric(mus[k]), eta_A))  # metric mu_k <da, da>
-    rhs = natural_gradient_flow(loss, blocks)
+    loss, rhs = _loss_and_flow(N, xis, betas, mus, rhos)
     # reorder: zeta, omega, xi_1, beta_1, ... -> zeta, omega, xi_1..xi_N, beta_1..beta_N
     derived = (rhs[0], rhs[1], *(rhs[2 + 2 * k] for k in range(N)), *(rhs[3 + 2 * k] for k in range(N)))
     defs = tuple((ss[k], T * xis[k] + betas[k]) for k in range(N)) + tuple(
@@ -524,16 +531,7 @@ def closure_system(N: int) -> ReducedSystem:
     xis, betas = G.state[2:2 + N], G.state[2 + N:]
     mus, rhos = _mus(N), _indexed("rho", N, positive=True)
     E_V, E_v, *E_a = energy_symbols(N)
-    V = Coords.of(zeta, omega)
-    loss = 0
-    blocks: list = [((zeta, omega), V_METRIC.metric(), eta_V)]
-    for k in range(N):
-        inner, ones, qc = _attention_basis(T, rhos[k])
-        a = ones.scale(xis[k]) + qc.scale(betas[k])
-        loss += mus[k] * query_loss(V, a, inner, ones, qc, (E_V, E_v, E_a[k]))
-        blocks.append(((xis[k], betas[k]), inner.metric(mus[k]), eta_A))
-    loss = sp.expand(loss)
-    rhs = natural_gradient_flow(loss, blocks)
+    loss, rhs = _loss_and_flow(N, xis, betas, mus, rhos, (E_V, E_v, E_a))
     theta = (rhs[0], rhs[1], *(rhs[2 + 2 * k] for k in range(N)), *(rhs[3 + 2 * k] for k in range(N)))
     energies = [sp.expand(-4 * eta_V * E_V * sp.diff(loss, E_V)), sp.expand(-4 * eta_V * E_v * sp.diff(loss, E_v))]
     energies += [sp.expand(-4 * eta_A / mus[k] * E_a[k] * sp.diff(loss, E_a[k])) for k in range(N)]
