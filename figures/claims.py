@@ -60,7 +60,7 @@ from theory.errors import ConfigError, DivergenceError, SolverError
 from .claims_registry import MIN_SEEDS, ClaimSpec, Criterion, Registry, load_registry, resolve_ref
 
 __all__ = ["decide", "decide_exact", "interval", "grade", "Decision", "MapPoint", "ClaimResult", "decide_claim",
-           "plan_claim", "MapPlan", "conclude",
+           "plan_claim", "MapPlan", "conclude", "points_over_seeds",
            "claim_cell", "registry", "registry_claims", "run_claims", "theory_check", "TheoryCheck",
            "planted_violation", "statistic_values", "VERDICTS", "GRADES", "MIN_SEEDS", "CLAIM_CELL",
            "load_registry", "NoClaims", "map_cost", "too_costly", "NeedsAccelerator", "CPU_CORE_HOURS",
@@ -538,6 +538,24 @@ def conclude(claim: ClaimSpec, points: Sequence[MapPoint], *, quick: bool = True
     m = sum(p.inside for p in points)
     return _conclude(claim, list(points), quick=quick, level=level, point_level=1 - (1 - level) / max(m, 1),
                      failed=failed)
+
+
+def points_over_seeds(claim: ClaimSpec, cells, inside: Callable[[dict], tuple], level: float) -> list[MapPoint]:
+    """Map points for :func:`conclude` from ``cells`` (``(coords, per-seed values)`` pairs):
+    ``inside(coords) -> (inside, violated assumptions)``; each point :func:`decide` d at ``level``
+    (the simultaneous one) where it has >= :data:`MIN_SEEDS` finite values, inside the regime or
+    not (the verdict reads only the inside ones), else undecided with the reason in its note."""
+    pts = []
+    for coords, values in cells:
+        ok, violated = inside(coords)
+        vals = tuple(float(v) for v in values)
+        if len(vals) >= MIN_SEEDS and all(map(math.isfinite, vals)):
+            dec, note = decide(vals, claim.criterion, level=level, estimator=claim.statistic.estimator), ""
+        else:
+            dec, note = None, (f"{len(vals)} seed(s): a verdict needs >= {MIN_SEEDS}" if len(vals) < MIN_SEEDS
+                               else "a seed's statistic is not finite")
+        pts.append(MapPoint(coords, ok, tuple(violated), vals, dec, note=note))
+    return pts
 
 
 def _conclude(claim: ClaimSpec, points: list[MapPoint], *, quick: bool, level: float, point_level: float,

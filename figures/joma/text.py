@@ -17,7 +17,6 @@ or the CLI's ``--store``).
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -152,22 +151,10 @@ def _layers(traj) -> int:
 
 
 def _points(claim, cells, inside, level_of, quick):
-    """Map points of ``cells`` (coords -> per-seed values): decided (simultaneous level) where there
-    are >= 5 seeds, inside the regime or not (the verdict reads only the inside ones), else
-    undecided with the reason."""
-    from ..claims import MIN_SEEDS, MapPoint, decide
+    """Map points of ``cells`` (:func:`figures.claims.points_over_seeds` at ``level_of``)."""
+    from ..claims import points_over_seeds
 
-    pts = []
-    for coords, values in cells:
-        ok, violated = inside(coords)
-        vals = tuple(float(v) for v in values)
-        if len(vals) >= MIN_SEEDS and all(map(math.isfinite, vals)):  # outside the regime too, as a map's cells
-            dec, note = decide(vals, claim.criterion, level=level_of, estimator=claim.statistic.estimator), ""
-        else:
-            dec, note = None, (f"{len(vals)} seed(s): a verdict needs >= {MIN_SEEDS}" if len(vals) < MIN_SEEDS
-                               else "a seed's statistic is not finite")
-        pts.append(MapPoint(coords, ok, violated, vals, dec, note=note))
-    return pts
+    return points_over_seeds(claim, cells, inside, level_of)
 
 
 def text_claim_results(quick: bool = True, device: str = "auto", corpus=None) -> list:

@@ -1,7 +1,8 @@
 """Scan & Snap's headline claims, decided over seeds inside the paper's regime (issue 19).
 
 ``claims`` (the row's ``claims`` slot) decides the registry ``claims.toml`` beside this module with
-:mod:`figures.claims` (docs/claims.md): every claim's statement, regime, criterion (with its
+:mod:`figures.claims` (docs/claims.md), then appends the real-text claims (Figs. 7 and 10,
+:func:`.text.text_claim_results`): every claim's statement, regime, criterion (with its
 derivation), falsifier and validity map are data there. This module holds the functions the
 registry names:
 
@@ -34,12 +35,27 @@ import xarray as xr
 from figures.claims import registry_claims
 from theory import scan_snap as ss
 
-__all__ = ["claims", "claim_quantities", "overlap_eigenvalues", "promised_error", "eta_Z_time_config",
+__all__ = ["claims", "decide_registry", "claim_quantities", "overlap_eigenvalues", "promised_error", "eta_Z_time_config",
            "reduced_runs", "reduced_theory", "reduced_error", "snap_runs", "snap_theory", "snap_deceleration",
            "fig6_runs", "fig6_theory", "entropy_slope", "reduced_table", "snap_table", "LOG_PER_UNIT"]
 
-#: the row's claims slot: the registry beside this module, decided over seeds with its maps
-claims = registry_claims("scan-snap")
+#: the registry beside this module, decided over seeds with its maps (sweep cells: store, resume)
+decide_registry = registry_claims("scan-snap")
+
+
+def claims(*, quick: bool = True, device: str = "auto", progress: bool = False, only=None) -> list:
+    """The row's ``claims`` slot: the registry's claims followed by the real-text claims of
+    :mod:`.text` (``text_claims.toml``, decided on the WikiText protocol's runs; none without a
+    corpus). ``only`` names registry claims (decided alone, no real-text runs)."""
+    from .text import text_claim_results
+
+    out = list(decide_registry(quick=quick, device=device, progress=progress, only=only))
+    claims.skipped = list(decide_registry.skipped)  # type: ignore[attr-defined]
+    return out if only else [*out, *text_claim_results(quick, device)]
+
+
+claims.registry = decide_registry.registry  # type: ignore[attr-defined]
+claims.skipped = []  # type: ignore[attr-defined]
 
 #: log points per unit of 1/eta_Z in the reduced claim's runs
 LOG_PER_UNIT = 4

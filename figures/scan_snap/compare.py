@@ -11,12 +11,12 @@
   (3) the momentum map on the finite-T objective ``E_counts[J]`` (Monte Carlo over count vectors,
   spec §1.3); and the momentum map vs the ODE as ``lr -> 0`` at ``mu = 0.9`` (one
   :class:`~figures.report.Break` row per theory line comparison and per learning rate);
-* **claims**: the row's claims slot (:mod:`.claims`, the registry ``claims.toml``): each
+* **claims**: the row's claims slot (:mod:`.claims`: the registry ``claims.toml``, then the
+  real-text claims of :mod:`.text` when a corpus is present): each
   :class:`~figures.claims.ClaimResult` decided over seeds inside the paper's regime with its map
   (the same cached map cells as ``tdyn claims`` and the figures); the reduced claim's map beside
-  the exact T = inf flow (``details["reduced_grid"]``), the snap claim's beside the flow and
-  Theorem 4's closed form (``details["snap_grid"]``) and the real-text claims
-  (``details["real_text_claims"]``, :mod:`.text`) in the details.
+  the exact T = inf flow (``details["reduced_grid"]``) and the snap claim's beside the flow and
+  Theorem 4's closed form (``details["snap_grid"]``) in the details.
 
 Presets (:class:`~theory.scan_snap.ScanSnapConfig`): ``theory`` for the observables, ``official``
 for where agreement breaks.
@@ -214,7 +214,6 @@ def compare_data(quick: bool = True, device: str = "auto"):
     """``(report, theory, practice)``: the report and the theory-regime trajectories it was built on.
     Cached per process (call it positionally): the figures and ``report.json`` share one run."""
     from ..claims import run_claims
-    from . import text
     from .claims import reduced_table, snap_table
 
     cfg = ss.Config.preset("theory", quick)
@@ -231,7 +230,7 @@ def compare_data(quick: bool = True, device: str = "auto"):
         observables=observables, claims=claims, where_agreement_breaks=gap["rows"],
         details={"momentum_gap_lr_sweep": gap["lr_sweep"], "mc_counts_per_class": gap["mc_counts_per_class"],
                  "reduced_grid": reduced_table(named["reduced_ode_matches_training"]),
-                 "snap_grid": snap_table(named["scan_then_snap"]), "real_text_claims": text.claims(quick, device),
+                 "snap_grid": snap_table(named["scan_then_snap"]),
                  "sde_calibration": sde_calibration(quick)})
     return report, theory, practice
 

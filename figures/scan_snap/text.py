@@ -3,13 +3,17 @@ and the claims decided on the same runs.
 
 The protocol is :class:`empirical.scan_snap.text.ScanSnapTextConfig` (the paper row's ``text``
 slot); its runs happen once per process and setting (:func:`figures.realtext.results`, shared
-with the other papers). Without a corpus the figures are skipped with a note and there are no
-real-text claims.
+with the other papers). The claims (``text_claims.toml``: Fig. 10's higher lr => lower entropy,
+Fig. 7's sparsify-and-freeze) are :class:`~figures.claims.ClaimResult` s decided over seeds by
+:func:`text_claim_results` (the row's ``claims`` slot appends them). Without a corpus the figures
+are skipped with a note and there are no real-text claims.
 """
 
 from __future__ import annotations
 
+import math
 import sys
+from pathlib import Path
 
 import matplotlib.pyplot as plt  # the Agg backend: figures/__init__ imports figures.core first
 import numpy as np
@@ -19,9 +23,10 @@ from empirical import text as corpus_text
 from theory.scan_snap import PAPER
 
 from ..core import finish_figure, save_table
-from ..realtext import corpus_available, results, runs_dir, text_regime
+from ..realtext import corpus_available, results, runs_dir
 
-__all__ = ["fig_scan_snap_maps", "fig_scan_snap_entropy_vs_lr", "claims", "decide", "TEXT_CLAIMS"]
+__all__ = ["fig_scan_snap_maps", "fig_scan_snap_entropy_vs_lr", "text_claim_results", "decide", "text_registry",
+           "entropy_lr_slope", "late_over_early", "TEXT_CLAIMS"]
 
 
 def _corpus_or_note(corpus) -> bool:
@@ -95,64 +100,151 @@ def fig_scan_snap_entropy_vs_lr(outdir, quick: bool = True, *, device: str = "au
     return df
 
 
-#: the real-text statements (Decision 13: outside the theory; qualitative), each with the sign that
-#: decides it. Decided over seeds only (>= figures.claims.MIN_SEEDS), never from one run.
-TEXT_CLAIMS = {
-    "wikitext_higher_lr_lower_entropy": (
-        "Higher SGD learning rate => lower attention entropy (Fig. 10; App. G)",
-        "per seed, the least-squares slope of the validation attention entropy on the learning rate"),
-    "wikitext_attention_sparsifies_and_freezes": (
-        "At constant lr the lowest layer's attention becomes sparse (entropy falls) and freezes "
-        "(later changes smaller than early ones) (Fig. 7)",
-        "per run, the last map change over the first (and the entropy fall)"),
-}
-
-def _criterion():
-    from ..claims_registry import Criterion
-
-    return Criterion("below", 0.0, "Fig. 10's statement is a sign: entropy decreasing in the learning rate, "
-                                    "i.e. a negative slope of the validation attention entropy on lr")
+#: the real-text claims (registry format, docs/claims.md), decided on the protocol's own runs
+TEXT_CLAIMS = Path(__file__).with_name("text_claims.toml")
 
 
-def decide(res) -> list[dict]:
-    """The real-text claims on the protocol's results ``res``, each a dict (name, statement,
-    statistic, per-seed ``values``, ``verdict``, ``interval``, ``seeds``, ``note``). Fig. 10 is
-    decided over the sweep's seeds (:func:`figures.claims.decide`, a bootstrap interval) when
-    there are >= 5 of them (the full protocol), else left undecided; Fig. 7 runs one seed per
-    model, so it is reported (its numbers) and never decided."""
+def entropy_lr_slope(traj, config=None, *, lr: float | None = None) -> float:
+    """One seed's least-squares slope of the final validation attention entropy (``traj["entropy"]``,
+    dim ``lr``) on the learning rate over ``[lr, the next larger lr]`` (``lr=None``: over the whole
+    sweep), nats per unit of lr: negative when the entropy falls as lr grows. NaN when a value is
+    not finite or the window holds fewer than two learning rates."""
+    x = np.asarray(traj["lr"].values, dtype=np.float64)
+    y = np.asarray(traj["entropy"].values, dtype=np.float64)
+    order = np.argsort(x)
+    x, y = x[order], y[order]
+    if lr is not None:
+        i = int(np.flatnonzero(np.isclose(x, lr))[0]) if np.isclose(x, lr).any() else -1
+        if i < 0 or i + 1 >= x.size:
+            return float("nan")
+        x, y = x[i:i + 2], y[i:i + 2]
+    if x.size < 2 or not np.all(np.isfinite(y)):
+        return float("nan")
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def late_over_early(traj, config=None, *, aspect: str) -> float:
+    """One Fig. 7 run (``entropy_layer0`` and ``snapshot`` (time, query, key) over the logged
+    minibatches): ``aspect="sparsity"``: ``ln(H(T)/H(0))`` of the lowest layer's validation attention
+    entropy; ``aspect="freezing"``: ``ln(|A(T) - A(T - dt)|_F / |A(dt) - A(0)|_F)`` of the logged map
+    over the last and the first logging interval. Negative when the late value is the smaller; NaN
+    with fewer than three logged maps (freezing) or a zero first change."""
+    if aspect == "sparsity":
+        H = np.asarray(traj["entropy_layer0"].values, dtype=np.float64)
+        return float(np.log(H[-1] / H[0])) if H[0] > 0 and H[-1] > 0 else float("nan")
+    if aspect != "freezing":
+        raise ValueError(f"aspect must be 'sparsity' or 'freezing', got {aspect!r}")
+    A = np.asarray(traj["snapshot"].values, dtype=np.float64)
+    if A.shape[0] < 3:
+        return float("nan")
+    first, last = np.linalg.norm(A[1] - A[0]), np.linalg.norm(A[-1] - A[-2])
+    return float(np.log(last / first)) if first > 0 and last > 0 else float("nan")
+
+
+def text_registry():
+    """The real-text claims' registry (``text_claims.toml``), validated (its runs are the
+    protocol's, so there is no Config to check its map against)."""
+    from ..claims_registry import load_registry
+
+    return load_registry(TEXT_CLAIMS, paper=PAPER, resolve=True)
+
+
+def _per_seed_sweeps(df: pd.DataFrame) -> list:
+    """Fig. 10's table as one Dataset (``entropy`` over ``lr``) per seed, in seed order."""
+    import xarray as xr
+
+    return [xr.Dataset({"entropy": ("lr", g["entropy"].to_numpy(float))}, coords={"lr": g["lr"].to_numpy(float)})
+            for _, g in df.sort_values(["seed", "lr"]).groupby("seed", sort=True)]
+
+
+def _regime(claim, values: dict) -> tuple[bool, tuple[str, ...]]:
+    """Whether the protocol's ``values`` (regime quantity -> value) lie inside every bound of
+    ``claim``'s regime, and the violated ones in words."""
+    bad = tuple(f"{b.label or b.quantity} = {values[b.quantity]:g}, regime {b.describe()}"
+                for b in claim.regime if not b.contains(values[b.quantity]))
+    return not bad, bad
+
+
+def text_claim_results(quick: bool = True, device: str = "auto", corpus=None, *, level: float = 0.95) -> list:
+    """The real-text claims as :class:`~figures.claims.ClaimResult` s, on the protocol's runs (shared
+    with the figures: :func:`figures.realtext.results`), per seed: Fig. 10's map points are the
+    adjacent learning-rate pairs of the sweep, Fig. 7's a (model, aspect) each; decided at the
+    simultaneous level where the runs are in the paper's setting and there are >= 5 seeds, else
+    inconclusive (grade C) with the reason and the cost of deciding (``[]`` without a corpus)."""
+    if not corpus_available(corpus):
+        return []
+    return decide(results(PAPER, quick, device, corpus), quick=quick, level=level)
+
+
+def decide(res, *, quick: bool = True, level: float = 0.95) -> list:
+    """:func:`text_claim_results` on the protocol's results ``res`` (``config``, ``sweep``,
+    ``fig7_runs``, ``seconds``, ``fig7_seconds``)."""
+    from dataclasses import replace
+
+    from ..claims import MIN_SEEDS, conclude, points_over_seeds
+
+    c, reg = res["config"], text_registry()
+    out = []
+    # Fig. 10: one point per adjacent pair of learning rates
+    claim = reg.get("wikitext_higher_lr_lower_entropy")
+    inside, why = _regime(claim, {"sweep_steps": c.sweep_steps, "vocab_size": c.vocab_size})
+    sweeps = _per_seed_sweeps(res["sweep"])
+    lrs = sorted(c.sweep_lrs)
+    cells = [({"lr": lo}, [entropy_lr_slope(t, c, lr=lo) for t in sweeps]) for lo in lrs[:-1]]
+    pts = points_over_seeds(claim, cells, lambda co: (inside, why), 1 - (1 - level) / (len(cells) if inside else 1))
+    r = conclude(claim, pts, quick=quick, level=level)
+    n10 = len(sweeps)
+    if r.regime_points == 0 or n10 < MIN_SEEDS:
+        runs_full, n_full = len(_full().sweep_lrs) * max(len(_full().seeds), MIN_SEEDS), _full().sweep_steps
+        r = replace(r, where_it_breaks=_undecided_note(
+            r, n10, why, seconds_per_step=_fig10_seconds(res) / max(len(c.sweep_lrs) * n10 * c.sweep_steps, 1),
+            full=f"{runs_full} runs x {n_full} minibatches", full_steps=runs_full * n_full,
+            seed_cost=_fig10_seconds(res) / max(n10, 1)))
+    out.append(r)
+    # Fig. 7: one point per model and aspect
+    claim = reg.get("wikitext_attention_sparsifies_and_freezes")
+    inside, why = _regime(claim, {"steps": c.steps, "vocab_size": c.vocab_size})
+    runs = res["fig7_runs"]
+    cells = [({"n_layer": L, "aspect": a}, [late_over_early(t, c, aspect=a) for t in runs[L]])
+             for L in c.layers for a in ("sparsity", "freezing")]
+    pts = points_over_seeds(claim, cells, lambda co: (inside, why), 1 - (1 - level) / (len(cells) if inside else 1))
+    r = conclude(claim, pts, quick=quick, level=level)
+    n7 = min(len(v) for v in runs.values())
+    if r.regime_points == 0 or n7 < MIN_SEEDS:
+        full = _full()
+        steps_full = sum(full.layers) * full.steps * max(len(full.fig7_seeds), MIN_SEEDS)  # a layer-step each
+        r = replace(r, where_it_breaks=_undecided_note(
+            r, n7, why, seconds_per_step=res["fig7_seconds"] / max(sum(c.layers) * c.steps * n7, 1),
+            full=f"{len(full.layers)} models ({'+'.join(map(str, full.layers))} layers) x {full.steps} minibatches "
+                 f"x {max(len(full.fig7_seeds), MIN_SEEDS)} seeds", full_steps=steps_full,
+            seed_cost=res["fig7_seconds"] / max(n7, 1)))
+    out.append(r)
+    return out
+
+
+def _full():
+    from empirical.scan_snap.text import ScanSnapTextConfig
+
+    return ScanSnapTextConfig.full()
+
+
+def _fig10_seconds(res) -> float:
+    return res["seconds"] - res["fig7_seconds"]
+
+
+def _undecided_note(r, n_seeds: int, why: tuple, *, seconds_per_step: float, full: str, full_steps: int,
+                    seed_cost: float) -> str:
+    """Why a real-text claim stays inconclusive, the measured values, and what deciding it costs:
+    the quick protocol's missing seeds (``seed_cost`` CPU-s each) and the paper's setting at this
+    run's rate per (layer-)minibatch (a lower bound: the full vocabulary's output layer is larger)."""
     from ..claims import MIN_SEEDS
-    from ..claims import decide as decide_over_seeds
 
-    c, df = res["config"], res["sweep"]
-    slopes = [float(np.polyfit(g["lr"].values, g["entropy"].values, 1)[0]) for _, g in df.groupby("seed")
-              if g["lr"].nunique() > 1]
-    name = "wikitext_higher_lr_lower_entropy"
-    lr_claim = {"name": name, "statement": TEXT_CLAIMS[name][0], "statistic": TEXT_CLAIMS[name][1],
-                "values": slopes, "seeds": len(slopes), "verdict": None, "interval": None,
-                "regime": text_regime(res, f"; 1 layer, SGD one lr for all, {c.sweep_steps} minibatches, lrs "
-                                           f"{list(c.sweep_lrs)}, seeds {list(c.seeds)}")}
-    if len(slopes) >= MIN_SEEDS:
-        d = decide_over_seeds(slopes, _criterion())
-        lr_claim.update({"verdict": d.verdict, "estimate": d.estimate, "interval": list(d.interval),
-                         "method": d.method, "note": ""})
-    else:
-        lr_claim["note"] = (f"undecided: {len(slopes)} seeds < {MIN_SEEDS} in this protocol (the full one "
-                            f"has 5); no verdict from fewer seeds")
-    ev = {}
-    for L, snaps in res["maps"].items():
-        steps = sorted(snaps)
-        ev[f"L{L}_entropy"] = [float(-(snaps[s] * np.log(snaps[s] + 1e-8)).sum(1).mean()) for s in steps]
-        ev[f"L{L}_change"] = [float(np.linalg.norm(snaps[b] - snaps[a])) for a, b in zip(steps, steps[1:])]
-    name = "wikitext_attention_sparsifies_and_freezes"
-    freeze = {"name": name, "statement": TEXT_CLAIMS[name][0], "statistic": TEXT_CLAIMS[name][1],
-              "values": ev, "seeds": 1, "verdict": None, "interval": None,
-              "note": "undecided: the Fig. 7 protocol trains one seed per model; numbers reported, no verdict",
-              "regime": text_regime(res, f"; layers {list(c.layers)}, SGD lr {c.lr:g}, FFN lr {c.ffn_lr:g}")}
-    return [lr_claim, freeze]
-
-
-def claims(quick: bool = True, device: str = "auto", corpus=None) -> list[dict]:
-    """The real-text claims (:func:`decide` on :func:`figures.realtext.results`); ``[]`` when no
-    corpus is present. They go to the compare report's details (``real_text_claims``), not its
-    claims table: their protocol is not a map over the paper's regime (Decision 13)."""
-    return decide(results(PAPER, quick, device, corpus)) if corpus_available(corpus) else []
+    vals = [v for p in r.points for v in p.values if math.isfinite(v)]
+    below = sum(v < 0 for v in vals)
+    reasons = ([f"{n_seeds} seed(s): a verdict needs >= {MIN_SEEDS} (~{seed_cost:.0f} CPU-s per further seed of "
+                f"the quick protocol)"] if n_seeds < MIN_SEEDS else []) + [f"outside the regime ({'; '.join(why)})"] * bool(why)
+    cpu_h = seconds_per_step * full_steps / 3600
+    measured = (f"{below} of {len(vals)} seed x map-point values below 0 (min {min(vals):.3g}, max {max(vals):.3g})"
+                if vals else "no finite value")
+    return (f"not decided: {'; '.join(reasons)}; measured: {measured}. The paper's setting (tdyn figures scan-snap "
+            f"--full: {full}, full vocabulary) takes >= ~{cpu_h:.1f} CPU-hours at this run's rate: a GPU")

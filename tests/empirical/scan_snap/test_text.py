@@ -31,6 +31,8 @@ def test_scan_snap_cells_on_two_workers_match_direct_runs(corpus_dir, tmp_path, 
         for s, m in exp.snapshots.items():
             np.testing.assert_array_equal(res["maps"][L][s], m)
         np.testing.assert_array_equal(res["traj"][L]["entropy_layer0"].values, traj["entropy_layer0"].values)
+        (run,) = res["fig7_runs"][L]  # one seed per model (fig7_seeds), its maps as 'snapshot'
+        np.testing.assert_array_equal(run["snapshot"].values[-1], exp.snapshots[6])
     for row in res["sweep"].itertuples():  # Fig. 10
         run = cfg.run(n_layer=1, optimizer="sgd", lr=row.lr, ffn_lr=0.0, lr_decay=1.0, dropout=cfg.sweep_dropout,
                       seed=row.seed, steps=cfg.sweep_steps, log_every=cfg.sweep_steps)

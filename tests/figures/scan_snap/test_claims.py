@@ -138,26 +138,3 @@ def test_fig6_runs_are_the_seeds_of_the_official_grid():
     one.run(5)
     want = ss.observables_from_parameters(one.Y, one.Z, task)["dt_entropy"][0]
     assert ds["dt_entropy"].sel(seed=4, eta_Z=2.0).item() == pytest.approx(want, abs=1e-12)
-
-
-def test_real_text_claims_are_decided_over_seeds_or_not_at_all():
-    """Fig. 10 is decided over >= 5 seeds (a bootstrap interval of the per-seed slopes); with the
-    quick protocol's 2 seeds, or Fig. 7's one run per model, there is no verdict."""
-    import pandas as pd
-
-    from empirical.scan_snap.text import ScanSnapTextConfig
-    from figures.scan_snap import text
-
-    def res(seeds, slope):
-        rows = [{"lr": lr, "seed": s, "entropy": 2.0 + slope * lr + 0.01 * ((s * 7 + i) % 3), "val_loss": 5.0}
-                for s in seeds for i, lr in enumerate((1.0, 3.0, 5.0))]
-        maps = {1: {0: np.full((4, 4), 0.25), 80: np.eye(4)}}
-        cfg = ScanSnapTextConfig(seeds=tuple(seeds))
-        return {"config": cfg, "sweep": pd.DataFrame(rows), "maps": maps, "seconds": 1.0}
-
-    lr, freeze = text.decide(res(range(1, 6), -0.1))
-    assert lr["seeds"] == 5 and lr["verdict"] == "holds" and lr["interval"][1] < 0
-    assert freeze["verdict"] is None and "one seed" in freeze["note"]
-    assert text.decide(res(range(1, 6), +0.1))[0]["verdict"] == "fails"
-    few = text.decide(res((1, 2), -0.1))[0]
-    assert few["verdict"] is None and few["seeds"] == 2 and "2 seeds < 5" in few["note"]
