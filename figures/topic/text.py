@@ -114,9 +114,10 @@ def decide(res, quick: bool = True, level: float = 0.95) -> list:
     """The real-text claims (:class:`~figures.claims.ClaimResult`) on the protocol's results
     ``res`` (``config`` and ``table`` with a ``seed`` column): per claim one map point per
     threshold of the quick or full map with one statistic value per seed; a point is decided
-    (:func:`figures.claims.decide` at the simultaneous level over the claim's in-regime points)
-    where the protocol lies inside the claim's regime and has >= 5 seeds, else it stays undecided
-    with the reason; the claim is :func:`figures.claims.conclude` of its points."""
+    (:func:`figures.claims.decide` at the simultaneous level over the map's points) where it has
+    >= 5 seeds, all finite, else it stays undecided with the reason; the claim is
+    :func:`figures.claims.conclude` of its points, whose verdict counts only the points inside the
+    regime (a quick run outside it: inconclusive, with the measured values in ``where_it_breaks``)."""
     from ..claims import MIN_SEEDS, MapPoint, conclude
     from ..claims import decide as decide_values
 
@@ -129,18 +130,19 @@ def decide(res, quick: bool = True, level: float = 0.95) -> list:
                          for b in claim.regime if not b.contains(getattr(c, b.quantity)))
         inside = not violated
         thresholds = [t for t in claim.map.axes[0].points(quick) if any(np.isclose(t, c.thresholds))]
-        m = len(thresholds) if inside and len(seeds) >= MIN_SEEDS else 0
-        point_level = 1 - (1 - level) / max(m, 1)
+        # every point is decided at the simultaneous level over the map's points (as the registry's
+        # maps decide points outside the regime too: they show where the claim breaks); only the
+        # in-regime ones count towards the verdict (figures.claims.conclude)
+        point_level = 1 - (1 - level) / max(len(thresholds), 1)
         points = []
         for thr in thresholds:
             vals = tuple(stat(df[(df["seed"] == s) & (df["model"] == model)], c, threshold=thr) for s in seeds)
-            if inside and len(vals) >= MIN_SEEDS and all(map(math.isfinite, vals)):
-                dec, note = decide_values(vals, claim.criterion, level=point_level,
-                                          estimator=claim.statistic.estimator), ""
+            if len(vals) >= MIN_SEEDS and all(map(math.isfinite, vals)):
+                dec = decide_values(vals, claim.criterion, level=point_level, estimator=claim.statistic.estimator)
+                note = "" if inside else "outside the regime: shown, not counted"
             else:
                 dec = None
-                note = ("outside the regime: not decided" if not inside else
-                        f"{len(vals)} seed(s): a verdict needs >= {MIN_SEEDS}" if len(vals) < MIN_SEEDS else
+                note = (f"{len(vals)} seed(s): a verdict needs >= {MIN_SEEDS}" if len(vals) < MIN_SEEDS else
                         "a seed's statistic is not finite (a mean is not positive): not decided")
             points.append(MapPoint({"threshold": thr}, inside, violated, vals, dec, note=note))
         r = conclude(claim, points, quick=quick, level=level)

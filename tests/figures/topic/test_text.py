@@ -98,6 +98,8 @@ def test_quick_run_is_outside_the_trained_claims_regime():
     measured = re.search(r"threshold 0\.001: (\S+) \[(\S+), (\S+)\] \(5 of 5 seeds", trained.where_it_breaks)
     est, lo, hi = map(float, measured.groups())  # the measured mean (min of three jittered log 0.5) is reported
     assert lo <= est <= hi and est == pytest.approx(math.log(0.5), abs=0.1)
+    # the points outside the regime are decided and shown on the map (ratios 0.5: below 1), not counted
+    assert [(p.inside, p.verdict) for p in trained.points] == [(False, "fails")] * 3
     control = res["wikitext_topic_ratios_control_near_one"]
     assert (control.verdict, control.regime_points, control.seeds) == ("holds", 3, 5)
     doc = control.to_json()
