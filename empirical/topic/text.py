@@ -7,7 +7,10 @@ control).
 **LDA library: scikit-learn** (``LatentDirichletAllocation(learning_method="online")``), which is
 Hoffman et al.'s (2010) online variational Bayes, the algorithm the spec names and gensim's
 ``LdaModel`` implements (an optional extra, ``[text]``). The protocol is one run whose trained
-model (not just its trajectory) feeds the ratios, so it runs in-process (not as sweep cells).
+model (not just its trajectory) feeds the ratios, so it runs in-process (not as sweep cells), once
+per seed of ``seeds`` (the masked LM's initialisation and minibatch order; the LDA fit, seeded by
+``lda_seed``, is shared by every seed), each seed on one torch thread (the model is small: a second
+thread bought no wall time on 2 cores and doubled the CPU time).
 The shared real-text machinery (corpus, runs, the protocol base class) is in
 :mod:`empirical.realtext` and :mod:`empirical.textrun`.
 """
@@ -34,7 +37,9 @@ class TopicTextConfig(TextProtocol):
     """Masked LM (15 % selected; 80/10/10; tied decoder, BERT style) of ``n_layer`` x ``n_head``
     trained with Adam ``lr``; LDA with ``num_topics`` topics, ``passes`` online passes over the
     training paragraphs of at least ``min_doc_tokens`` tokens; ``thresholds`` = fractions of the
-    LDA vocabulary kept per topic (at least 2 words), words in several topics' lists dropped."""
+    LDA vocabulary kept per topic (at least 2 words), words in several topics' lists dropped;
+    ``seeds``: one masked-LM run (and its initialisation, the control) per seed; ``lda_seed``: the
+    LDA fit's ``random_state`` (one fit shared by every seed)."""
 
     vocab_size: int = 5000
     n_layer: int = 1
@@ -50,14 +55,17 @@ class TopicTextConfig(TextProtocol):
     min_doc_tokens: int = 20
     thresholds: tuple[float, ...] = (0.0005, 0.001, 0.002)
     attention_chunks: int = 100
-    seed: int = 1
+    seeds: tuple[int, ...] = (1, 2, 3, 4, 5)
+    lda_seed: int = 1
 
     QUICK = {}
     FULL = dict(vocab_size=FULL_VOCAB, n_layer=4, n_head=4, emsize=256, d_hid=1024, lr=3e-4, bptt=128,
-                steps=20000, log_every=1000, num_topics=100, passes=6, eval_chunks=0, attention_chunks=0)
+                steps=20000, log_every=1000, num_topics=100, passes=6, eval_chunks=0, attention_chunks=0,
+                seeds=tuple(range(1, 13)))
 
     def run(self, **changes) -> TextRunConfig:
-        return super().run(**{"objective": "mlm", "tie": True, **changes})
+        """A masked-LM run of this protocol (default: the first seed)."""
+        return super().run(**{"objective": "mlm", "tie": True, "seed": self.seeds[0], **changes})
 
     def protocol(self, *, device: str = "auto", progress: bool = False, **sweep) -> dict[str, Any]:
         return topic_protocol(self, device=device, progress=progress)
@@ -74,7 +82,7 @@ def lda_topic_words(cfg: TopicTextConfig, vocab_itos, lines) -> tuple[np.ndarray
     docs = [list(toks) for toks in lines if len(toks) >= cfg.min_doc_tokens]
     X = CountVectorizer(analyzer=lambda d: d, vocabulary=words).fit_transform(docs)
     lda = LatentDirichletAllocation(n_components=cfg.num_topics, learning_method="online", max_iter=cfg.passes,
-                                    random_state=cfg.seed, n_jobs=1)
+                                    random_state=cfg.lda_seed, n_jobs=1)
     lda.fit(X)
     beta = lda.components_ / lda.components_.sum(1, keepdims=True)
     return beta, words
@@ -145,24 +153,33 @@ def topic_ratios(exp: TextExperiment, assigns: list[dict[str, int]], chunks: int
 
 
 def topic_protocol(cfg: TopicTextConfig, *, device: str = "auto", progress: bool = False) -> dict[str, Any]:
-    """Returns ``table`` (DataFrame: model in {trained, control}, threshold, the three ratios and
-    their numerators/denominators), ``traj`` (the masked-LM run), ``topics`` (word lists at the
-    first threshold) and ``seconds``."""
+    """Returns ``table`` (DataFrame: seed, model in {trained, control}, threshold, the three
+    ratios, their numerators/denominators and gap z-scores; one block per seed of ``cfg.seeds``),
+    ``traj`` (the first seed's masked-LM run), ``topics`` (word lists at the first threshold),
+    ``seconds`` (training of every seed plus the LDA fit) and ``lda_seconds``."""
     import time
 
-    run = cfg.run()
-    corpus = corpus_for(run)
+    from ..trainer import torch_threads
+
+    corpus = corpus_for(cfg.run())
     t0 = time.perf_counter()
     beta, words = lda_topic_words(cfg, corpus.vocab.itos, corpus.lines_train)
     lda_seconds = time.perf_counter() - t0
-    traj, trained, sec = train_text(run, device=device, progress=progress, corpus=corpus)
-    control = TextExperiment(run, corpus)
-    torch.manual_seed(run.seed)  # the Trainer's seeding: the control is the trained model's initialisation
-    gen = torch.Generator(device=resolve_device(device))
-    gen.manual_seed(run.seed)
-    control.setup(resolve_device(device), gen)
     assigns = [topic_assignment(beta, words, thr) for thr in cfg.thresholds]
-    rows = [{"model": name, "threshold": thr, **r} for name, exp in (("trained", trained), ("control", control))
-            for thr, r in zip(cfg.thresholds, topic_ratios(exp, assigns, cfg.attention_chunks))]
-    return {"table": pd.DataFrame(rows), "traj": traj, "topics": assigns[0], "seconds": sec + lda_seconds,
+    rows, trajs, seconds = [], [], lda_seconds
+    for seed in cfg.seeds:
+        run = cfg.run(seed=seed)
+        with torch_threads(1):
+            traj, trained, sec = train_text(run, device=device, progress=progress, corpus=corpus)
+            control = TextExperiment(run, corpus)
+            torch.manual_seed(run.seed)  # the Trainer's seeding: the control is the trained model's initialisation
+            gen = torch.Generator(device=resolve_device(device))
+            gen.manual_seed(run.seed)
+            control.setup(resolve_device(device), gen)
+            rows += [{"seed": seed, "model": name, "threshold": thr, **r}
+                     for name, exp in (("trained", trained), ("control", control))
+                     for thr, r in zip(cfg.thresholds, topic_ratios(exp, assigns, cfg.attention_chunks))]
+        trajs.append(traj)
+        seconds += sec
+    return {"table": pd.DataFrame(rows), "traj": trajs[0], "topics": assigns[0], "seconds": seconds,
             "lda_seconds": lda_seconds}

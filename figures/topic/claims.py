@@ -4,7 +4,8 @@
 (:mod:`figures.claims`; schema in docs/claims.md). Its runs are
 :func:`empirical.topic.seeds.train_seeds` (every seed of a map point in one vectorised run, cached
 per process: the maps, the compare report and the figures share them). The real-text claims
-(:mod:`.text`) are not in the registry yet. This module holds the functions the registry names:
+(:mod:`.text`, registry ``text_claims.toml``) follow the registry's in the slot's list, decided
+over the real-text protocol's seeds (none without a corpus). This module holds the functions the registry names:
 
 * statistics — one seed's trajectory -> a number (the same function on the network's runs, the
   theory's trajectory and planted violations): :func:`masking_factor_gap` (stage 1),
@@ -44,15 +45,18 @@ _DECIDED: dict[tuple, tuple[list, list]] = {}  # (quick, device, only) -> (resul
 def claims(*, quick: bool = True, device: str = "auto", progress: bool = False, only=None) -> list:
     """The row's claims slot: the registry beside this module, decided over seeds with its maps
     (:func:`figures.claims.registry_claims`), once per process and arguments: the figures' claim
-    outputs and the compare report share the decision (as they share the runs)."""
+    outputs and the compare report share the decision (as they share the runs); then (without
+    ``only``) the real-text claims of :mod:`.text` (``[]`` without a corpus)."""
     from empirical.trainer import resolve_device
+
+    from .text import text_claim_results
 
     key = (bool(quick), str(resolve_device(device)), tuple(only) if only else None)
     if key not in _DECIDED:
         _DECIDED[key] = (_decide(quick=quick, device=device, progress=progress, only=only), list(_decide.skipped))
     results, skipped = _DECIDED[key]
     claims.skipped = list(skipped)
-    return list(results)
+    return list(results) if only else [*results, *text_claim_results(quick, device)]
 
 
 claims.registry = _decide.registry

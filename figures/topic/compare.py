@@ -11,8 +11,8 @@
   onset (the SGD rows' lies far past the budget: they stay at their initial attention).
 * :func:`compare` — the :class:`~figures.report.Report`: observables, the paper's claims (the
   :class:`~figures.claims.ClaimResult` of every claim of ``claims.toml``, decided over seeds in
-  :mod:`.claims`; the real-text claims of :mod:`.text`, when a corpus is present, are still decided
-  on one run) and where agreement breaks (:class:`~figures.report.Break` rows).
+  :mod:`.claims`, then the real-text claims of :mod:`.text` (``text_claims.toml``), decided over
+  the real-text protocol's seeds when a corpus is present) and where agreement breaks (:class:`~figures.report.Break` rows).
 
 Every run is a map cell's: :func:`empirical.topic.seeds.train_seeds` of a preset config with the
 claims' seeds, cached per process, so the report, the figures and the claims' maps share each
@@ -35,7 +35,6 @@ from theory.topic import onset
 from ..core import agreement
 from ..report import Break, Observable, Report
 from . import calibration as sde_calibration
-from . import text
 from .claims import claims as decide_claims
 from .claims import two_stage_check
 
@@ -206,8 +205,8 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
                "two_stage_seeds": check["seeds"]}
     if not quick:
         details["attention_table"] = table_rows(quick, device)
-    # the registry's claims (decided over seeds); the real-text claims (one run, when a corpus is there)
-    results = [*decide_claims(quick=quick, device=device), *text.claims(quick, device)]
+    # the registry's claims and the real-text claims (when a corpus is there), all decided over seeds
+    results = decide_claims(quick=quick, device=device)
     # the minibatch SDE against real SGD (issue 20): coverage, variance ratios, (lr, batch) map, its claim
     details["sde_calibration"], sde_breaks = sde_calibration.report(quick, sde_calibration.device_type(device))
     breaks += sde_breaks

@@ -66,6 +66,9 @@ def test_compare_report_claims():
     assert names == [*ft.claims.claims.registry().names, *wikitext]
     for c in doc["claims"][:len(names) - len(wikitext)]:
         assert c["verdict"] in ("holds", "fails", "inconclusive") and c["seeds"] >= 5 and c["map"]["points"]
+    for c in doc["claims"][len(names) - len(wikitext):]:  # the real-text claims: decided over the protocol's seeds
+        assert c["verdict"] in ("holds", "fails", "inconclusive") and c["statistic"]["estimator"] == "mean"
+        assert [len(p["values"]) for p in c["map"]["points"]] == [5, 5, 5]  # quick: 5 seeds at each threshold
     assert rep.observable("topic_mode").rel_l2 <= 0.05 and rep.agreement_passed
     # where agreement breaks: Break rows (one shape for every paper), the numbers of the runs
     from figures.report import BREAK_KEYS

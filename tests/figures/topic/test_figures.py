@@ -46,8 +46,11 @@ def test_the_collector_writes_every_output_and_the_report(tmp_path):
     # then the claims' validity maps (one per claim), their tables and claims.json, under claims/
     from figures.topic.claims import claims
 
-    maps = {f"{n}.{ext}" for n in claims.registry().names for ext in ("png", "pdf", "csv")}
+    wikitext = ["wikitext_topic_ratios_above_one", "wikitext_topic_ratios_control_near_one"] if corpus_available() else []
+    maps = {f"{n}.{ext}" for n in [*claims.registry().names, *wikitext] for ext in ("png", "pdf", "csv")}
     assert maps | {"claims.json"} <= set(names[len(head):-1])
+    doc = json.loads((tmp_path / "claims" / "claims.json").read_text())
+    assert [c["name"] for c in doc] == [*claims.registry().names, *wikitext]  # the real-text claims decided over seeds
     assert all(p.parent.name == "claims" for p in written[len(head):-1])
     assert all(p.is_file() and p.stat().st_size > 0 for p in written)
     from figures.topic import compare
