@@ -118,8 +118,7 @@ def decide(res, quick: bool = True, level: float = 0.95) -> list:
     >= 5 seeds, all finite, else it stays undecided with the reason; the claim is
     :func:`figures.claims.conclude` of its points, whose verdict counts only the points inside the
     regime (a quick run outside it: inconclusive, with the measured values in ``where_it_breaks``)."""
-    from ..claims import MIN_SEEDS, MapPoint, conclude
-    from ..claims import decide as decide_values
+    from ..claims import conclude, points_over_seeds
 
     c, df, reg = res["config"], res["table"], text_registry()
     seeds = sorted(df["seed"].unique().tolist())
@@ -134,17 +133,9 @@ def decide(res, quick: bool = True, level: float = 0.95) -> list:
         # maps decide points outside the regime too: they show where the claim breaks); only the
         # in-regime ones count towards the verdict (figures.claims.conclude)
         point_level = 1 - (1 - level) / max(len(thresholds), 1)
-        points = []
-        for thr in thresholds:
-            vals = tuple(stat(df[(df["seed"] == s) & (df["model"] == model)], c, threshold=thr) for s in seeds)
-            if len(vals) >= MIN_SEEDS and all(map(math.isfinite, vals)):
-                dec = decide_values(vals, claim.criterion, level=point_level, estimator=claim.statistic.estimator)
-                note = "" if inside else "outside the regime: shown, not counted"
-            else:
-                dec = None
-                note = (f"{len(vals)} seed(s): a verdict needs >= {MIN_SEEDS}" if len(vals) < MIN_SEEDS else
-                        "a seed's statistic is not finite (a mean is not positive): not decided")
-            points.append(MapPoint({"threshold": thr}, inside, violated, vals, dec, note=note))
+        cells = [({"threshold": thr}, [stat(df[(df["seed"] == s) & (df["model"] == model)], c, threshold=thr)
+                                       for s in seeds]) for thr in thresholds]
+        points = points_over_seeds(claim, cells, lambda coords: (inside, violated), point_level)
         r = conclude(claim, points, quick=quick, level=level)
         if r.regime_points == 0:
             r = replace(r, where_it_breaks=_undecided_note(claim, r, len(seeds), level))
