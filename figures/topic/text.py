@@ -49,7 +49,7 @@ def fig_topic_ratios(outdir, quick: bool = True, *, device: str = "auto", corpus
     res = results(PAPER, quick, device, corpus, store=runs_dir(outdir))
     df = res["table"]
     n_seeds = df["seed"].nunique()
-    fig, axes = style.panels(3, size=(3.3, 2.7))
+    fig, axes = style.panels(3, size=(3.6, 2.9))
     names = {"cosine": "embedding cosine", "dot": "embedding dot product", "attention": "attention weight"}
     for ax, stat in zip(axes, ("cosine", "dot", "attention")):
         for model, kw in (("trained", style.role("practice")),
@@ -61,7 +61,8 @@ def fig_topic_ratios(outdir, quick: bool = True, *, device: str = "auto", corpus
         ax.axhline(1, **style.role("reference"), label="no topic structure (ratio 1)")
         ax.set_xscale("log")
         ax.set_xlabel("fraction of words kept per topic")
-        ax.set_ylabel(f"{names[stat]}: same / different topic")
+        ax.set_title(names[stat], fontsize=9)
+        ax.set_ylabel("ratio same / different topic")
     style.legend_outside(fig, axes, ncols=3)
     fig.suptitle(f"Topic ratios on WikiText-2 (LDA, {res['config'].num_topics} topics; masked LM)")
     finish_figure(fig, outdir, "wikitext_topic_ratios.png")
