@@ -23,7 +23,7 @@ def corpus_dir(tmp_path_factory) -> str:
 def test_scan_snap_cells_on_two_workers_match_direct_runs(corpus_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the spawned workers import the cell function
     cfg = ScanSnapTextConfig.quick(corpus=corpus_dir, layers=(1, 2), sweep_lrs=(1.0, 3.0), seeds=(1,),
-                                   sweep_steps=4, **TINY)
+                                   fig7_seeds=(1,), sweep_steps=4, **TINY)
     res = scan_snap_protocol(cfg, device="cpu", store=tmp_path / "store", workers=2)
     for L in cfg.layers:  # Fig. 7: the attention maps of each logged step
         traj, exp, _ = textrun.train_text(cfg.run(n_layer=L, optimizer="sgd", seed=1), device="cpu")

@@ -5,18 +5,21 @@ import json
 
 import numpy as np
 
-from figures.realtext import corpus_available
 from figures.report import BREAK_KEYS, REPORT_KEYS
 from figures.scan_snap import compare as fc
 
 
-def test_compare_trained_model_follows_the_T_inf_ode():
+def test_compare_trained_model_follows_the_T_inf_ode(monkeypatch):
     """Zero init, plain SGD, batch 1024, T = 4096 (count vectors), eta_Y = eta_Z = 1, 100 steps:
     z rows, Y coordinates and DT entropy within rel_l2 <= 0.05 of the full ODE; so is the entropy
     *drop* (the stringent version, since H barely moves relative to its size). The official-like
     regime (T = 128, batch 128, momentum 0.9) is where agreement with the ODE breaks; the discrete
     momentum map on the population gradient is much closer to training there, and the map's own gap
     to the ODE shrinks as lr -> 0 at momentum 0.9."""
+    import figures.scan_snap.text as text
+
+    # the real-text claims (5-seed WikiText runs) are tests/figures/scan_snap/test_text.py's
+    monkeypatch.setattr(text, "text_claim_results", lambda quick, device: [])
     rep = fc.compare(quick=True, device="cpu")
     doc = rep.to_json()
     assert set(doc) == set(REPORT_KEYS)
@@ -36,15 +39,13 @@ def test_compare_trained_model_follows_the_T_inf_ode():
     lrs, gap = [r["setting"]["lr"] for r in sweep], [r["rel_l2"]["momentum_map_vs_ode"] for r in sweep]
     assert lrs == sorted(lrs, reverse=True) and np.all(np.diff(gap) < 0) and gap[-1] < 0.1
     # the claims table is the registry's ClaimResults (decided over seeds, tests/figures/scan_snap/test_claims.py),
-    # then the real-text ones when a corpus is present (tests/figures/scan_snap/test_text.py)
+    # then the real-text ones (stubbed here)
     names = {c["name"]: c for c in doc["claims"]}
     registry = ["reduced_ode_matches_training", "scan_then_snap", "entropy_falls_with_eta_z", "sde_finite_t_shift"]
-    wikitext = ["wikitext_higher_lr_lower_entropy", "wikitext_attention_sparsifies_and_freezes"]
-    assert list(names) == registry + (wikitext if corpus_available() else [])
+    assert list(names) == registry
     assert "real_text_claims" not in doc["details"]
     for name, c in names.items():
-        assert {"verdict", "interval", "seeds", "regime", "falsifier", "grade"} <= set(c)
-        assert c["seeds"] >= 5 or (name in wikitext and c["verdict"] == "inconclusive" and c["grade"] == "C")
+        assert {"verdict", "interval", "seeds", "regime", "falsifier", "grade"} <= set(c) and c["seeds"] >= 5
     # the reduced claim's map beside the exact T = inf flow: training follows the flow, so where the
     # reduction misses, the exact flow misses by as much (the gap is the reduction's, not SGD's)
     grid = doc["details"]["reduced_grid"]
