@@ -649,7 +649,8 @@ def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, 
                 cmd += [flag, str(value)]
         return cmd
 
-    names = list(PAPERS)
+    # longest first (each row's measured quick_seconds): the least time to the last paper's end
+    names = sorted(PAPERS, key=lambda n: -PAPERS[n].quick_seconds)
     failed = []
     bar = progress.bar(total=len(names), desc="papers", unit="paper")
     with ThreadPoolExecutor(max_workers=jobs) as pool:

@@ -95,6 +95,9 @@ class Paper:
     claims: Ref | None = None
     variants: tuple[str, ...] = _Variants()
     missing: Mapping[str, str] = field(default_factory=dict)
+    #: CPU seconds of the quick `tdyn figures` (measured on an idle 2-core machine): `tdyn reproduce
+    #: --jobs J` starts the longest papers first, so that no long paper is left running alone at the end
+    quick_seconds: float = 0.0
 
     def __post_init__(self):
         todo = {k: v for k, v in TRANSITIONAL.items() if getattr(self, k) is None and k not in self.missing}
@@ -189,6 +192,7 @@ register(Paper(
     figures="figures.scb.figures:FIGURES",
     estimate="theory.scb.config:estimate",
     claims="figures.scb.claims:claims",
+    quick_seconds=120,
     variants=("preconditioned", "sgd", "softmax"),
     missing={"text": "the SCB paper's claims are about synthetic sparse contextual bigrams; it has no real-text protocol"},
 ))
@@ -207,6 +211,7 @@ register(Paper(
     estimate="theory.scan_snap.config:estimate",
     text="empirical.scan_snap.text:ScanSnapTextConfig",  # Figs. 7 and 10 on WikiText-2
     claims="figures.scan_snap.claims:claims",  # figures/scan_snap/claims.toml, decided over seeds
+    quick_seconds=240,
     variants=("counts", "sequences"),
 ))
 
@@ -224,6 +229,7 @@ register(Paper(
     estimate="theory.topic.config:estimate",
     text="empirical.topic.text:TopicTextConfig",  # LDA topics and embedding/attention ratios on WikiText-2
     claims="figures.topic.claims:claims",
+    quick_seconds=140,
     variants=("stage1", "joint", "attention", "embedding"),
 ))
 
@@ -241,5 +247,6 @@ register(Paper(
     estimate="theory.joma.config:estimate",
     text="empirical.joma.text:JomaTextConfig",  # Figs. 6 and 8 on WikiText-2
     claims="figures.joma.claims:claims",
+    quick_seconds=360,
     variants=("fixed", "ce", "mixture", "probe", "hblt", "hier"),
 ))
