@@ -40,7 +40,7 @@ from theory import joma as J
 from theory.errors import SolverError
 
 __all__ = ["HORIZON", "SDE_DT", "SDE_GRID", "BAND_PATHS", "THEORY_PATHS", "CLAIM", "BIAS_LIMIT", "shift_limit",
-           "protocol_config", "clear_caches", "sde_ensemble", "sgd_runs", "calibration_runs", "coverage_error", "bias_ratio",
+           "protocol_config", "clear_caches", "sde_ensemble", "sgd_runs", "calibration_runs", "null_runs", "coverage_error", "bias_ratio",
            "claim_quantities", "sde_finite", "theory", "calibration_report", "calibration_breaks", "sde_claim", "OBSERVABLES"]
 
 #: ODE time judged (the deterministic block blows up near t = 16; noise brings it earlier)
@@ -137,6 +137,14 @@ def sgd_runs(config: J.JomaConfig, seeds: tuple[int, ...]) -> xr.Dataset:
 def calibration_runs(config: J.JomaConfig, *, seeds, device: str = "cpu") -> xr.Dataset:
     """The claim's ``runs`` (all seeds of a map point in one vectorised call; dim ``seed``)."""
     return sgd_runs(config, tuple(int(s) for s in seeds)).rename({"run": "seed"})
+
+
+def null_runs(config: J.JomaConfig, *, seeds, device: str = "cpu") -> xr.Dataset:
+    """The SDE claim's null control: noise-free full-batch gradient descent (all ``N`` rows every
+    step, the deterministic alternative the SDE's diffusion term excludes), one copy per seed,
+    judged against the ``B``-row SDE band of ``config`` by the same statistic."""
+    full = config.replace(batch=int(config.N), replacement=False)
+    return sgd_runs(full, tuple(int(s) for s in seeds)).rename({"run": "seed"})
 
 
 @lru_cache(maxsize=256)

@@ -10,9 +10,10 @@ or the CLI's ``--store``).
   ``FIGURES`` (skipped, with a note, when no corpus is present);
 * :func:`text_claim_results` — the real-text claims (``text_claims.toml``: drop and bounce of
   entropy and stable rank, the bounce at the best learning rate) on those runs, per seed, with the
-  criterion of docs/claims.md (:func:`curve_rebound` > 0); inconclusive, with what deciding them
-  would cost, while the protocol has fewer than 5 seeds or shorter runs than the paper's
-  (``[]`` without a corpus).
+  criterion of docs/claims.md (:func:`curve_rebound` > 0); *untested* while the runs are shorter
+  than the paper's (no in-regime point), with the measured values and what running the paper's
+  protocol costs (:data:`PROTOCOL_COST`, measured by :mod:`empirical.joma.text_cost`); ``[]``
+  without a corpus.
 """
 
 from __future__ import annotations
@@ -150,26 +151,35 @@ def _layers(traj) -> int:
     return sum(1 for v in traj.data_vars if v.startswith("entropy_layer"))
 
 
-def _points(claim, cells, inside, level_of, quick):
-    """Map points of ``cells`` (:func:`figures.claims.points_over_seeds` at ``level_of``)."""
+#: the paper's protocol's cost (every depth, learning rate and seed of ``JomaTextConfig.full()``: 10
+#: (depth, lr) runs x 12 seeds x 6900 minibatches at the full vocabulary, every validation chunk at each
+#: of the 70 checkpoints), in seconds. CPU: :mod:`empirical.joma.text_cost` on one core of this
+#: project's 2-core machine (tdyn's own runs; 1- and 5-layer rates, other depths interpolated). GPU: the
+#: same-size model (tutorial Transformer, d 200, one head, 40k-word decoder, Adam, clip 0.5) timed in
+#: plain PyTorch on one NVIDIA H100 80GB, 300 minibatches and a 620-chunk validation pass per depth,
+#: one run at a time (launch-bound: runs packed side by side on the GPU would cost less).
+PROTOCOL_COST = {"cpu_core_seconds": None, "gpu_seconds": 21414.0, "gpu": "NVIDIA H100 80GB"}
+
+
+def _points(claim, cells, inside):
+    """Map points of ``cells`` (:func:`figures.claims.points_over_seeds`)."""
     from ..claims import points_over_seeds
 
-    return points_over_seeds(claim, cells, inside, level_of)
+    return points_over_seeds(claim, cells, inside, None)
 
 
 def text_claim_results(quick: bool = True, device: str = "auto", corpus=None) -> list:
     """The real-text claims as :class:`~figures.claims.ClaimResult` s, on the protocol's runs
     (shared with the figures: :func:`figures.realtext.results`), per seed: each map point is a
-    (depth, layer) or a learning rate; decided at the simultaneous level where the runs are as
-    long as the paper's and there are >= 5 seeds, otherwise inconclusive with the reason and the
-    cost of deciding (``[]`` without a corpus)."""
+    (depth, layer) or a learning rate, inside the regime only where the runs are as long as the
+    paper's (20 epochs); with no such point (the quick protocol) the claim is *untested*, with the
+    measured values, why and what running it costs (``[]`` without a corpus)."""
     if not corpus_available(corpus):
         return []
     from ..claims import conclude
 
     res = results("joma", quick, device, corpus)
-    c, reg, level = res["config"], text_registry(), 0.95
-    seeds = list(c.seeds)
+    c, reg = res["config"], text_registry()
     steps_bound = reg.get("wikitext_entropy_drop_and_bounce").regime[0]
     long_enough = steps_bound.contains(c.steps)
     why = () if long_enough else (f"minibatches = {c.steps}, regime {steps_bound.describe()}",)
@@ -188,43 +198,46 @@ def text_claim_results(quick: bool = True, device: str = "auto", corpus=None) ->
     best = min(val, key=val.get)
     sweep_cells = [({"lr": lr}, per_seed(c.sweep_layers, lr, lambda t: np.mean(
         [curve_rebound(t, name=f"entropy_layer{l}") for l in range(_layers(t))]))) for lr in c.sweep_lrs]
-    n_in = {"depth": sum(len(v) for v in depth_cells.values()) // 2 if long_enough else 0,
-            "sweep": 1 if long_enough else 0}
-    point_level = {k: 1 - (1 - level) / max(n, 1) for k, n in n_in.items()}
     out = []
-    for name, cells, kind, inside in (
-            ("wikitext_entropy_drop_and_bounce", depth_cells["entropy"], "depth", lambda co: (long_enough, why)),
-            ("wikitext_stable_rank_drop_and_bounce", depth_cells["stable_rank"], "depth", lambda co: (long_enough, why)),
-            ("wikitext_bounce_at_best_lr", sweep_cells, "sweep",
+    for name, cells, inside in (
+            ("wikitext_entropy_drop_and_bounce", depth_cells["entropy"], lambda co: (long_enough, why)),
+            ("wikitext_stable_rank_drop_and_bounce", depth_cells["stable_rank"], lambda co: (long_enough, why)),
+            ("wikitext_bounce_at_best_lr", sweep_cells,
              lambda co: (long_enough and co["lr"] == best, why + (() if co["lr"] == best else (
                  f"lowest validation loss = False (lr {best:g} has it)",))))):
         claim = reg.get(name)
-        r = conclude(claim, _points(claim, cells, inside, point_level[kind], quick), quick=quick, level=level)
-        if r.regime_points == 0 or len(seeds) < 5:
-            r = replace(r, where_it_breaks=_undecided_note(res, r, len(seeds)))
-        out.append(r)
+        points = _points(claim, cells, inside)
+        untested = None if long_enough else untested_reason(res, [v for _, vals in cells for v in vals])
+        out.append(conclude(claim, points, quick=quick, untested=untested))
     return out
 
 
-def _undecided_note(res, r, n_seeds: int) -> str:
-    """Why a real-text claim stays inconclusive, the measured values, and what deciding it costs."""
-    from ..claims import MIN_SEEDS
-
-    c = res["config"]
-    vals = [v for p in r.points for v in p.values]
-    pos = sum(v > 0 for v in vals)
-    per_seed = res["seconds"] / max(n_seeds, 1)
+def untested_reason(res, values, cost: dict | None = None) -> str:
+    """Why a real-text claim has no in-regime point, what the quick runs measured and what running
+    the paper's protocol costs: :data:`PROTOCOL_COST` (measured at full vocabulary) and this run's
+    own training rate (at its small vocabulary, a lower bound)."""
     from empirical.joma.text import JomaTextConfig
 
+    c = res["config"]
+    cost = PROTOCOL_COST if cost is None else cost
     full = JomaTextConfig.full()
-    runs_full = len(dict.fromkeys([(L, full.lr) for L in full.layers] + [(full.sweep_layers, lr) for lr in full.sweep_lrs]))
-    runs_here = len(res["runs"])
-    n_full = max(len(full.seeds), MIN_SEEDS)
-    cpu_h = per_seed / max(runs_here * c.steps, 1) * runs_full * full.steps * n_full / 3600
-    why = (f"{n_seeds} seed(s): a verdict needs >= {MIN_SEEDS}" if n_seeds < MIN_SEEDS else
-           f"{n_seeds} seeds of {c.steps} minibatches per run, outside the regime (runs as long as the paper's, "
-           f">= 6900 minibatches)")
-    return (f"not decided: {why}; measured: {pos} of {len(vals)} seed x map-point values with a positive rebound "
-            f"(min {min(vals):.3g}, max {max(vals):.3g}). The paper's horizon (tdyn figures joma --full: {runs_full} "
-            f"runs x {full.steps} minibatches x {n_full} seeds, full vocabulary) takes ~{cpu_h:.0f} CPU-hours at "
-            f"this run's rate: a GPU")
+    pairs = list(dict.fromkeys([(L, full.lr) for L in full.layers] + [(full.sweep_layers, lr) for lr in full.sweep_lrs]))
+    runs_here = len(res["runs"]) * len(c.seeds)
+    rate = res["seconds"] / max(runs_here * c.steps, 1)  # seconds per minibatch of this protocol
+    lower = rate * len(pairs) * len(full.seeds) * full.steps / 3600
+    vals = [v for v in values if np.isfinite(v)]
+    pos = sum(v > 0 for v in vals)
+    measured = (f"measured here (outside the regime): {pos} of {len(vals)} seed x point values positive"
+                + (f" (min {min(vals):.3g}, max {max(vals):.3g})" if vals else ""))
+    price = []
+    if cost.get("cpu_core_seconds"):
+        price.append(f"~{cost['cpu_core_seconds'] / 3600:.0f} CPU core-hours (measured rate, full vocabulary)")
+    else:
+        price.append(f">= {lower:.0f} CPU-hours at this run's rate (its {c.vocab_size}-word vocabulary: a lower bound)")
+    if cost.get("gpu_seconds"):
+        price.append(f"~{cost['gpu_seconds'] / 3600:.1f} GPU-hours on one {cost['gpu']} (measured rate, one run at a time)")
+    return (f"no in-regime point: the quick protocol trains {c.steps} minibatches per run, the paper's horizon is "
+            f"{full.steps} (20 epochs; regime >= 6900). {measured}. Running the paper's protocol (tdyn figures joma "
+            f"--full: {len(pairs)} (depth, lr) runs x {len(full.seeds)} seeds x {full.steps} minibatches, full "
+            f"vocabulary) costs " + " or ".join(price) + "; its null control (the same network on shuffled text) "
+            "was not run either")
