@@ -76,7 +76,7 @@ def _evidence_line(d: Mapping[str, Any]) -> str:
         null_text = "null control: none"
     else:
         disc = {True: " (discriminating)", False: " — NOT DISCRIMINATING", None: ""}[null.get("discriminating")]
-        null_text = f"null ({_short(null['description'], 60)}): {null['verdict'] or 'undecided'}{disc}"
+        null_text = f"null ({_short(null['description'], 60)}): {null['verdict'] or null.get('note') or 'undecided'}{disc}"
     th = d.get("theory_check") or {}
     flow = "exact flow" if th.get("exact") else "reduced theory" if th.get("flow") else "no theory"
     theory_text = f"theory ({flow}): {th.get('verdict') or 'n/a'}"
@@ -100,7 +100,7 @@ def claim_lines(r: Any) -> list[str]:
         f"({d['seeds']} seeds, {d['regime_points']} regime points, {d.get('mode', 'quick')}){extra}",
         f"    {_short(d['statement'])}",
         f"    regime: {'; '.join(x['holds_in'] for x in d['regime'])}{demo_text}",
-        f"    {_stat_ci(d)}, holds when {d['criterion']['holds_when']}; at {_coords(d['at'])}",
+        f"    {_stat_ci(d)}, holds when {d['criterion']['holds_when']}; at {_coords(d['at']) or '-'}",
         f"    test: {d.get('test', d.get('method', '')).split(',')[0]}, Holm over {d['regime_points']} in-regime "
         f"points, family level {d.get('family_level', 0.05):g}; 80% power: {_mde(d)}",
         _evidence_line(d),
