@@ -866,11 +866,15 @@ def _conclude(claim: ClaimSpec, points: list[MapPoint], *, quick: bool, level: f
             (p for p in inside if p.decision is None), inside[0])
     dec = at.decision
     seeds = min((p.decision.seeds for p in decided), default=0)
+    where = _where_it_breaks(points, null)
+    other = [r for r in robustness if r["verdict"] != verdict]
+    if other:
+        where = ("NOT ROBUST: " + ", ".join(f"{r['name']} gives {r['verdict']}" for r in other) + "; " + where)
     return ClaimResult(
         verdict=verdict, estimate=float("nan") if dec is None else dec.estimate,
         interval=(float("nan"), float("nan")) if dec is None else dec.interval,
         seeds=seeds, regime_points=len(decided), grade=grade(seeds, len(decided)),
-        at=dict(at.coords), where_it_breaks=_where_it_breaks(points, null),
+        at=dict(at.coords), where_it_breaks=where,
         method="" if dec is None else dec.method, **common)
 
 
