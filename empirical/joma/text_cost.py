@@ -34,20 +34,26 @@ def time_runs(layers=(1, 2, 5, 10), *, steps: int = 20, device: str = "cpu", thr
 
     full = JomaTextConfig.full(corpus=corpus)
     corpus_for(full.run())  # tokenise once before timing (cached)
+    cpu = not device.startswith("cuda")
+    clock = time.process_time if cpu else time.perf_counter  # CPU: core-seconds, robust to a shared machine
     out = {}
     for L in layers:
         row = {}
         for n in (1, int(steps)):  # two runs: the difference isolates the per-minibatch cost
-            cfg = full.run(n_layer=int(L), lr=full.lr, seed=1, steps=n, log_every=n)
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            train_text(cfg, device=device)
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            row[n] = time.perf_counter() - t0
-        per_step = (row[int(steps)] - row[1]) / (int(steps) - 1)
-        per_eval = max((row[1] - per_step) / 2, 0.0)  # the 1-step run: one step, two evaluations
+            for chunks in ((1,) if cpu else (1, 0)):
+                cfg = full.run(n_layer=int(L), lr=full.lr, seed=1, steps=n, log_every=n, eval_chunks=chunks)
+                if not cpu:
+                    torch.cuda.synchronize()
+                t0 = clock()
+                train_text(cfg, device=device)
+                if not cpu:
+                    torch.cuda.synchronize()
+                row[(n, chunks)] = clock() - t0
+        per_step = (row[(int(steps), 1)] - row[(1, 1)]) / (int(steps) - 1)
+        if cpu:  # a validation pass = 620 chunks of 10 x 35 tokens, forward only: ~1/6 of a minibatch each
+            per_eval = per_step / 6 * 620
+        else:
+            per_eval = max((row[(1, 0)] - row[(1, 1)]) / 2, 0.0)
         out[int(L)] = {"per_minibatch_s": per_step, "per_eval_s": per_eval}
     return out
 

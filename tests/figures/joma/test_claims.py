@@ -31,10 +31,16 @@ def test_registry_lists_the_papers_claims(registry):
 
 # ---- Theorem 1 -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["invariant_holds", "invariant_holds_mixture"])
-def test_invariant_theory_passes_its_criterion(registry, name):
+def test_invariant_on_the_exact_flow_holds_early_and_breaks_by_t200(registry, name):
+    """The exact flow (G recomputed, nothing frozen) keeps Theorem 1's invariant while the logits
+    have barely moved (t <= 50: residual < 1 in every theory seed) and loses it by Fig. 2's horizon
+    (t = 200: residual > 1, the magnitude overshoots while the correlation of the changes stays
+    high): the network's verdict ("fails" at t = 200) is the exact flow's, not an SGD artefact."""
     check = theory_check(registry.get(name))
-    assert check.holds, str(check)
-    assert len(check.points) >= 7  # Gaussian and random X, several times inside the regime
+    early = [p for p in check.points if p.coords["t"] <= 50]
+    late = [p for p in check.points if p.coords["t"] == 200]
+    assert early and all(p.theory_decision.verdict == "holds" and max(p.theory) < 0.5 for p in early), str(check)
+    assert late and all(p.theory_decision.verdict == "fails" and min(p.theory) > 1.5 for p in late), str(check)
 
 
 def _reflected(traj):

@@ -52,25 +52,43 @@ def _planted_results(monkeypatch, seeds, steps, curve):
     return FT
 
 
-def test_text_claims_undecided_with_one_short_seed(monkeypatch):
-    FT = _planted_results(monkeypatch, [1], 200, BOUNCE)
+def test_text_claims_untested_with_short_runs(monkeypatch):
+    """Runs shorter than the paper's horizon put no point in the regime: every real-text claim is
+    untested, saying why, what the short runs measured and what the paper's protocol costs."""
+    FT = _planted_results(monkeypatch, range(1, 6), 200, BOUNCE)
     out = {r.name: r for r in FT.text_claim_results(True, "cpu")}
     assert set(out) == {"wikitext_entropy_drop_and_bounce", "wikitext_stable_rank_drop_and_bounce",
                         "wikitext_bounce_at_best_lr"}
     for r in out.values():
-        assert r.verdict == "inconclusive" and r.grade == "C" and r.regime_points == 0
-        assert "not decided" in r.where_it_breaks and "GPU" in r.where_it_breaks
+        assert r.verdict == "untested" and r.regime_points == 0
         doc = r.to_json()
-        assert doc["seeds"] == 1 and all(p["values"] for p in doc["map"]["points"])
+        why = doc["untested_reason"]
+        assert "200 minibatches" in why and "6900" in why and "CPU" in why and "GPU-hours" in why, why
+        assert all(p["values"] for p in doc["map"]["points"]) and doc["practice"] == "standard transformer"
+
+
+def test_untested_reason_prices_the_protocol_from_the_measured_rates():
+    """The cost is PROTOCOL_COST's (measured, full vocabulary) when given, else this run's own rate."""
+    from dataclasses import replace
+
+    import figures.joma.text as FT
+
+    cfg = replace(JT.JomaTextConfig.quick(), seeds=(1,), steps=100)
+    res = {"config": cfg, "runs": {(1, 1e-4): [None]}, "seconds": 36.0}  # 0.36 s per minibatch
+    lower = FT.untested_reason(res, [0.1, -0.2], cost={})
+    # 10 (depth, lr) runs x 12 seeds x 6900 minibatches x 0.36 s = 82.8 h
+    assert ">= 83 CPU-hours" in lower and "1 of 2" in lower
+    priced = FT.untested_reason(res, [0.1], cost={"cpu_core_seconds": 7200.0, "gpu_seconds": 5400.0, "gpu": "H100"})
+    assert "~2 CPU core-hours" in priced and "~1.5 GPU-hours on one H100" in priced
 
 
 @pytest.mark.parametrize("curve,verdict", [(BOUNCE, "holds"), (MONOTONE, "fails")])
-def test_text_claims_decided_over_five_long_seeds(monkeypatch, curve, verdict):
-    """With >= 5 seeds of runs as long as the paper's, the points are decided over seeds: the
+def test_text_claims_decided_over_six_long_seeds(monkeypatch, curve, verdict):
+    """With 6 seeds of runs as long as the paper's, the points are decided over seeds: the
     bouncing curves hold, the monotone ones fail (the best lr: 1e-3, lowest validation loss)."""
-    FT = _planted_results(monkeypatch, range(1, 6), 6900, curve)
+    FT = _planted_results(monkeypatch, range(1, 7), 6900, curve)
     out = {r.name: r for r in FT.text_claim_results(True, "cpu")}
-    ent = out["wikitext_entropy_drop_and_bounce"]
-    assert ent.verdict == verdict and ent.seeds == 5 and ent.regime_points == 3  # layers of depths 1 and 2
+    ent = out["wikitext_entropy_drop_and_bounce"]  # 3 points (layers of depths 1 and 2): 6 seeds let both fire
+    assert ent.verdict == verdict and ent.seeds == 6 and ent.regime_points == 3
     best = out["wikitext_bounce_at_best_lr"]
     assert best.verdict == verdict and best.regime_points == 1 and best.at == {"lr": 1e-3}
