@@ -155,11 +155,13 @@ def _layers(traj) -> int:
 #: the paper's protocol's cost (every depth, learning rate and seed of ``JomaTextConfig.full()``: 10
 #: (depth, lr) runs x 12 seeds x 6900 minibatches at the full vocabulary, every validation chunk at each
 #: of the 70 checkpoints), in seconds. CPU: :mod:`empirical.joma.text_cost` on one core of this
-#: project's 2-core machine (tdyn's own runs; 1- and 5-layer rates, other depths interpolated). GPU: the
+#: project's 2-core machine (process CPU time of tdyn's own runs, one torch thread: 0.109 s per
+#: minibatch at 1 layer, 0.386 s at 5, other depths interpolated; a validation pass priced as 620
+#: forward-only chunks of half a minibatch's tokens, 1/6 of a minibatch each). GPU: the
 #: same-size model (tutorial Transformer, d 200, one head, 40k-word decoder, Adam, clip 0.5) timed in
 #: plain PyTorch on one NVIDIA H100 80GB, 300 minibatches and a 620-chunk validation pass per depth,
 #: one run at a time (launch-bound: runs packed side by side on the GPU would cost less).
-PROTOCOL_COST = {"cpu_core_seconds": None, "gpu_seconds": 21414.0, "gpu": "NVIDIA H100 80GB"}
+PROTOCOL_COST = {"cpu_core_seconds": 572471.0, "gpu_seconds": 21414.0, "gpu": "NVIDIA H100 80GB"}
 
 
 def _points(claim, cells, inside):
