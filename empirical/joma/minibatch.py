@@ -1,5 +1,5 @@
 """Minibatch SGD of the JoMA block, every seed in one vectorised run (spec §2.7: the process the
-block SDE approximates; issue 20's calibration).
+block SDE approximates; the SDE's calibration).
 
 The network is :class:`~empirical.joma.model.JomaBlock` (the ``fixed`` top: loss
 ``-mean_{n in batch} G_n . h(x_n)``, Assumption 1 exactly), trained by the paper's one update rule

@@ -1,5 +1,5 @@
 """The JoMA block SDE (spec §2.7, :mod:`theory.joma.sde`) against real minibatch SGD of the block
-(:func:`empirical.joma.minibatch.sgd_seeds`): issue 20's calibration and the SDE's own claim.
+(:func:`empirical.joma.minibatch.sgd_seeds`): the SDE's calibration and its own claim.
 
 **Protocol.** The ``fixed`` block (exp attention, linear MLP, ``Mc = 6``, ``K = N = 3``: the
 derivation check's block, whose noise is derived from its per-sample loss) from zero
@@ -56,7 +56,7 @@ CLAIM = "sde_band_covers_sgd"
 #: observables of the report (the first unit's weight on the first token, two attention logits,
 #: the Theorem-1 invariant of token 1, which SGD noise moves: an Itô effect the SDE predicts)
 OBSERVABLES = ("v_1_1", "z_1", "z_3", "invariant_1")
-#: the issue's coverage window (±5 points) and levels
+#: the calibration's coverage window (±5 points) and levels
 TOLERANCE, LEVELS = 0.05, (0.5, 0.8, 0.9)
 
 

@@ -7,16 +7,19 @@ number, applied identically to the network and to the theory), the regime's deri
 and the theory's trajectory — and :func:`claims`, the paper row's ``claims`` slot.
 
 * ``invariant_holds`` / ``invariant_holds_mixture`` — Theorem 1 (softmax):
-  :func:`invariant_residual`, :func:`invariant_regime`, :func:`block_theory`;
+  :func:`invariant_residual` (and Fig. 2's correlation measure), :func:`invariant_regime` (the
+  gradient-flow bound ``lr x curvature < 2`` on the exact flow), :func:`block_theory` (=
+  :func:`exact_theory`), the null :func:`invariant_null_runs` (the estimate of another token);
 * ``entropy_drops_then_bounces`` — Theorem 4: :func:`entropy_rebound`, :func:`bounce_regime`,
-  :func:`bounce_theory` (the probe's gradient flow, :func:`probe_flow`);
+  :func:`bounce_theory` (the probe's exact gradient flow, :func:`probe_flow`);
 * ``learning_order_lowest_lca_first`` — §3.4 / Theorem 5: :func:`order_spearman`,
-  :func:`hblt_regime`, :func:`hblt_theory`;
+  :func:`hblt_regime`, :func:`hblt_theory` (= :func:`exact_theory` of the HBLT block);
 * the real-text claims (Figs. 6 and 8) — :mod:`.text` (``text_claims.toml``).
 
-Every theory trajectory is measured by the network's own observables
-(:func:`empirical.joma.seeds.observe_at` on the ODE's states), so network and theory are judged
-by the same code.
+Every theory is the **exact** gradient flow of the network the claim trains (the back-propagated
+gradient recomputed along the path; nothing frozen or reduced), measured by the network's own
+observables (:func:`empirical.joma.seeds.observe_at` on the ODE's states), so network and theory
+are judged by the same code.
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ from theory.errors import SolverError
 
 from ..claims import registry_claims
 
-__all__ = ["claims", "decide_registry", "invariant_residual", "invariant_regime", "block_theory", "entropy_rebound",
-           "bounce_regime", "bounce_theory", "probe_flow", "order_spearman", "hblt_regime", "hblt_theory",
-           "THEORY_SEEDS", "lr_curvature_of_path"]
+__all__ = ["claims", "decide_registry", "invariant_residual", "invariant_regime", "invariant_null_runs",
+           "block_theory", "exact_theory", "path_curvature", "entropy_rebound", "bounce_regime", "bounce_theory",
+           "probe_flow", "order_spearman", "hblt_regime", "hblt_theory", "THEORY_SEEDS", "EXACT_SEEDS",
+           "EXACT_HORIZON", "lr_curvature_of_path"]
 
 #: the registry's claims, decided through the sweep machinery (store, resume, --workers, --ray)
 decide_registry = registry_claims("joma", Path(__file__).with_name("claims.toml"))
@@ -418,7 +422,8 @@ def order_spearman(traj, config, *, horizon: float, horizon_factor: float = 1.0)
     """Per seed: the Spearman rank correlation between the LCA height of each *learned* token
     (its attention logit at the horizon ``T`` above its start; suppressed tokens excluded) and its
     half-time (the first logged time its logit reaches half of its change at ``T``). NaN when the
-    learned tokens span fewer than two heights (no order to measure) or the run ends before T."""
+    learned tokens span fewer than two heights (no order to measure) or the run ends before T.
+    ``T = horizon x horizon_factor`` (the robustness row "horizon x4")."""
     T = float(horizon) * float(horizon_factor)
     t = traj["time"].values
     if T > t[-1] * (1 + 1e-12):

@@ -207,7 +207,7 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
                "headline_is": "mixture (CE top, tanh, softmax)",
                "derivation_check_regime": (f"exp attention, linear MLP, Mc={d['config'].Mc}, K={d['config'].K}, "
                                            f"fixed g = I - 11^T/K, lr={d['config'].lr}, {d['config'].steps} steps"),
-               # issue 20: the block SDE against minibatch SGD (its claim decided over seeds, coverage at
+               # the block SDE against minibatch SGD (its claim decided over seeds, coverage at
                # 50/80/90 %, variance ratios, where it breaks over (lr, batch)): figures.joma.calibration
                "sde_calibration": sde_calibration(quick, dev)}
     return Report("joma", regime, obs, list(decided_claims(quick=quick, device=device)), headline_breaks(h), details)

@@ -331,7 +331,7 @@ SHOWN_RUNS = 16
 
 
 def fig_sde_overlay(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
-    """The block SDE beside the ODE and real minibatch SGD (issue 20; :mod:`.calibration`'s
+    """The block SDE beside the ODE and real minibatch SGD (spec §2.7; :mod:`.calibration`'s
     protocol point ``lr = 0.01``, one row per step drawn with replacement): the block ODE (solid),
     the SDE's 10-90 % band (shaded, dashed edges, over 1024 paths: the ensemble the claim uses) and
     the first :data:`SHOWN_RUNS` SGD runs of the claim's seeds, for :data:`.calibration.OBSERVABLES`,

@@ -1,5 +1,5 @@
 """`make bench`: 12 seeds in one vectorised run (empirical.joma.seeds.train_seeds) vs a per-seed
-loop of Trainer runs, for the small runs the claims' maps make (issue 19; goal >= 5x). The speed
+loop of Trainer runs, for the small runs the claims' maps make (goal >= 5x). The speed
 is reported (bench_row), never asserted; the agreement of the two is tested in test_seeds.py."""
 
 import time

@@ -79,7 +79,7 @@ def test_hierarchy_transformer_observables_match_independent_computation():
 
 def test_hier_variant_uses_every_setting():
     """`--variant hier --set lr=0.5` reaches Adam (its first step moves every parameter by ~lr:
-    lr g / (|g| + eps)); width/hidden reach the model (issue 8)."""
+    lr g / (|g| + eps)); width/hidden reach the model."""
     exp = E.experiment(J.JomaConfig(lr=0.5).replace(variant="hier", width=8, hidden=6), "hier")
     exp.setup(torch.device("cpu"), torch.Generator())
     before = [p.detach().clone() for p in exp.model.parameters()]

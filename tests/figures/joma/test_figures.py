@@ -28,7 +28,7 @@ def test_table1_csv_aggregates_the_runs(tmp_path):
 
 
 def test_restyled_figures_pass_the_lint_strictly():
-    """Issue 21's fixes for JoMA, read from the matplotlib objects: colourbars on the U^T W
+    """The restyled JoMA figures, read from the matplotlib objects: colourbars on the U^T W
     heatmaps (Fig. 3), labelled axes, every curve named in a legend that covers no data, no
     internal names in titles (Fig. 4 said "fig_headline"), at most three panels per row."""
     with collecting(strict=True) as written:

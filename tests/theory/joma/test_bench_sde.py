@@ -1,4 +1,4 @@
-"""`make bench` row of JoMA's block SDE (issue 20): 1000 paths over the compare horizon (the
+"""`make bench` row of JoMA's block SDE: 1000 paths over the compare horizon (the
 derivation check's block, 2600 optimiser steps to t = 13, one Euler–Maruyama step per optimiser
 step), warm, jax and numba engines, path-steps/s; goal <= 10 s on 2 cores."""
 

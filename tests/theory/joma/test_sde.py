@@ -1,7 +1,7 @@
-"""theory/joma/sde.py and the block's derived noise (spec §2.7, project extension; issue 20): the
+"""theory/joma/sde.py and the block's derived noise (spec §2.7, project extension): the
 noise comes from the per-sample loss, its mean is the derived block flow, its covariance is the
 covariance of the real network's per-row gradients, one Euler–Maruyama step has covariance
-``Sigma dt``, the SDE is the pre-issue-20 hand-built model within Monte-Carlo error, and the path
+``Sigma dt``, the SDE is the earlier hand-built model within Monte-Carlo error, and the path
 spread scales as ``sqrt(lr/B)``."""
 
 import numpy as np
@@ -78,7 +78,7 @@ def test_one_step_increment_covariance_is_sigma_dt():
 
 
 def test_derived_sde_equals_the_hand_built_row_covariance_model():
-    """Same diffusion as the pre-issue-20 model at random states (to rounding), and the same
+    """Same diffusion as the earlier hand-built model at random states (to rounding), and the same
     ensemble statistics within Monte-Carlo error (independent seeds)."""
     import jax.numpy as jnp
 
