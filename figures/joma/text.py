@@ -247,7 +247,8 @@ def untested_reason(res, values, cost: dict | None = None) -> str:
     else:
         price.append(f">= {lower:.0f} CPU-hours at this run's rate (its {c.vocab_size}-word vocabulary: a lower bound)")
     if cost.get("gpu_seconds"):
-        price.append(f"~{cost['gpu_seconds'] / 3600:.1f} GPU-hours on one {cost['gpu']} (measured rate, one run at a time)")
+        price.append(f"~{cost['gpu_seconds'] / 3600:.1f} GPU-hours on one {cost['gpu']} (the same-size model timed in plain "
+                     "PyTorch, one run at a time)")
     return (f"no in-regime point: the quick protocol trains {c.steps} minibatches per run, the paper's horizon is "
             f"{full.steps} (20 epochs; regime >= 6900). {measured}. Running the paper's protocol (tdyn figures joma "
             f"--full: {len(pairs)} (depth, lr) runs x {len(full.seeds)} seeds x {full.steps} minibatches, full "
