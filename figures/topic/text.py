@@ -31,7 +31,7 @@ from ..core import finish_figure, save_table
 from ..realtext import corpus_available, results, runs_dir
 
 __all__ = ["fig_topic_ratios", "text_claim_results", "decide", "text_registry", "min_log_ratio",
-           "control_relative_gap", "other_seed_relative_gap",
+           "control_relative_gap", "other_seed_relative_gap", "null_values",
            "TEXT_CLAIMS", "STATS"]
 
 #: the real-text claims (registry format, docs/claims.md), decided on the protocol's own runs
@@ -133,11 +133,14 @@ def text_registry():
 #: of the validation split (20 per run): ~6100 CPU-s per seed, ~20 core-hours for 12 seeds
 FULL_PROTOCOL_COST = ("the full protocol (20000 minibatches of a 4-layer, 4-head, 256-wide masked LM, 12 seeds) "
                       "costs ~20 CPU core-hours (measured: 0.21 CPU-s per minibatch and ~98 CPU-s per validation "
-                      "pass on one thread) or ~1 GPU-hour on one H100/H200 (estimated)")
+                      "pass on one thread, 2-core CPU; GPU time not measured)")
 
 
-def _null_values(name, df, seeds, c, thr):
-    """Per-seed values of the claim's null control at threshold ``thr``."""
+def null_values(name, df, seeds, c, thr):
+    """Per-seed values of the null control of claim ``name`` at threshold ``thr`` (the registry's
+    ``null.runs``: the real-text claims' nulls are measured on the protocol's own runs, as their
+    points are): the initialisation's rows for the trained-model claim, the next seed's trained
+    model for the control claim."""
     if name == "wikitext_topic_ratios_above_one":  # the random initialisation in place of the trained model
         return [min_log_ratio(df[(df["seed"] == s) & (df["model"] == "control")], c, threshold=thr) for s in seeds]
     return [other_seed_relative_gap(df[df["seed"] == s], c, threshold=thr,
@@ -171,7 +174,7 @@ def decide(res, quick: bool = True, level: float = 0.95) -> list:
         cells = [({"threshold": thr}, [stat(df[df["seed"] == s], c, threshold=thr) for s in seeds])
                  for thr in thresholds]
         points = points_over_seeds(claim, cells, lambda coords: (inside, violated), level)
-        null = (_NULLS[name], {"threshold": thresholds[0]}, _null_values(name, df, seeds, c, thresholds[0])) \
+        null = (_NULLS[name], {"threshold": thresholds[0]}, null_values(name, df, seeds, c, thresholds[0])) \
             if thresholds else None
         untested = "" if inside else (f"no in-regime point: the quick run is not the pretrained model the claim is "
                                       f"about ({'; '.join(violated)}); {FULL_PROTOCOL_COST}")
