@@ -123,9 +123,11 @@ def pair_gaps(name: str, S: np.ndarray, N: np.ndarray, topic: np.ndarray, *, rng
     a sequence). ``<name>_perm_z`` = (gap - null mean) / null SD, a calibrated z: standard under
     exchangeable labels whatever the dependence, unlike a z treating the pairs as independent."""
     ms, md, gap = _gaps(S, N, topic)
-    null = np.array([_gaps(S, N, rng.permutation(topic))[2] for _ in range(permutations)])
+    perms = [_gaps(S, N, rng.permutation(topic)) for _ in range(permutations)]
+    null = np.array([g for _, _, g in perms])
     sd = float(null.std(ddof=1))
     return {f"{name}_same": ms, f"{name}_diff": md, f"{name}_ratio": ms / md, f"{name}_gap": gap,
+            f"{name}_shuffled_same": perms[0][0], f"{name}_shuffled_diff": perms[0][1],
             f"{name}_perm_z": (gap - float(null.mean())) / sd if sd > 0 else float("nan"),
             f"{name}_perm_p": float((1 + np.sum(np.abs(null) >= abs(gap))) / (1 + permutations))}
 

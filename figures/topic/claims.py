@@ -12,8 +12,13 @@ over the real-text protocol's seeds (none without a corpus). This module holds t
   :func:`stage_separation`, :func:`onset_error_efolds`, :func:`log_gamma_hat`,
   :func:`gamma_convergence` (two stages, stage 2), :func:`table_ordering` (the attention table);
 * the regime's derived quantities (:func:`stage1_quantities`, :func:`two_stage_quantities`, ...);
-* the theory's trajectories (:func:`stage1_theory`: the derived stage-1 ODE;
-  :func:`two_stage_theory`: :func:`theory.topic.onset.trajectory`; :func:`table_theory`).
+* the theory's trajectories, on the exact (un-reduced) population flows of
+  :mod:`theory.topic.exact` (:func:`stage1_theory`: the full-space ``(W_V, b)`` flow;
+  :func:`two_stage_theory`: the full ``W_K, W_Q, W_V, b`` flow from random initialisations) —
+  the reduced ODE and the linearised escape define the criteria, so they are not their checks;
+  :func:`table_theory` (the closed-form stage-2 optimum: no exact flow exists for Adam/CE);
+* the null controls' runs (:func:`shuffled_topic_runs`) and the claims left *untested* in quick
+  mode (:data:`QUICK_UNTESTED`: the paper's own table protocol, with its cost).
 
 The time of an event in a logged trajectory is interpolated between logging points (linearly for
 the value matrix's topic mode, in ``log`` for the exponentially growing K/Q norms).

@@ -15,11 +15,14 @@ from figures.topic import text as T
 STATS = ("cosine", "dot", "attention")
 
 
-def _row(seed, model, thr, same, diff):
-    """One protocol row: per statistic its same/diff means, ratio and gap."""
+def _row(seed, model, thr, same, diff, jitter=(0.0, 0.0, 0.0)):
+    """One protocol row: per statistic its same/diff means, ratio and gap, and the means under
+    shuffled topic labels (both near the pooled mean: ``jitter`` is their relative difference)."""
     out = {"seed": seed, "model": model, "threshold": thr}
-    for s, a, b in zip(STATS, same, diff):
-        out.update({f"{s}_same": a, f"{s}_diff": b, f"{s}_ratio": a / b, f"{s}_gap": a - b})
+    for s, a, b, j in zip(STATS, same, diff, jitter):
+        m = (a + b) / 2
+        out.update({f"{s}_same": a, f"{s}_diff": b, f"{s}_ratio": a / b, f"{s}_gap": a - b,
+                    f"{s}_shuffled_same": m * (1 + j), f"{s}_shuffled_diff": m})
     return out
 
 
@@ -32,7 +35,7 @@ def _res(config, trained_ratio, control_rel, seeds=range(1, 6), noise=0.05):
     for seed in seeds:
         for thr in config.thresholds:
             r = np.asarray(trained_ratio, dtype=float) * np.exp(rng.normal(0, noise, 3))
-            rows.append(_row(seed, "trained", thr, 0.01 * r, [0.01] * 3))
+            rows.append(_row(seed, "trained", thr, 0.01 * r, [0.01] * 3, rng.normal(0, 0.02, 3)))
             rel = np.asarray(control_rel, dtype=float) + rng.normal(0, noise, 3)
             rows.append(_row(seed, "control", thr, 0.01 + rel * 0.01 * (r - 1), [0.01] * 3))
     return {"config": config, "table": pd.DataFrame(rows), "seconds": 1.0}
@@ -74,7 +77,7 @@ def test_in_regime_toy_holds_and_the_null_does_not():
     assert (trained.verdict, trained.regime_points, trained.seeds) == ("holds", 3, 12)
     assert trained.estimate == pytest.approx(math.log(1.2), abs=0.05)
     assert control.verdict == "holds"
-    # the nulls: the initialisation as the trained model (ratios ~1), another seed's trained model as the control
+    # the nulls: shuffled topic labels (ratios ~1), another seed's trained model as the control
     assert trained.null.verdict != "holds" and control.null.verdict != "holds"
 
 
