@@ -670,4 +670,6 @@ def map_runs(name: str, *, quick: bool = True, device: str = "cpu") -> list[tupl
     spec = claims.registry().get(name)
     plan = plan_claim(spec, quick=quick)
     runs = resolve_ref(spec.runs, f"{spec.field}.runs")
-    return [(coords, cfg, runs(cfg, seeds=list(plan.seeds), device=device)) for coords, cfg in plan.configs]
+    used = sorted({p[1] for p in plan.points})  # the map's own cells (grid and demonstration points)
+    cells = [plan.cells[i] for i in used]
+    return [(dict(c.coords), c.config, runs(c.config, seeds=list(plan.seeds), device=device)) for c in cells]
