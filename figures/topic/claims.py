@@ -97,7 +97,28 @@ def quick_untested(name: str):
            f"{seeds} seeds each at {steps:.0f} steps, cost ~{cpu / 3600:.1f} CPU core-hours on a 2-core CPU (cell_cost, "
            f"measured per seed-step; GPU time not measured); "
            f"run `tdyn claims topic --full`")
-    return conclude(spec, [], quick=True, untested=why)
+    return conclude(spec, _unrun_points(spec), quick=True, untested=why)
+
+
+def _unrun_points(spec) -> list:
+    """The quick map's points and the paper's demonstration rows of an untested claim, at the quick
+    protocol (where they lie outside the regime), not run: no values, the violated bounds named."""
+    import itertools
+
+    from ..claims import MapPoint
+
+    quick_cfg = spec.protocol.config(th.TopicConfig, True)
+    axes = spec.map.axes
+    coords_list = [(dict(zip([a.name for a in axes], combo)), "")
+                   for combo in itertools.product(*[a.points(True) for a in axes])]
+    coords_list += [(dict(d.coords), d.label) for d in spec.demos]
+    points = []
+    for coords, label in coords_list:
+        cfg = quick_cfg.replace(**{k: v for k, v in coords.items() if hasattr(quick_cfg, k)})
+        inside, violated, _ = spec.regime_point(cfg, coords)
+        points.append(MapPoint(coords, False, tuple(violated), (), None,
+                               note="not run in quick mode (outside the regime at the quick protocol)", demo=label))
+    return points
 
 
 # ------------------------------------------------------------------------------------------------
@@ -193,7 +214,7 @@ def stage1_theory(config: th.TopicConfig):
     :data:`STAGE1_RUN_TIME_CONSTANTS` time constants: ``topic_mode`` per step."""
     from theory.topic import exact
 
-    t = np.linspace(0.0, STAGE1_RUN_TIME_CONSTANTS * stage1_time_constant(config), 1601)
+    t = np.linspace(0.0, STAGE1_RUN_TIME_CONSTANTS * stage1_time_constant(config), 481)
     flow = exact.stage1_flow(config, t)
     return xr.Dataset({k: ("time", v) for k, v in flow.items()}, coords={"time": t})
 
