@@ -56,9 +56,10 @@ def test_theory_passes_its_own_criterion_inside_the_regime(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["two_stage_ordering", "stage2_onset", "attention_topic_wise"])
 def test_theory_passes_its_own_criterion_inside_the_regime_joint(name):
+    """On the exact joint flow (5 random initialisations per in-regime point)."""
     check = theory_check(_spec(name))
     assert check.holds, str(check)
-    assert len(check.points) >= 3
+    assert len(check.points) >= 2
 
 
 def test_every_claim_labels_its_practice_and_theory_flow():
