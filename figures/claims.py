@@ -1,50 +1,45 @@
-"""Claims decided as a referee would: over seeds, with a confidence interval, inside the paper's
-regime, with a validity map of where the claim holds and where it breaks.
+"""Claims decided as a referee would: over seeds (the seed is the unit), by tests whose error rates
+are controlled over a claim's in-regime map points at the seed counts used, inside the paper's
+regime, against a null control, with the theory checked on the exact flow and a validity map of
+where the claim holds and where it breaks.
 
 A paper's claims are data (``figures/<p>/claims.toml``, read by
 :func:`figures.claims_registry.load_registry`; schema in ``docs/claims.md``) plus the functions
 that data names (the statistic of one seed's trajectory; optionally derived quantities, a batched
 ``runs`` function and the theory's trajectory). This module decides them:
 
-* :func:`decide` — ``holds | fails | inconclusive`` from a confidence interval of the statistic
-  over seeds (:func:`interval`): ``holds`` when the interval lies strictly on the criterion's
-  holding side, ``fails`` when strictly on the other, ``inconclusive`` when it touches or
-  straddles the boundary. Fewer than :data:`MIN_SEEDS` seeds is a :class:`ConfigError`.
-* :func:`grade` — evidence grade A (>= 12 seeds and >= 6 regime points), B (>= 5 and >= 3), C.
+* :func:`decide` — one point's verdict from one statistic value per seed: the one-sided tests of
+  :mod:`figures.claims_stats` (exact sign test on the median by default; exact binomial for a
+  proportion; t for a mean), ``holds`` / ``fails`` / ``inconclusive``.
 * :func:`decide_claim` — the validity map (one sweep cell per point of the config axes, all seeds
-  of a point in one cell; statistic axes such as a horizon evaluated on the same runs) run through
-  :mod:`empirical.sweeps` (store, resume, ``--workers``, ``--ray``), every point decided, the
-  claim concluded from its in-regime points: a :class:`ClaimResult`.
+  of a point in one cell; statistic axes evaluated on the same runs; the paper's demonstration
+  settings as marked points; the null control and the robustness variants as cells of their own)
+  run through :mod:`empirical.sweeps` (store, resume, ``--workers``, ``--ray``) and concluded:
+
+  - **holds** when every in-regime point holds at alpha = 0.05 (intersection-union test),
+  - **fails** when Holm's procedure over the in-regime points' failing-side p-values rejects one,
+  - **inconclusive** otherwise, **untested** when no in-regime point was run (:func:`conclude`).
+
+  Both a false ``holds`` and a false ``fails`` have probability at most alpha whatever the number
+  of points (simulated in ``tests/figures/test_claims_stats.py``). A map whose seeds cannot give
+  both verdicts is refused when planned (:func:`figures.claims_stats.can_fire`).
 * :func:`registry_claims` — a paper's ``claims`` slot in one line.
 * :func:`theory_check` / :func:`planted_violation` — the tests every claim needs: the criterion
   applied to the theory's own trajectory holds inside the regime; a planted violation fails.
 
-**Interval** (the documented choice): for the mean, the *expanded percentile bootstrap*
-(Hesterberg 2015, *The American Statistician* 69(4)): :func:`scipy.stats.bootstrap` with
-``method="percentile"`` at the confidence level whose normal quantile is ``sqrt(n/(n-1)) *
-t_{n-1}`` of the requested level. The plain percentile (and BCa) interval is too narrow by the
-factors ``sqrt((n-1)/n)`` and ``z/t_{n-1}``: on normal data it covers 0.85 (n=5) and 0.92 (n=12)
-at a nominal 0.95; the expanded one covers 0.93 and 0.95 (measured in the tests). No percentile
-interval exceeds the data's range, so at n=5 coverage cannot pass ``1 - 2^{1-n} = 0.9375`` for a
-symmetric statistic: quick-mode verdicts (5 seeds) are weaker than full ones (12) and the grade
-says so. Skewed statistics cover less (0.88 for exponential data at n=5); prefer a statistic that
-is a mean of many terms, or the median. **Exact** intervals where the statistic allows: the median
-(order statistics, binomial coverage >= level), a proportion of seeds (Clopper-Pearson), and a
-statistic identical over seeds (the degenerate interval).
-
-**The claim's verdict** comes from its in-regime map points, decided with simultaneous intervals
-(Bonferroni over the m in-regime points: each at level ``1 - (1 - level)/m``): ``fails`` when some
-in-regime point fails, ``holds`` when every one holds, else ``inconclusive``. The reported interval
-is the deciding point's: the failing point furthest on the failing side, or the holding point
-closest to the boundary (the weakest link). Points outside the regime say where it breaks.
+The reported interval of a point is the one its tests read: the one-sided bound at alpha on the
+holding side and at the point's Holm level on the failing side (order statistics for the median,
+Clopper-Pearson for a proportion, Student t for a mean), so the verdict is the interval's position
+against the boundary. Points outside the regime are decided alone (a family of one each) and say
+where the claim breaks; they never enter the verdict.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import sys
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -57,22 +52,22 @@ import xarray as xr
 from simulate.trajectory import jsonable
 from theory.errors import ConfigError, DivergenceError, SolverError
 
+from . import claims_stats as st
 from .claims_registry import MIN_SEEDS, ClaimSpec, Criterion, Registry, load_registry, resolve_ref
 
 __all__ = ["decide", "decide_exact", "interval", "grade", "Decision", "MapPoint", "ClaimResult", "decide_claim",
-           "plan_claim", "MapPlan", "conclude", "points_over_seeds",
+           "plan_claim", "MapPlan", "conclude", "points_over_seeds", "NullResult",
            "claim_cell", "registry", "registry_claims", "run_claims", "theory_check", "TheoryCheck",
-           "planted_violation", "statistic_values", "VERDICTS", "GRADES", "MIN_SEEDS", "CLAIM_CELL",
+           "planted_violation", "statistic_values", "VERDICTS", "GRADES", "MIN_SEEDS", "CLAIM_CELL", "ALPHA",
            "load_registry", "NoClaims", "map_cost", "too_costly", "NeedsAccelerator", "CPU_CORE_HOURS",
            "cpu_core_hours"]
 
-VERDICTS = ("holds", "fails", "inconclusive")
+VERDICTS = ("holds", "fails", "inconclusive", "untested")
 #: grade -> (least seeds, least in-regime map points)
 GRADES = {"A": (12, 6), "B": (MIN_SEEDS, 3)}
 #: the sweep-cell function of a map point (``empirical.sweeps`` runs it by reference)
 CLAIM_CELL = "figures.claims:claim_cell"
-#: bootstrap resamples (scipy's default)
-N_RESAMPLES = 9999
+ALPHA = st.ALPHA
 
 
 # ------------------------------------------------------------------------------------------------
@@ -80,8 +75,10 @@ N_RESAMPLES = 9999
 # ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Decision:
-    """A verdict from an interval: ``estimate`` of the statistic's estimand over ``seeds``, its
-    ``interval`` at ``level``, and how it was computed (``method``)."""
+    """A point's verdict: ``estimate`` of the statistic's estimand over ``seeds``, the ``interval``
+    its tests read (module docstring), the p-values of the holding and failing tests (``p_fails``
+    unadjusted; ``fail_level`` is the level it was compared with: alpha, or Holm's for the point),
+    and the test (``method``)."""
 
     verdict: str
     estimate: float
@@ -89,10 +86,14 @@ class Decision:
     seeds: int
     level: float
     method: str
+    p_holds: float = float("nan")
+    p_fails: float = float("nan")
+    fail_level: float = float("nan")
 
     def to_json(self) -> dict[str, Any]:
         return jsonable({"verdict": self.verdict, "estimate": self.estimate, "interval": list(self.interval),
-                         "seeds": self.seeds, "level": self.level, "method": self.method}, finite=True)
+                         "seeds": self.seeds, "level": self.level, "method": self.method, "p_holds": self.p_holds,
+                         "p_fails": self.p_fails, "fail_level": self.fail_level}, finite=True)
 
 
 def _values(values: Any, field: str = "values") -> np.ndarray:
@@ -106,59 +107,76 @@ def _values(values: Any, field: str = "values") -> np.ndarray:
     return x
 
 
-def interval(values: Any, *, estimator: str = "mean", level: float = 0.95, seed: int = 0
-             ) -> tuple[float, tuple[float, float], str]:
-    """``(estimate, (lo, hi), method)``: a two-sided ``level`` confidence interval of the
-    estimand over seeds (module docstring: expanded percentile bootstrap of the mean; exact for the
-    median, a proportion, or identical values). ``seed`` seeds the bootstrap (same seed, same
-    interval)."""
-    from scipy import stats
+def _check_estimator(x: np.ndarray, estimator: str) -> None:
+    if estimator not in st.METHODS:
+        raise ConfigError("estimator", f"must be median, proportion or mean, got {estimator!r}")
+    if estimator == "proportion" and not np.all((x == 0) | (x == 1)):
+        raise ConfigError("values", "a proportion needs a statistic of 0 or 1 per seed")
 
+
+def interval(values: Any, *, estimator: str = "median", level: float = 0.95) -> tuple[float, tuple[float, float], str]:
+    """``(estimate, (lo, hi), method)``: the two-sided ``level`` confidence interval of the estimand
+    over seeds, each end the one-sided ``1 - (1 - level)/2`` bound of
+    :func:`figures.claims_stats.one_sided_bound` (exact for the median and a proportion; t for the
+    mean). A median's end is infinite where ``n`` seeds cannot reach ``level``."""
     x = _values(values)
-    n = x.size
     if not 0 < level < 1:
         raise ConfigError("level", f"must lie in (0, 1), got {level}")
-    if estimator == "proportion":
-        if not np.all((x == 0) | (x == 1)):
-            raise ConfigError("values", "a proportion needs a statistic of 0 or 1 per seed")
-        k = int(x.sum())
-        ci = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
-        return k / n, (float(ci.low), float(ci.high)), "exact (Clopper-Pearson)"
-    if estimator == "median":
-        # [x_(k), x_(n+1-k)] covers the median with probability 1 - 2 P(Bin(n, 1/2) <= k-1)
-        xs = np.sort(x)
-        best = 0
-        for k in range(1, n // 2 + 1):
-            if 1 - 2 * stats.binom.cdf(k - 1, n, 0.5) >= level:
-                best = k
-        if best == 0:
-            need = next(m for m in itertools.count(n) if 1 - 2 * 0.5 ** m >= level)
-            raise ConfigError("seeds", f"an exact {level:g} interval of the median needs >= {need} seeds, got {n}")
-        return float(np.median(x)), (float(xs[best - 1]), float(xs[n - best])), "exact (order statistics)"
-    if estimator != "mean":
-        raise ConfigError("estimator", f"must be mean, median or proportion, got {estimator!r}")
-    if np.all(x == x[0]):
-        return float(x[0]), (float(x[0]), float(x[0])), "exact (identical over seeds)"
-    alpha = 1 - level
-    z = math.sqrt(n / (n - 1)) * stats.t.ppf(1 - alpha / 2, n - 1)
-    expanded = min(1 - 2 * stats.norm.sf(z), 1 - 1e-12)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = stats.bootstrap((x,), np.mean, method="percentile", confidence_level=expanded,
-                              n_resamples=N_RESAMPLES, vectorized=True, rng=np.random.default_rng(seed))
-    lo, hi = res.confidence_interval
-    return float(x.mean()), (float(lo), float(hi)), f"bootstrap (expanded percentile, {N_RESAMPLES} resamples)"
+    _check_estimator(x, estimator)
+    a = (1 - level) / 2
+    lo, hi = st.one_sided_bound(x, estimator, a, False), st.one_sided_bound(x, estimator, a, True)
+    return st._estimate(x, estimator), (lo, hi), st.METHODS[estimator].split(",")[0]
 
 
-def decide(values_per_seed: Any, criterion: Criterion, *, level: float = 0.95, seed: int = 0,
-           estimator: str = "mean") -> Decision:
-    """The verdict of ``criterion`` on one statistic value per seed (at least :data:`MIN_SEEDS`;
-    fewer is a :class:`ConfigError`, never a verdict)."""
+def _bounds(x: np.ndarray, criterion: Criterion, estimator: str, hold_a: float, fail_a: float) -> tuple[float, float]:
+    """The interval the tests read: the holding side's bound at ``hold_a``, the failing side's at ``fail_a``."""
+    if criterion.direction == "above":
+        return st.one_sided_bound(x, estimator, hold_a, False), st.one_sided_bound(x, estimator, fail_a, True)
+    if criterion.direction == "below":
+        return st.one_sided_bound(x, estimator, fail_a, False), st.one_sided_bound(x, estimator, hold_a, True)
+    return st.one_sided_bound(x, estimator, hold_a, False), st.one_sided_bound(x, estimator, hold_a, True)
+
+
+def _decision(x: np.ndarray, criterion: Criterion, estimator: str, t: st.PointTest, verdict: str,
+              fail_level: float, alpha: float) -> Decision:
+    lo, hi = _bounds(x, criterion, estimator, alpha, fail_level)
+    return Decision(verdict, t.estimate, (lo, hi), int(x.size), 1 - alpha, st.METHODS[estimator], t.p_holds,
+                    t.p_fails, fail_level)
+
+
+def decide(values_per_seed: Any, criterion: Criterion, *, level: float = 0.95, estimator: str = "median",
+           fail_level: float | None = None) -> Decision:
+    """The verdict of ``criterion`` at one point from one statistic value per seed (at least
+    :data:`MIN_SEEDS`; fewer is a :class:`ConfigError`, never a verdict): ``holds`` when the
+    holding test rejects at ``1 - level``, ``fails`` when the failing test rejects at ``fail_level``
+    (default ``1 - level``: a family of one), else ``inconclusive``."""
     x = _values(values_per_seed)
     if x.size < MIN_SEEDS:
         raise ConfigError("seeds", f"a verdict needs >= {MIN_SEEDS} seeds, got {x.size}")
-    est, (lo, hi), method = interval(x, estimator=estimator, level=level, seed=seed)
-    return Decision(criterion.verdict(lo, hi), est, (lo, hi), int(x.size), float(level), method)
+    _check_estimator(x, estimator)
+    alpha = 1 - level
+    fl = alpha if fail_level is None else fail_level
+    t = st.point_test(x, criterion.direction, criterion.boundary, estimator)
+    verdict = "fails" if t.p_fails <= fl else "holds" if t.p_holds <= alpha else "inconclusive"
+    return _decision(x, criterion, estimator, t, verdict, fl, alpha)
+
+
+def decide_family(values: Sequence[Any], criterion: Criterion, *, level: float = 0.95,
+                  estimator: str = "median") -> tuple[str, list[Decision]]:
+    """A claim's verdict over its in-regime points (each ``values[i]`` one number per seed): every
+    point holds -> ``holds``; Holm rejects a point's failing test -> ``fails``; else
+    ``inconclusive`` (:func:`figures.claims_stats.family_decision`)."""
+    xs = [_values(v) for v in values]
+    for x in xs:
+        if x.size < MIN_SEEDS:
+            raise ConfigError("seeds", f"a verdict needs >= {MIN_SEEDS} seeds, got {x.size}")
+        _check_estimator(x, estimator)
+    alpha = 1 - level
+    tests = [st.point_test(x, criterion.direction, criterion.boundary, estimator) for x in xs]
+    fam = st.family_decision(tests, alpha)
+    decs = [_decision(x, criterion, estimator, t, v, fl, alpha)
+            for x, t, v, fl in zip(xs, tests, fam.point_verdicts, fam.fail_levels)]
+    return fam.verdict, decs
 
 
 def decide_exact(value: float, criterion: Criterion) -> Decision:
@@ -205,26 +223,29 @@ def statistic_values(claim: ClaimSpec, trajectories: Sequence[xr.Dataset] | xr.D
     return np.array([float(stat(tr, config, **coords)) for tr in _trajectories(trajectories)], dtype=np.float64)
 
 
-def _decide_values(claim: ClaimSpec, values: np.ndarray, *, level: float, seed: int = 0) -> Decision:
+def _decide_values(claim: ClaimSpec, values: np.ndarray, *, level: float) -> Decision:
     if values.size == 1:
         return decide_exact(values[0], claim.criterion)
-    return decide(values, claim.criterion, level=level, seed=seed, estimator=claim.statistic.estimator)
+    return decide(values, claim.criterion, level=level, estimator=claim.statistic.estimator)
 
 
 # ------------------------------------------------------------------------------------------------
 # The validity map: sweep cells
 # ------------------------------------------------------------------------------------------------
 def claim_cell(paper: str, config: dict, *, statistic: str, seeds: Sequence[int], stat_axes: Mapping[str, Sequence],
-               runs: str = "", theory: str = "", device: str = "cpu", config_class: str = "") -> xr.Dataset:
+               runs: str = "", theory: str = "", device: str = "cpu", config_class: str = "",
+               stat_kwargs: Mapping[str, Any] | None = None) -> xr.Dataset:
     """One map point of the config axes, all seeds (a sweep cell, run by :mod:`empirical.sweeps`):
     the runs (``runs(config, seeds=, device=)``, batched, or the row's train slot per seed), the
-    statistic per seed at every point of the statistic axes, and the theory's statistic there.
+    statistic per seed at every point of the statistic axes (with ``stat_kwargs`` as further
+    keywords: a robustness variant's), and the theory's statistic there.
     Returns ``statistic`` (dims ``seed``, *statistic axes) and ``theory`` (dims ``path``, ...)."""
     from .papers import get
 
     row = get(paper)
     cfg = (resolve_ref(config_class, "config_class") if config_class else row.Config).from_dict(config)
     stat = resolve_ref(statistic, "statistic")
+    extra = dict(stat_kwargs or {})
     if runs:
         out = resolve_ref(runs, "runs")(cfg, seeds=list(seeds), device=device)
     else:
@@ -246,7 +267,7 @@ def claim_cell(paper: str, config: dict, *, statistic: str, seeds: Sequence[int]
         for idx in itertools.product(*[range(k) for k in shape]):
             kw = {n: grid[i][j] for i, (n, j) in enumerate(zip(names, idx))}
             for r, tr in enumerate(trajectories):
-                vals[(r, *idx)] = np.nan if tr is None else float(stat(tr, config, **kw))
+                vals[(r, *idx)] = np.nan if tr is None else float(stat(tr, config, **kw, **extra))
         return vals
 
     data = {"statistic": (("seed", *names), evaluate(trajs, cfg))}
@@ -264,7 +285,8 @@ def claim_cell(paper: str, config: dict, *, statistic: str, seeds: Sequence[int]
 class MapPoint:
     """One point of a validity map: its coordinates (axis -> value), whether it lies inside the
     regime (and which assumptions it violates), the per-seed values and their decision (``None``:
-    undecided, ``note`` says why), and the theory's own values and decision there."""
+    undecided, ``note`` says why), the theory's own values and decision there, and ``demo``: the
+    paper's demonstration setting it stands for (its label; empty for a grid point)."""
 
     coords: Mapping[str, Any]
     inside: bool
@@ -274,6 +296,7 @@ class MapPoint:
     theory: tuple[float, ...] = ()
     theory_decision: Decision | None = None
     note: str = ""
+    demo: str = ""
 
     @property
     def verdict(self) -> str | None:
@@ -284,16 +307,45 @@ class MapPoint:
         return jsonable({"coords": dict(self.coords), "inside": self.inside, "violated": list(self.violated),
                          "verdict": self.verdict, "estimate": None if d is None else d.estimate,
                          "interval": None if d is None else list(d.interval), "seeds": len(self.values),
+                         "p_holds": None if d is None else d.p_holds, "p_fails": None if d is None else d.p_fails,
+                         "fail_level": None if d is None else d.fail_level,
                          "values": list(self.values), "theory": list(self.theory),
                          "theory_verdict": None if self.theory_decision is None else self.theory_decision.verdict,
-                         "note": self.note}, finite=True)
+                         "note": self.note, "demo": self.demo}, finite=True)
+
+
+@dataclass(frozen=True)
+class NullResult:
+    """The null control decided: its description, point, per-seed values and decision;
+    ``discriminating`` is False when the null passes the claim's criterion (verdict ``holds``)."""
+
+    description: str
+    at: Mapping[str, Any]
+    values: tuple[float, ...]
+    decision: Decision | None
+    note: str = ""
+
+    @property
+    def verdict(self) -> str | None:
+        return None if self.decision is None else self.decision.verdict
+
+    @property
+    def discriminating(self) -> bool | None:
+        return None if self.decision is None else self.decision.verdict != "holds"
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.decision
+        return jsonable({"description": self.description, "at": dict(self.at), "verdict": self.verdict,
+                         "estimate": None if d is None else d.estimate,
+                         "interval": None if d is None else list(d.interval), "values": list(self.values),
+                         "discriminating": self.discriminating, "note": self.note}, finite=True)
 
 
 @dataclass(frozen=True)
 class ClaimResult:
-    """A claim decided: the JSON keys are documented in ``docs/claims.md`` (``verdict``,
-    ``interval``, ``seeds``, ``regime``, ``falsifier``, ``grade``, ``statement``, ``estimate``,
-    ``statistic``, ``where_it_breaks``, ``map`` and the rest)."""
+    """A claim decided: the JSON keys are documented in ``docs/claims.md`` (``verdict``, ``test``,
+    ``family_level``, ``seeds``, ``mde``, ``null``, ``theory_check``, ``practice``, ``demo``,
+    ``robustness``, ``interval``, ``regime``, ``falsifier``, ``grade``, ``map`` and the rest)."""
 
     spec: ClaimSpec
     verdict: str
@@ -310,6 +362,11 @@ class ClaimResult:
     quick: bool
     failed_cells: int = 0
     method: str = ""
+    null: NullResult | None = None
+    robustness: tuple[dict, ...] = ()
+    untested_reason: str = ""
+    mde: Mapping[str, Any] = field(default_factory=dict)
+    can_fire: Mapping[str, bool] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -319,13 +376,58 @@ class ClaimResult:
     def statement(self) -> str:
         return self.spec.statement
 
+    @property
+    def robust(self) -> bool | None:
+        """Whether every robustness variant gives the main verdict (``None``: no variant declared)."""
+        return None if not self.robustness else all(r["verdict"] == self.verdict for r in self.robustness)
+
+    @property
+    def sensitivity(self) -> list[dict[str, Any]]:
+        """For an effect-size criterion: the verdict at 1/2x and 2x its boundary (same values)."""
+        crit = self.spec.criterion
+        if crit.kind != "effect size":
+            return []
+        inside = [p for p in self.points if p.inside and p.decision is not None]
+        if not inside or self.verdict == "untested":
+            return []
+        rows = []
+        for factor in (0.5, 2.0):
+            c = crit.scaled(factor)
+            verdict, _ = decide_family([p.values for p in inside], c, level=self.level,
+                                       estimator=self.spec.statistic.estimator)
+            rows.append({"factor": factor, "holds_when": c.describe(), "verdict": verdict})
+        return rows
+
+    def theory_summary(self) -> dict[str, Any]:
+        """The criterion on the theory's own trajectory at the in-regime points: its verdict
+        (``holds`` when every point holds), on which flow, and whether that flow is the exact one."""
+        s = self.spec
+        pts = [p for p in self.points if p.inside and p.theory_decision is not None]
+        if not s.theory:
+            return {"flow": "", "exact": False, "verdict": None, "points": 0,
+                    "note": "no theory function: the claim is not checked on the flow"}
+        verdicts = [p.theory_decision.verdict for p in pts]
+        verdict = (None if not verdicts else "holds" if all(v == "holds" for v in verdicts)
+                   else "fails" if "fails" in verdicts else "inconclusive")
+        note = "" if s.theory_exact else "not checked on the exact flow (a reduced theory)"
+        return {"flow": s.theory_flow, "exact": s.theory_exact, "verdict": verdict, "points": len(pts), "note": note}
+
     def to_json(self) -> dict[str, Any]:
         s = self.spec
+        demos = [{"label": p.demo, "coords": dict(p.coords), "inside": p.inside, "violated": list(p.violated),
+                  "verdict": p.verdict, "estimate": None if p.decision is None else p.decision.estimate}
+                 for p in self.points if p.demo]
         return jsonable({
             "name": s.name, "statement": s.statement, "source": s.source,
             "verdict": self.verdict, "estimate": self.estimate, "interval": list(self.interval),
             "level": self.level, "point_level": self.point_level, "method": self.method,
+            "test": st.METHODS[s.statistic.estimator], "family_level": round(1 - self.level, 12),
             "seeds": self.seeds, "regime_points": self.regime_points, "grade": self.grade,
+            "mde": dict(self.mde), "can_fire": dict(self.can_fire),
+            "null": None if self.null is None else self.null.to_json(),
+            "theory_check": self.theory_summary(), "practice": s.practice, "demo": demos,
+            "robustness": list(self.robustness), "robust": self.robust, "sensitivity": self.sensitivity,
+            "untested_reason": self.untested_reason,
             "at": dict(self.at), "where_it_breaks": self.where_it_breaks,
             "statistic": s.statistic.to_json(), "criterion": s.criterion.to_json(),
             "regime": [r.to_json() for r in s.regime], "falsifier": s.falsifier, "protocol": s.protocol.to_json(),
@@ -364,61 +466,107 @@ def _store(row, claim: str) -> dict[str, Any]:
     return sweep_settings(f"claims/{row.name}/{claim}", OUT_DIR / row.module / "claims" / "store" / claim)
 
 
-def _plan(claim: ClaimSpec, row, *, quick: bool):
-    """Config points (validated configs, in axis order) and the statistic axes' values."""
-    cfg0 = claim.protocol.config(row.Config, quick)
-    caxes = [a for a in claim.map.axes if a.target == "config"]
-    saxes = [a for a in claim.map.axes if a.target == "statistic"]
-    configs = []
-    for combo in itertools.product(*[a.points(quick) for a in caxes]):
-        coords = dict(zip([a.name for a in caxes], combo))
-        try:
-            cfg = cfg0.with_overrides([f"{k}={v!r}" for k, v in coords.items()])
-        except ConfigError as err:
-            raise ConfigError(f"{claim.field}.map", f"point {coords}: {err}") from None
-        configs.append((coords, cfg))
-    return configs, {a.name: list(a.points(quick)) for a in saxes}
+# ------------------------------------------------------------------------------------------------
+# Planning a map: grid points, the paper's demonstration points, the null control, robustness cells
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CellPlan:
+    """One sweep cell of a claim's map: its config-axis coordinates, the Config, the statistic
+    axes evaluated on its runs (and extra statistic keywords), the runs function (``None``: the
+    claim's) and whether the theory is evaluated in it."""
 
-
-def _points_of(claim: ClaimSpec, configs, stat_axes) -> list[tuple[dict, Any, dict]]:
-    """Every map point as ``(coords in axis order, config, statistic coords)``."""
-    names = list(stat_axes)
-    out = []
-    for ccoords, cfg in configs:
-        for combo in itertools.product(*[stat_axes[n] for n in names]):
-            scoords = dict(zip(names, combo))
-            merged = {**ccoords, **scoords}
-            out.append(({a.name: merged[a.name] for a in claim.map.axes}, cfg, scoords))
-    return out
+    coords: Mapping[str, Any]
+    config: Any
+    stat_axes: Mapping[str, list]
+    stat_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    runs: str | None = None
+    theory: bool = True
 
 
 @dataclass(frozen=True)
 class MapPlan:
-    """A claim's validity map, validated and not yet run (:func:`plan_claim`)."""
+    """A claim's validity map, validated and not yet run (:func:`plan_claim`): its cells, its
+    points (coords in axis order, cell index, statistic coords, demonstration label), each point's
+    regime (inside, violated, quantities), the seeds, the null control's (cell, statistic coords)
+    and per robustness variant its (point index, cell index, statistic coords)."""
 
     claim: ClaimSpec
     quick: bool
-    configs: tuple[tuple[dict, Any], ...]          # (config-axis coords, Config) per sweep cell
-    stat_axes: Mapping[str, list]                  # statistic axis -> values (evaluated in every cell)
-    points: tuple[tuple[dict, Any, dict], ...]     # (coords in axis order, Config, statistic coords)
-    regime: tuple[tuple[bool, tuple[str, ...], dict], ...]  # per point: inside, violated, quantities
+    cells: tuple[CellPlan, ...]
+    points: tuple[tuple[dict, int, dict, str], ...]
+    regime: tuple[tuple[bool, tuple[str, ...], dict], ...]
     seeds: tuple[int, ...]
+    null: tuple[int, dict] | None = None
+    robustness: tuple[tuple[Any, tuple[tuple[int, int, dict], ...]], ...] = ()
 
     @property
     def inside(self) -> int:
         return sum(r[0] for r in self.regime)
 
+    @property
+    def configs(self) -> tuple[tuple[dict, Any], ...]:
+        """``(config-axis coords, Config)`` of every cell."""
+        return tuple((c.coords, c.config) for c in self.cells)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a == b:
+        return True
+    return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-12)
+
 
 def plan_claim(claim: ClaimSpec, *, quick: bool = True) -> MapPlan:
     """Validate ``claim``'s map before anything runs: references import, every point's config is
-    valid, some points lie inside the regime and some outside (:class:`ConfigError` otherwise)."""
+    valid, some points lie inside the regime and some outside, the null control's point lies
+    inside, and the seeds let the test give both ``holds`` and ``fails`` over the in-regime points
+    (:func:`figures.claims_stats.can_fire`); :class:`ConfigError` otherwise."""
+    import json
+
     from .papers import get
 
     row = get(claim.paper)
     claim.functions()
-    configs, stat_axes = _plan(claim, row, quick=quick)
-    points = _points_of(claim, configs, stat_axes)
-    regime = [claim.regime_point(cfg, coords) for coords, cfg, _ in points]
+    cfg0 = claim.protocol.config(row.Config, quick)
+    caxes = [a for a in claim.map.axes if a.target == "config"]
+    saxes = [a for a in claim.map.axes if a.target == "statistic"]
+    stat_axes = {a.name: list(a.points(quick)) for a in saxes}
+    cells: list[CellPlan] = []
+    index: dict[str, int] = {}
+
+    def cell(coords, cfg, sax, kwargs=None, runs=None, theory=True) -> int:
+        key = json.dumps(jsonable({"c": cfg.to_dict(), "s": dict(sax), "k": dict(kwargs or {}), "r": runs,
+                                   "t": theory}), sort_keys=True)
+        if key not in index:
+            index[key] = len(cells)
+            cells.append(CellPlan(dict(coords), cfg, {k: list(v) for k, v in sax.items()}, dict(kwargs or {}),
+                                  runs, theory))
+        return index[key]
+
+    def config_at(ccoords, where):
+        try:
+            return cfg0.with_overrides([f"{k}={v!r}" for k, v in ccoords.items()])
+        except ConfigError as err:
+            raise ConfigError(where, f"point {ccoords}: {err}") from None
+
+    points: list[tuple[dict, int, dict, str]] = []
+    for combo in itertools.product(*[a.points(quick) for a in caxes]):
+        ccoords = dict(zip([a.name for a in caxes], combo))
+        ci = cell(ccoords, config_at(ccoords, f"{claim.field}.map"), stat_axes)
+        for scombo in itertools.product(*[stat_axes[n] for n in stat_axes]):
+            scoords = dict(zip(stat_axes, scombo))
+            merged = {**ccoords, **scoords}
+            points.append(({a.name: merged[a.name] for a in claim.map.axes}, ci, scoords, ""))
+    for i, d in enumerate(claim.demos):
+        hit = next((j for j, p in enumerate(points)
+                    if all(_same(p[0][k], d.coords[k]) for k in d.coords)), None)
+        if hit is not None:
+            points[hit] = (*points[hit][:3], d.label)
+            continue
+        ccoords = {a.name: d.coords[a.name] for a in caxes}
+        scoords = {a.name: d.coords[a.name] for a in saxes}
+        ci = cell(ccoords, config_at(ccoords, f"{claim.field}.demo.{i}"), {k: [v] for k, v in scoords.items()})
+        points.append(({a.name: d.coords[a.name] for a in claim.map.axes}, ci, scoords, d.label))
+    regime = [claim.regime_point(cells[ci].config, coords) for coords, ci, _, _ in points]
     n_in = sum(inside for inside, _, _ in regime)
     if n_in == 0:
         raise ConfigError(f"{claim.field}.map", "no map point lies inside the regime "
@@ -426,15 +574,58 @@ def plan_claim(claim: ClaimSpec, *, quick: bool = True) -> MapPlan:
     if n_in == len(points):
         raise ConfigError(f"{claim.field}.map", "every map point lies inside the regime: the map must also "
                                                 "reach outside it to show where the claim breaks")
-    return MapPlan(claim, quick, tuple(configs), stat_axes, tuple(points), tuple(regime),
-                   tuple(range(claim.map.seeds(quick))))
+    n = claim.map.seeds(quick)
+    est, crit = claim.statistic.estimator, claim.criterion
+    fire = st.can_fire(est, crit.direction, crit.boundary, n, n_in)
+    if not all(fire.values()):
+        need = st.seeds_needed(est, crit.direction, crit.boundary, n_in)
+        never = " and ".join(f"'{v}'" for v, ok in fire.items() if not ok)
+        raise ConfigError(f"{claim.field}.map.seeds.{'quick' if quick else 'full'}",
+                          f"{n} seeds can never give {never} with the {st.METHODS[est].split(',')[0]} over "
+                          f"{n_in} in-regime points: give >= {need} seeds, or fewer in-regime points")
+    null = None
+    if claim.null is not None:
+        nl = claim.null
+        ccoords = {a.name: nl.at[a.name] for a in caxes}
+        scoords = {a.name: nl.at[a.name] for a in saxes}
+        cfg = config_at(ccoords, f"{claim.field}.null.at")
+        inside, violated, _ = claim.regime_point(cfg, dict(nl.at))
+        if not inside:
+            raise ConfigError(f"{claim.field}.null.at", f"lies outside the regime ({'; '.join(violated)}): the null "
+                                                        "control is run at a point where the claim is made")
+        if nl.variant:
+            cfg = cfg.replace(variant=nl.variant)
+        if nl.settings:
+            try:
+                cfg = cfg.with_overrides([f"{k}={v!r}" for k, v in nl.settings.items()])
+            except ConfigError as err:
+                raise ConfigError(f"{claim.field}.null.settings", str(err)) from None
+        null = (cell(ccoords, cfg, {k: [v] for k, v in scoords.items()}, runs=nl.runs or None, theory=False),
+                scoords)
+    robust = []
+    for r in claim.robustness:
+        entries = []
+        for pi, ((coords, ci, scoords, _), (inside, _, _)) in enumerate(zip(points, regime)):
+            if not inside:
+                continue
+            c = cells[ci]
+            cfg = c.config
+            if r.settings:
+                try:
+                    cfg = cfg.with_overrides([f"{k}={v!r}" for k, v in r.settings.items()])
+                except ConfigError as err:
+                    raise ConfigError(f"{claim.field}.robustness.{r.name}", str(err)) from None
+            entries.append((pi, cell(c.coords, cfg, c.stat_axes, r.statistic, theory=False), scoords))
+        robust.append((r, tuple(entries)))
+    return MapPlan(claim, quick, tuple(cells), tuple(points), tuple(regime), tuple(range(n)), null, tuple(robust))
 
 
 def decide_claim(claim: ClaimSpec | MapPlan, *, quick: bool = True, device: str = "auto", progress: bool = False,
                  level: float = 0.95) -> ClaimResult:
     """Run ``claim``'s validity map (or a :class:`MapPlan`) as sweep cells (the store,
     ``--workers`` and ``--ray`` of :func:`figures.sweep.using_sweep`; cells already in the store
-    are not recomputed), decide every point and conclude (module docstring)."""
+    are not recomputed), decide every point, the null control and the robustness variants, and
+    conclude (module docstring)."""
     from empirical.sweeps import run_cells
     from empirical.trainer import resolve_device
 
@@ -443,7 +634,6 @@ def decide_claim(claim: ClaimSpec | MapPlan, *, quick: bool = True, device: str 
     plan = claim if isinstance(claim, MapPlan) else plan_claim(claim, quick=quick)
     claim, quick = plan.claim, plan.quick
     row = get(claim.paper)
-    point_level = 1 - (1 - level) / plan.inside
     cells = _cells(plan, resolve_device(device).type)
     settings = _store(row, claim.name)
     with _cells_progress(progress, len(cells), f"{claim.paper}/{claim.name}") as bar:
@@ -451,20 +641,45 @@ def decide_claim(claim: ClaimSpec | MapPlan, *, quick: bool = True, device: str 
                           progress=None if bar is None else lambda key, status, err: bar.update(1))
     status = dict(zip(index["key"], zip(index["status"], index["error"])))
     root = Path(settings["store"])
-    datasets: dict[int, xr.Dataset | str] = {}
-    for (_, cfg), c in zip(plan.configs, cells):
-        st, err = status.get(c.key, ("failed", "not run"))
-        datasets[id(cfg)] = (xr.load_dataset(root / "cells" / f"{c.key}.nc", engine="h5netcdf") if st == "ok"
-                             else f"cell failed: {err}")
-    failed = sum(isinstance(v, str) for v in datasets.values())
-    results = [_decide_point(claim, coords, inside, violated, datasets[id(cfg)], scoords, point_level)
-               for (coords, cfg, scoords), (inside, violated, _) in zip(plan.points, plan.regime)]
-    return _conclude(claim, results, quick=quick, level=level, point_level=point_level, failed=failed)
+    datasets: list[xr.Dataset | str] = []
+    for c in cells:
+        stt, err = status.get(c.key, ("failed", "not run"))
+        datasets.append(xr.load_dataset(root / "cells" / f"{c.key}.nc", engine="h5netcdf") if stt == "ok"
+                        else f"cell failed: {err}")
+    failed = sum(isinstance(v, str) for v in datasets)
+    raw = [_point_values(claim, coords, inside, violated, datasets[ci], scoords, demo, level)
+           for (coords, ci, scoords, demo), (inside, violated, _) in zip(plan.points, plan.regime)]
+    points = _decide_points(claim, raw, level)
+    null = None
+    if plan.null is not None:
+        ci, scoords = plan.null
+        p = _point_values(claim, dict(claim.null.at), True, (), datasets[ci], scoords, "", level)
+        null = _null_result(claim, claim.null.description, dict(claim.null.at), p.values, level, p.note)
+    robustness = []
+    for r, entries in plan.robustness:
+        pts = [_point_values(claim, plan.points[pi][0], True, (), datasets[ci], scoords, "", level)
+               for pi, ci, scoords in entries]
+        robustness.append(_robust_row(claim, r.name, pts, level))
+    return _conclude(claim, points, quick=quick, level=level, failed=failed, null=null, robustness=robustness)
 
 
-def _decide_point(claim: ClaimSpec, coords, inside, violated, ds, scoords, level) -> MapPoint:
+def _robust_row(claim: ClaimSpec, name: str, pts: Sequence[MapPoint], level: float) -> dict[str, Any]:
+    """One robustness variant re-decided over its in-regime points."""
+    ok = [p for p in pts if len(p.values) >= MIN_SEEDS and all(map(math.isfinite, p.values))]
+    if len(ok) < len(pts) or not pts:
+        return {"name": name, "verdict": "inconclusive", "points": len(pts),
+                "note": f"{len(pts) - len(ok)} of {len(pts)} points undecided"}
+    verdict, decs = decide_family([p.values for p in ok], claim.criterion, level=level,
+                                  estimator=claim.statistic.estimator)
+    worst = min(decs, key=lambda d: claim.criterion.margin(*d.interval))
+    return {"name": name, "verdict": verdict, "points": len(pts), "estimate": worst.estimate,
+            "interval": list(worst.interval), "note": ""}
+
+
+def _point_values(claim: ClaimSpec, coords, inside, violated, ds, scoords, demo, level) -> MapPoint:
+    """A map point's per-seed values and the theory's (decided) from its cell; undecided here."""
     if isinstance(ds, str):
-        return MapPoint(coords, inside, violated, (), None, note=ds)
+        return MapPoint(coords, inside, violated, (), None, note=ds, demo=demo)
     sel = {n: _index_of(ds[n].values, v) for n, v in scoords.items()}
     values = ds["statistic"].isel(sel).values.astype(np.float64)
     theory, theory_dec = (), None
@@ -474,12 +689,49 @@ def _decide_point(claim: ClaimSpec, coords, inside, violated, ds, scoords, level
         if th.size == 1 or th.size >= MIN_SEEDS:
             theory_dec = _decide_values(claim, th, level=level) if np.all(np.isfinite(th)) \
                 else decide_exact(float("nan"), claim.criterion)
-    bad = int(np.sum(~np.isfinite(values)))
+    return MapPoint(coords, inside, violated, tuple(values.tolist()), None, theory, theory_dec, demo=demo)
+
+
+def _decidable(p: MapPoint) -> str:
+    """Why ``p`` cannot be decided ("" when it can)."""
+    if p.note and not p.values:
+        return p.note
+    if len(p.values) < MIN_SEEDS:
+        return f"{len(p.values)} seed(s): a verdict needs >= {MIN_SEEDS}"
+    bad = sum(not math.isfinite(v) for v in p.values)
     if bad:
-        return MapPoint(coords, inside, violated, tuple(values.tolist()), None, theory, theory_dec,
-                        f"{bad} of {values.size} seeds have no finite statistic (diverged?)")
-    dec = decide(values, claim.criterion, level=level, estimator=claim.statistic.estimator)
-    return MapPoint(coords, inside, violated, tuple(values.tolist()), dec, theory, theory_dec)
+        return f"{bad} of {len(p.values)} seeds have no finite statistic (diverged?)"
+    return ""
+
+
+def _decide_points(claim: ClaimSpec, points: Sequence[MapPoint], level: float) -> list[MapPoint]:
+    """Every point decided from its values: the in-regime ones as one family (Holm), each one
+    outside alone; a point without enough finite values stays undecided with the reason."""
+    est = claim.statistic.estimator
+    out = list(points)
+    fam = [i for i, p in enumerate(points) if p.inside and not _decidable(p)]
+    if fam:
+        _, decs = decide_family([points[i].values for i in fam], claim.criterion, level=level, estimator=est)
+        for i, d in zip(fam, decs):
+            out[i] = dataclasses.replace(points[i], decision=d, note="")
+    for i, p in enumerate(points):
+        why = _decidable(p)
+        if why:
+            out[i] = dataclasses.replace(p, decision=None, note=why)
+        elif not p.inside:
+            out[i] = dataclasses.replace(p, decision=decide(p.values, claim.criterion, level=level, estimator=est),
+                                         note="")
+    return out
+
+
+def _null_result(claim: ClaimSpec, description: str, at: Mapping[str, Any], values: Sequence[float], level: float,
+                 note: str = "") -> NullResult:
+    p = MapPoint(dict(at), True, (), tuple(float(v) for v in values), None, note=note)
+    why = _decidable(p)
+    if why:
+        return NullResult(description, dict(at), p.values, None, why)
+    return NullResult(description, dict(at), p.values,
+                      decide(p.values, claim.criterion, level=level, estimator=claim.statistic.estimator))
 
 
 def _index_of(values: np.ndarray, v: Any) -> int:
@@ -502,10 +754,12 @@ def _list_points(points: Sequence[MapPoint], most: int = 3) -> str:
     return text + (f" and {len(points) - most} more" if len(points) > most else "")
 
 
-def _where_it_breaks(points: Sequence[MapPoint]) -> str:
+def _where_it_breaks(points: Sequence[MapPoint], null: NullResult | None = None) -> str:
     inside = [p for p in points if p.inside]
     outside = [p for p in points if not p.inside]
     parts = []
+    if null is not None and null.discriminating is False:
+        parts.append(f"NOT DISCRIMINATING: the null control ({null.description}) passes the criterion too")
     theory_bad = [p for p in inside if p.theory_decision is not None and p.theory_decision.verdict != "holds"]
     if theory_bad:
         parts.append(f"CRITERION INVALID: the theory's own trajectory does not pass it at {_list_points(theory_bad)}")
@@ -525,57 +779,72 @@ def _where_it_breaks(points: Sequence[MapPoint]) -> str:
                      f"{len(inside)} points inside the regime and {len(holds_out)} of {len(outside)} outside")
     elif holds_out and not fails_in:
         parts.append(f"still holds outside at {_list_points(holds_out, 2)}")
+    for p in outside:
+        if p.demo:
+            parts.append(f"the paper's demonstration point ({p.demo}) lies outside the computed regime "
+                         f"({'; '.join(p.violated)}): {p.verdict or 'undecided'} there")
     return "; ".join(parts)
 
 
 def conclude(claim: ClaimSpec, points: Sequence[MapPoint], *, quick: bool = True, level: float = 0.95,
-             failed: int = 0) -> ClaimResult:
-    """A claim's verdict from map points decided outside the sweep cells — for runs a paper's
-    protocol already makes (e.g. real-text runs shared with its figures): each in-regime point's
-    decision should be :func:`decide` at the simultaneous level ``1 - (1 - level)/m`` (``m`` the
-    in-regime points); the verdict, deciding point, grade and where it breaks follow the rule of
-    :func:`decide_claim`. With no point inside the regime the claim is ``inconclusive`` (grade C)."""
-    m = sum(p.inside for p in points)
-    return _conclude(claim, list(points), quick=quick, level=level, point_level=1 - (1 - level) / max(m, 1),
-                     failed=failed)
+             failed: int = 0, null: tuple[str, Mapping[str, Any], Sequence[float]] | NullResult | None = None,
+             untested: str = "") -> ClaimResult:
+    """A claim's verdict from map points whose values were measured outside the sweep cells — for
+    runs a paper's protocol already makes (e.g. real-text runs shared with its figures). Every point
+    is (re-)decided from its ``values`` with the family rule of :func:`decide_claim`. ``null``: the
+    null control as ``(description, coords, per-seed values)``. With no point inside the regime the
+    claim is **untested**: ``untested`` says why and what running it costs (on what hardware)."""
+    pts = _decide_points(claim, list(points), level)
+    if null is not None and not isinstance(null, NullResult):
+        desc, at, values = null
+        null = _null_result(claim, desc, at, values, level)
+    return _conclude(claim, pts, quick=quick, level=level, failed=failed, null=null, untested=untested)
 
 
-def points_over_seeds(claim: ClaimSpec, cells, inside: Callable[[dict], tuple], level: float) -> list[MapPoint]:
+def points_over_seeds(claim: ClaimSpec, cells, inside: Callable[[dict], tuple], level: float | None = None
+                      ) -> list[MapPoint]:
     """Map points for :func:`conclude` from ``cells`` (``(coords, per-seed values)`` pairs):
-    ``inside(coords) -> (inside, violated assumptions)``; each point :func:`decide` d at ``level``
-    (the simultaneous one) where it has >= :data:`MIN_SEEDS` finite values, inside the regime or
-    not (the verdict reads only the inside ones), else undecided with the reason in its note."""
-    pts = []
-    for coords, values in cells:
-        ok, violated = inside(coords)
-        vals = tuple(float(v) for v in values)
-        if len(vals) >= MIN_SEEDS and all(map(math.isfinite, vals)):
-            dec, note = decide(vals, claim.criterion, level=level, estimator=claim.statistic.estimator), ""
-        else:
-            dec, note = None, (f"{len(vals)} seed(s): a verdict needs >= {MIN_SEEDS}" if len(vals) < MIN_SEEDS
-                               else "a seed's statistic is not finite")
-        pts.append(MapPoint(coords, ok, tuple(violated), vals, dec, note=note))
-    return pts
+    ``inside(coords) -> (inside, violated assumptions)``. Each point is decided alone (for the
+    figures); :func:`conclude` re-decides the in-regime ones as one family. ``level`` defaults to 0.95."""
+    pts = [MapPoint(coords, ok, tuple(violated), tuple(float(v) for v in values), None)
+           for coords, values in cells for ok, violated in [inside(coords)]]
+    alone = _decide_points(claim, [dataclasses.replace(p, inside=False) for p in pts], level or 0.95)
+    return [dataclasses.replace(d, inside=p.inside, violated=p.violated) for p, d in zip(pts, alone)]
 
 
-def _conclude(claim: ClaimSpec, points: list[MapPoint], *, quick: bool, level: float, point_level: float,
-              failed: int) -> ClaimResult:
+def _scale(points: Sequence[MapPoint]) -> float | None:
+    """The per-seed spread on the map (median over the decided in-regime points of the seeds'
+    standard deviation): the unit the minimal detectable effect is stated in."""
+    sds = [float(np.std(p.values, ddof=1)) for p in points if p.inside and p.decision is not None
+           and len(p.values) > 1]
+    return float(np.median(sds)) if sds else None
+
+
+def _conclude(claim: ClaimSpec, points: list[MapPoint], *, quick: bool, level: float, failed: int,
+              null: NullResult | None = None, robustness: Sequence[dict] = (), untested: str = "") -> ClaimResult:
+    crit, est = claim.criterion, claim.statistic.estimator
     inside = [p for p in points if p.inside]
-    if not inside:  # nothing to decide on (only via conclude: plan_claim refuses such a map)
+    m = max(len(inside), 1)
+    seeds_run = max((len(p.values) for p in points), default=0)
+    n = max(seeds_run, claim.map.seeds(quick))
+    fire = st.can_fire(est, crit.direction, crit.boundary, n, m)
+    mde = st.minimal_detectable_effect(est, crit.direction, crit.boundary, n, m, 1 - level, scale=_scale(points))
+    common = dict(spec=claim, level=level, point_level=1 - (1 - level) / m, quick=quick, failed_cells=failed,
+                  null=null, robustness=tuple(robustness), mde=mde, can_fire=fire, points=tuple(points))
+    if not inside:  # nothing run inside the regime: untested (only via conclude: plan_claim refuses such a map)
         # the statistic and interval shown are those of the decided point (outside the regime) nearest
         # the criterion's boundary: information, not a verdict
         out = [p for p in points if p.decision is not None]
-        at = min(out, key=lambda p: abs(claim.criterion.margin(*p.decision.interval))) if out else None
+        at = min(out, key=lambda p: abs(crit.margin(*p.decision.interval))) if out else None
         dec = None if at is None else at.decision
+        reason = untested or "no map point lies inside the regime"
         return ClaimResult(
-            spec=claim, verdict="inconclusive", estimate=float("nan") if dec is None else dec.estimate,
+            verdict="untested", estimate=float("nan") if dec is None else dec.estimate,
             interval=(float("nan"), float("nan")) if dec is None else dec.interval,
-            level=level, point_level=point_level, seeds=max((len(p.values) for p in points), default=0),
-            regime_points=0, grade="C", at={} if at is None else dict(at.coords),
-            where_it_breaks="no map point lies inside the regime; " + _where_it_breaks(points), points=tuple(points),
-            quick=quick, failed_cells=failed, method="" if dec is None else dec.method)
+            seeds=seeds_run, regime_points=0, grade="C", at={} if at is None else dict(at.coords),
+            where_it_breaks=f"untested: {reason}; " + _where_it_breaks(points, null),
+            method="" if dec is None else dec.method, untested_reason=reason, **common)
     decided = [p for p in inside if p.decision is not None]
-    crit = claim.criterion
     margin = {id(p): crit.margin(*p.decision.interval) for p in decided}
     fails = [p for p in decided if p.verdict == "fails"]
     if fails:
@@ -590,11 +859,11 @@ def _conclude(claim: ClaimSpec, points: list[MapPoint], *, quick: bool, level: f
     dec = at.decision
     seeds = min((p.decision.seeds for p in decided), default=0)
     return ClaimResult(
-        spec=claim, verdict=verdict, estimate=float("nan") if dec is None else dec.estimate,
-        interval=(float("nan"), float("nan")) if dec is None else dec.interval, level=level,
-        point_level=point_level, seeds=seeds, regime_points=len(decided), grade=grade(seeds, len(decided)),
-        at=dict(at.coords), where_it_breaks=_where_it_breaks(points), points=tuple(points), quick=quick,
-        failed_cells=failed, method="" if dec is None else dec.method)
+        verdict=verdict, estimate=float("nan") if dec is None else dec.estimate,
+        interval=(float("nan"), float("nan")) if dec is None else dec.interval,
+        seeds=seeds, regime_points=len(decided), grade=grade(seeds, len(decided)),
+        at=dict(at.coords), where_it_breaks=_where_it_breaks(points, null),
+        method="" if dec is None else dec.method, **common)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -630,15 +899,22 @@ def map_cost(plan: MapPlan) -> float | None:
 
 
 def _cells(plan: MapPlan, device_type: str) -> list:
-    """The sweep cells of ``plan``'s map: one per point of its config axes, all seeds."""
+    """The sweep cells of ``plan``'s map: one per cell of the plan (grid points of the config
+    axes, off-grid demonstration points, the null control, robustness variants), all seeds."""
     from empirical.sweeps import Cell
 
     claim = plan.claim
-    options = {"statistic": claim.statistic.function, "seeds": list(plan.seeds), "stat_axes": dict(plan.stat_axes),
-               "runs": claim.runs, "theory": claim.theory, "device": device_type}
-    if claim.protocol.config_class:  # only then: the other claims' cell keys stay as they were
-        options["config_class"] = claim.protocol.config_class
-    return [Cell(claim.paper, cfg.to_dict(), "claim", options, coords) for coords, cfg in plan.configs]
+    out = []
+    for c in plan.cells:
+        options = {"statistic": claim.statistic.function, "seeds": list(plan.seeds), "stat_axes": dict(c.stat_axes),
+                   "runs": claim.runs if c.runs is None else c.runs, "theory": claim.theory if c.theory else "",
+                   "device": device_type}
+        if claim.protocol.config_class:  # only then: the other claims' cell keys stay as they were
+            options["config_class"] = claim.protocol.config_class
+        if c.stat_kwargs:
+            options["stat_kwargs"] = dict(c.stat_kwargs)
+        out.append(Cell(claim.paper, c.config.to_dict(), "claim", options, dict(c.coords)))
+    return out
 
 
 def _cell_keys(plan: MapPlan) -> list[str]:
@@ -775,25 +1051,24 @@ class TheoryCheck:
 def theory_check(claim: ClaimSpec, *, quick: bool = True, level: float = 0.95) -> TheoryCheck:
     """The claim's statistic on its ``theory`` trajectory (one deterministic trajectory: exact;
     an ensemble of >= 5 paths: decided over paths) at every in-regime point of the quick (or full)
-    map. Every claim's test asserts ``theory_check(claim).holds``."""
-    from .papers import get
-
+    map, the paper's demonstration points included. Every claim's test asserts
+    ``theory_check(claim).holds``; the registry's ``theory_flow`` says whether that theory is the
+    exact flow."""
     if not claim.theory:
         raise ConfigError(f"{claim.field}.theory", "the claim names no theory function to check")
-    row = get(claim.paper)
-    configs, stat_axes = _plan(claim, row, quick=quick)
+    plan = plan_claim(claim, quick=quick)
     theory = resolve_ref(claim.theory, f"{claim.field}.theory")
     cache: dict[int, list[xr.Dataset]] = {}
     out = []
-    for coords, cfg, scoords in _points_of(claim, configs, stat_axes):
-        inside, violated, _ = claim.regime_point(cfg, coords)
+    for (coords, ci, scoords, demo), (inside, violated, _) in zip(plan.points, plan.regime):
         if not inside:
             continue
-        if id(cfg) not in cache:
-            cache[id(cfg)] = _trajectories(theory(cfg))
-        th = statistic_values(claim, cache[id(cfg)], cfg, **scoords)
+        cfg = plan.cells[ci].config
+        if ci not in cache:
+            cache[ci] = _trajectories(theory(cfg))
+        th = statistic_values(claim, cache[ci], cfg, **scoords)
         dec = _decide_values(claim, th, level=level) if np.all(np.isfinite(th)) else None
-        out.append(MapPoint(coords, True, violated, (), None, tuple(th.tolist()), dec))
+        out.append(MapPoint(coords, True, violated, (), None, tuple(th.tolist()), dec, demo=demo))
     return TheoryCheck(claim.name, tuple(out))
 
 

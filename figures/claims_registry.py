@@ -28,16 +28,24 @@ from typing import Any
 
 from theory.errors import ConfigError
 
-__all__ = ["SCHEMA", "DIRECTIONS", "ESTIMATORS", "MIN_SEEDS", "MIN_SEEDS_FULL", "Criterion", "RegimeBound",
-           "Statistic", "Axis", "Cost", "MapSpec", "Protocol", "ClaimSpec", "Registry", "load_registry", "resolve_ref"]
+__all__ = ["SCHEMA", "DIRECTIONS", "ESTIMATORS", "MIN_SEEDS", "MIN_SEEDS_FULL", "PRACTICE", "CRITERION_KINDS",
+           "Criterion", "RegimeBound", "Statistic", "Axis", "Cost", "MapSpec", "Protocol", "NullControl", "Demo",
+           "Robustness", "ClaimSpec", "Registry", "load_registry", "resolve_ref"]
 
 #: the registry format's version (the ``schema`` key of every claims.toml)
 SCHEMA = 1
 #: where the statistic must lie for the claim to hold
 DIRECTIONS = ("below", "above", "inside")
-#: what is estimated over seeds: the mean (bootstrap), the median (exact order statistics), the
-#: proportion of seeds with statistic 1 (exact Clopper-Pearson)
-ESTIMATORS = ("mean", "median", "proportion")
+#: what is estimated over seeds, and tested (figures.claims_stats): the median (exact sign test, the
+#: default), the proportion of seeds with statistic 1 (exact binomial test), the mean (t-test: assumes
+#: near-normal per-seed values)
+ESTIMATORS = ("median", "proportion", "mean")
+#: what the practice side of a claim is: the paper's reduced / reparameterised / linearised model (whose
+#: flow is the theory), the network as the paper states it, or a standard transformer
+PRACTICE = ("reduced model", "the paper's network", "standard transformer")
+#: where a criterion's boundary comes from: the theorem's statement with its error terms, or a declared
+#: effect size (reported with sensitivity verdicts at 1/2x and 2x the boundary)
+CRITERION_KINDS = ("theorem", "effect size")
 #: no verdict from fewer seeds; full mode needs at least MIN_SEEDS_FULL
 MIN_SEEDS, MIN_SEEDS_FULL = 5, 12
 #: a derivation (and a falsifier) is words, not a number
@@ -68,6 +76,16 @@ class Criterion:
     direction: str
     boundary: float | tuple[float, float]
     derivation: str
+    kind: str = "theorem"
+
+    def scaled(self, factor: float) -> "Criterion":
+        """The criterion with its boundary moved ``factor`` times as far from 0 (``inside``: the
+        band's half-width scaled about its centre) - the sensitivity rows of an effect size."""
+        if self.direction == "inside":
+            lo, hi = self.boundary
+            c, h = (lo + hi) / 2, (hi - lo) / 2 * factor
+            return dataclasses.replace(self, boundary=(c - h, c + h))
+        return dataclasses.replace(self, boundary=float(self.boundary) * factor)
 
     def verdict(self, lo: float, hi: float) -> str:
         """``holds`` when the interval ``[lo, hi]`` lies strictly on the holding side, ``fails``
@@ -105,7 +123,7 @@ class Criterion:
 
     def to_json(self) -> dict[str, Any]:
         return {"direction": self.direction, "boundary": list(self.boundary) if self.direction == "inside"
-                else self.boundary, "derivation": self.derivation, "holds_when": self.describe()}
+                else self.boundary, "derivation": self.derivation, "holds_when": self.describe(), "kind": self.kind}
 
 
 @dataclass(frozen=True)
@@ -157,7 +175,7 @@ class Statistic:
     name: str
     description: str
     function: str
-    estimator: str = "mean"
+    estimator: str = "median"
     symbol: str = ""
     unit: str = ""
 
@@ -274,6 +292,52 @@ class Protocol:
 
 
 @dataclass(frozen=True)
+class NullControl:
+    """The natural alternative a claim's criterion must reject (vanilla SGD for an l1 claim, an
+    untrained or shuffled-data run for a learning claim): run at one in-regime point ``at`` (a value
+    per map axis) with the claim's seeds, ``settings``/``variant`` on top of that point's config, or
+    its own ``runs`` function; decided with the claim's test. If it *holds*, the claim's criterion
+    does not discriminate."""
+
+    description: str
+    at: Mapping[str, Any]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    variant: str = ""
+    runs: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"description": self.description, "at": dict(self.at), "settings": dict(self.settings),
+                "variant": self.variant, "runs": self.runs}
+
+
+@dataclass(frozen=True)
+class Demo:
+    """The paper's own demonstration setting (the figure or table a claim comes from): a value
+    per map axis (config values may lie off the grid: it is then a cell of its own). Always on the
+    map, quick and full; inside the regime it is one of the family's points."""
+
+    label: str
+    coords: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "coords": dict(self.coords)}
+
+
+@dataclass(frozen=True)
+class Robustness:
+    """A protocol variant the verdict must survive (a longer horizon, another stopping rule, a
+    wider grid): Config overrides (``settings``, new cells) and/or statistic keyword overrides
+    (``statistic``), the claim re-decided over its in-regime points."""
+
+    name: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    statistic: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "settings": dict(self.settings), "statistic": dict(self.statistic)}
+
+
+@dataclass(frozen=True)
 class ClaimSpec:
     """One claim of the registry (see the module docstring; fields as in ``docs/claims.md``)."""
 
@@ -291,6 +355,17 @@ class ClaimSpec:
     derived: tuple[str, ...] = ()
     runs: str = ""
     theory: str = ""
+    practice: str = "reduced model"
+    theory_flow: str = ""
+    null: NullControl | None = None
+    demos: tuple[Demo, ...] = ()
+    robustness: tuple[Robustness, ...] = ()
+
+    @property
+    def theory_exact(self) -> bool:
+        """Whether the theory check runs on the exact (un-reduced) flow (``theory_flow`` starts
+        with ``exact:``)."""
+        return self.theory_flow.startswith("exact:")
 
     @property
     def field(self) -> str:
@@ -304,6 +379,7 @@ class ClaimSpec:
         the protocol's Config class and the map's cost function (when named)."""
         refs = {"statistic": self.statistic.function, "quantities": self.quantities, "runs": self.runs,
                 "theory": self.theory, "protocol.config": self.protocol.config_class,
+                "null.runs": self.null.runs if self.null else "",
                 "map.cost.function": self.map.cost.function if self.map.cost else ""}
         return {k: resolve_ref(r, f"{self.field}.{k}") for k, r in refs.items() if r}
 
@@ -389,8 +465,9 @@ def _claim(paper: str, name: str, body: Any, config: type | None) -> ClaimSpec:
         raise ConfigError(f, "a claim name is lower_snake_case (letters, digits, _)")
     if not isinstance(body, dict):
         raise ConfigError(f, "must be a table")
-    _keys(body, f, required={"statement", "source", "protocol", "regime", "statistic", "criterion", "falsifier", "map"},
-          optional={"quantities", "runs", "theory"})
+    _keys(body, f, required={"statement", "source", "protocol", "regime", "statistic", "criterion", "falsifier", "map",
+                             "practice", "null"},
+          optional={"quantities", "runs", "theory", "theory_flow", "demo", "robustness"})
     statement, source = _str(body, f, "statement"), _str(body, f, "source")
     falsifier = _words(body, f, "falsifier", MIN_FALSIFIER_WORDS)
     protocol = _protocol(body["protocol"], f"{f}.protocol")
@@ -404,6 +481,19 @@ def _claim(paper: str, name: str, body: Any, config: type | None) -> ClaimSpec:
         derived = tuple(_str_list(q, f"{f}.quantities", "names"))
     runs = _ref(body, f, "runs") if "runs" in body else ""
     theory = _ref(body, f, "theory") if "theory" in body else ""
+    practice = _str(body, f, "practice")
+    if practice not in PRACTICE:
+        raise ConfigError(f"{f}.practice", f"must be one of {', '.join(repr(p) for p in PRACTICE)}, got {practice!r}")
+    theory_flow = ""
+    if theory:
+        if "theory_flow" not in body:
+            raise ConfigError(f"{f}.theory_flow", "missing: say which flow the theory check runs on "
+                                                  "('exact: ...' for the un-reduced flow, or 'reduced: ...')")
+        theory_flow = _words(body, f, "theory_flow", 4)
+        if not theory_flow.startswith(("exact:", "reduced:")):
+            raise ConfigError(f"{f}.theory_flow", f"must start with 'exact:' or 'reduced:', got {theory_flow!r}")
+    elif "theory_flow" in body:
+        raise ConfigError(f"{f}.theory_flow", "given without a theory function")
     mp = _map(body["map"], f"{f}.map")
     regime = _regime(body["regime"], f"{f}.regime")
     if config is not None and protocol.config_class:
@@ -421,6 +511,9 @@ def _claim(paper: str, name: str, body: Any, config: type | None) -> ClaimSpec:
             raise ConfigError(f"{f}.regime.{i}.quantity", f"{r.quantity!r} is neither a map axis, a derived "
                                                           f"quantity (quantities.names) nor a config field")
     _check_map_covers_regime(mp, regime, f)
+    null = _null(body["null"], f"{f}.null", mp)
+    demos = _demos(body.get("demo", []), f"{f}.demo", mp)
+    robustness = _robustness(body.get("robustness", []), f"{f}.robustness")
     if config is not None:
         if "seed" not in fields and not runs:
             raise ConfigError(f"{f}.runs", f"{config.__name__} has no seed field: give a runs function")
@@ -432,8 +525,75 @@ def _claim(paper: str, name: str, body: Any, config: type | None) -> ClaimSpec:
                     base.with_overrides([f"{k}={v!r}" for k, v in zip(names, combo)])
             except ConfigError as err:
                 raise ConfigError(f"{f}.protocol", f"{'quick' if quick else 'full'}: {err}") from None
+    if config is not None:
+        names = [a.name for a in mp.axes if a.target == "config"]
+        for i, d in enumerate(demos):
+            try:
+                protocol.config(config, True).with_overrides([f"{k}={d.coords[k]!r}" for k in names])
+            except ConfigError as err:
+                raise ConfigError(f"{f}.demo.{i}.coords", str(err)) from None
+        for i, r in enumerate(robustness):
+            for k in r.settings:
+                if k not in fields:
+                    raise ConfigError(f"{f}.robustness.{i}.settings.{k}", f"not a field of {config.__name__}")
+        for k in null.settings:
+            if k not in fields:
+                raise ConfigError(f"{f}.null.settings.{k}", f"not a field of {config.__name__}")
     return ClaimSpec(paper, name, statement, source, protocol, regime, statistic, criterion, falsifier, mp,
-                     quantities, derived, runs, theory)
+                     quantities, derived, runs, theory, practice, theory_flow, null, demos, robustness)
+
+
+def _coords(t: Any, f: str, mp: MapSpec) -> dict[str, Any]:
+    """A point given as ``{axis: value}`` for every map axis."""
+    if not isinstance(t, dict):
+        raise ConfigError(f, "must be a table {axis = value, ...}")
+    names = [a.name for a in mp.axes]
+    for k in t:
+        if k not in names:
+            raise ConfigError(f"{f}.{k}", f"not a map axis; axes: {', '.join(names)}")
+    for k in names:
+        if k not in t:
+            raise ConfigError(f"{f}.{k}", "missing: give a value for every map axis")
+    return {k: t[k] for k in names}
+
+
+def _null(t: Any, f: str, mp: MapSpec) -> NullControl:
+    _keys(t, f, required={"description", "at"}, optional={"settings", "variant", "runs"})
+    settings = t.get("settings", {})
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{f}.settings", "must be a table of config fields")
+    if not settings and "variant" not in t and "runs" not in t:
+        raise ConfigError(f, "give settings, a variant or a runs function: the null must differ from the claim's runs")
+    return NullControl(_words(t, f, "description", 3), _coords(t["at"], f"{f}.at", mp), dict(settings),
+                       _str(t, f, "variant", True), _ref(t, f, "runs") if "runs" in t else "")
+
+
+def _demos(t: Any, f: str, mp: MapSpec) -> tuple[Demo, ...]:
+    if not isinstance(t, list):
+        raise ConfigError(f, "give the paper's demonstration settings as [[...demo]] entries")
+    out = []
+    for i, d in enumerate(t):
+        _keys(d, f"{f}.{i}", required={"label", "coords"})
+        out.append(Demo(_words(d, f"{f}.{i}", "label", 2), _coords(d["coords"], f"{f}.{i}.coords", mp)))
+    if len({d.label for d in out}) != len(out):
+        raise ConfigError(f, "demonstration labels repeat")
+    return tuple(out)
+
+
+def _robustness(t: Any, f: str) -> tuple[Robustness, ...]:
+    if not isinstance(t, list):
+        raise ConfigError(f, "give the protocol variants as [[...robustness]] entries")
+    out = []
+    for i, r in enumerate(t):
+        fi = f"{f}.{i}"
+        _keys(r, fi, required={"name"}, optional={"settings", "statistic"})
+        settings, stat = r.get("settings", {}), r.get("statistic", {})
+        if not isinstance(settings, dict) or not isinstance(stat, dict) or not (settings or stat):
+            raise ConfigError(fi, "give settings = {config overrides} and/or statistic = {keyword overrides}")
+        out.append(Robustness(_str(r, fi, "name"), dict(settings), dict(stat)))
+    if len({r.name for r in out}) != len(out):
+        raise ConfigError(f, "robustness names repeat")
+    return tuple(out)
 
 
 def _check_map_covers_regime(mp: MapSpec, regime: Sequence[RegimeBound], f: str) -> None:
@@ -461,7 +621,7 @@ def _protocol(t: Any, f: str) -> Protocol:
 
 def _statistic(t: Any, f: str) -> Statistic:
     _keys(t, f, required={"name", "description", "function"}, optional={"estimator", "symbol", "unit"})
-    est = t.get("estimator", "mean")
+    est = t.get("estimator", "median")
     if est not in ESTIMATORS:
         raise ConfigError(f"{f}.estimator", f"must be one of {ESTIMATORS}, got {est!r}")
     return Statistic(_str(t, f, "name"), _str(t, f, "description"), _ref(t, f, "function"), est,
@@ -469,7 +629,10 @@ def _statistic(t: Any, f: str) -> Statistic:
 
 
 def _criterion(t: Any, f: str, estimator: str) -> Criterion:
-    _keys(t, f, required={"direction", "boundary", "derivation"})
+    _keys(t, f, required={"direction", "boundary", "derivation"}, optional={"kind"})
+    kind = t.get("kind", "theorem")
+    if kind not in CRITERION_KINDS:
+        raise ConfigError(f"{f}.kind", f"must be one of {CRITERION_KINDS}, got {kind!r}")
     direction = t["direction"]
     if direction not in DIRECTIONS:
         raise ConfigError(f"{f}.direction", f"must be one of {DIRECTIONS}, got {direction!r}")
@@ -490,7 +653,7 @@ def _criterion(t: Any, f: str, estimator: str) -> Criterion:
         check = (boundary,)
     if estimator == "proportion" and not all(0 < x < 1 for x in check):
         raise ConfigError(f"{f}.boundary", "a proportion's boundary lies in (0, 1)")
-    return Criterion(direction, boundary, derivation)
+    return Criterion(direction, boundary, derivation, kind)
 
 
 def _regime(t: Any, f: str) -> tuple[RegimeBound, ...]:

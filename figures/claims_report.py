@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["claims_table", "claim_lines", "fig_claim_map", "map_table", "write_claim_outputs", "read_claims",
-           "claims_summary", "write_claims_md", "CLAIMS_JSON"]
+           "claims_summary", "write_claims_md", "tally", "CLAIMS_JSON"]
 
 #: a paper's decided claims, beside its figures: ``<outdir>/claims/claims.json``
 CLAIMS_JSON = Path("claims") / "claims.json"
 _STATEMENT_WIDTH = 110
-_SYMBOL = {"holds": "✓", "fails": "✗", "inconclusive": "?", None: "–"}
-_COLOUR = {"holds": "tab:green", "fails": "tab:red", "inconclusive": "tab:gray", None: "black"}
+_SYMBOL = {"holds": "✓", "fails": "✗", "inconclusive": "?", "untested": "–", None: "–"}
+_COLOUR = {"holds": "tab:green", "fails": "tab:red", "inconclusive": "tab:gray", "untested": "black", None: "black"}
 
 
 def _doc(r: Any) -> dict[str, Any]:
@@ -51,17 +51,59 @@ def _stat_ci(d: Mapping[str, Any]) -> str:
     return f"{d['statistic']['name']} = " + ("n/a" if est is None or lo is None else f"{_n(est)} [{_n(lo)}, {_n(hi)}]")
 
 
+def _mde(d: Mapping[str, Any]) -> str:
+    """The minimal detectable effect in words (80% power at the seeds used)."""
+    m = d.get("mde") or {}
+    parts = []
+    for v in ("holds", "fails"):
+        x = m.get(v)
+        if x is None:
+            parts.append(f"{v}: cannot fire")
+        elif "q" in x:
+            shift = f" (~{_n(x['shift'])} in the statistic's units)" if x.get("shift") is not None else ""
+            parts.append(f"{v} when P(seed beyond boundary) >= {x['q']:.2f}{shift}")
+        elif "proportion" in x:
+            parts.append(f"{v} at a proportion {x['distance']:.2f} from the boundary")
+        else:
+            parts.append(f"{v} at {x['sd_units']:.2f} SD")
+    return "; ".join(parts)
+
+
+def _evidence_line(d: Mapping[str, Any]) -> str:
+    """Test, family level and what the practice side is; the null control and the theory check."""
+    null = d.get("null")
+    if null is None:
+        null_text = "null control: none"
+    else:
+        disc = {True: "", False: " — NOT DISCRIMINATING", None: ""}[null.get("discriminating")]
+        null_text = f"null ({_short(null['description'], 60)}): {null['verdict'] or 'undecided'}{disc}"
+    th = d.get("theory_check") or {}
+    flow = "exact flow" if th.get("exact") else "reduced theory" if th.get("flow") else "no theory"
+    theory_text = f"theory ({flow}): {th.get('verdict') or 'n/a'}"
+    robust = d.get("robust")
+    rob = "" if robust is None else f"; robust: {'yes' if robust else 'no'} (" + ", ".join(
+        f"{x['name']}: {x['verdict']}" for x in d.get("robustness", [])) + ")"
+    return f"    {null_text}; {theory_text}; practice: {d.get('practice', 'n/a')}{rob}"
+
+
 def claim_lines(r: Any) -> list[str]:
-    """One claim in five lines: name, verdict, grade; statement; regime; statistic ± CI at the
-    deciding point; where it breaks."""
+    """One claim in seven lines: name, verdict, grade; statement; regime; statistic ± CI at the
+    deciding point; the test, its level and minimal detectable effect; the null control, the theory
+    check and the practice side; where it breaks."""
     d = _doc(r)
     extra = f"; {d['failed_cells']} map cell(s) failed" if d.get("failed_cells") else ""
+    demo = [x for x in d.get("demo", []) if not x["inside"]]
+    demo_text = "".join(f"; paper's setting {x['label']!r} outside the regime: {x['verdict'] or 'undecided'}"
+                        for x in demo)
     return [
         f"  {d['name']:32s} {d['verdict'].upper():13s} grade {d['grade']} "
         f"({d['seeds']} seeds, {d['regime_points']} regime points, {d.get('mode', 'quick')}){extra}",
         f"    {_short(d['statement'])}",
-        f"    regime: {'; '.join(x['holds_in'] for x in d['regime'])}",
+        f"    regime: {'; '.join(x['holds_in'] for x in d['regime'])}{demo_text}",
         f"    {_stat_ci(d)}, holds when {d['criterion']['holds_when']}; at {_coords(d['at'])}",
+        f"    test: {d.get('test', d.get('method', ''))}, family level {d.get('family_level', 0.05):g}; "
+        f"detectable with 80% power: {_mde(d)}",
+        _evidence_line(d),
         f"    breaks: {d['where_it_breaks']}",
     ]
 
@@ -71,8 +113,9 @@ def claims_table(results: Sequence[Any], title: str = "") -> str:
     if not results:
         return f"{title}: no claims" if title else "no claims"
     d0 = _doc(results[0])
-    head = (f"claims{' of ' + title if title else ''} ({int(round(d0['level'] * 100))}% intervals over seeds, "
-            f"simultaneous over each map's regime points; verdict from the points inside the regime)")
+    head = (f"claims{' of ' + title if title else ''} (seed as unit; a false 'holds' and a false 'fails' each at "
+            f"most {1 - d0['level']:.2g} over each map's in-regime points; verdicts: holds | fails | inconclusive | "
+            f"untested)")
     lines = [head]
     for r in results:
         lines += claim_lines(r)
@@ -93,7 +136,8 @@ def map_table(r: Any) -> list[dict[str, Any]]:
         rows.append({**p["coords"], "inside_regime": p["inside"], "seeds": p["seeds"], "estimate": p["estimate"],
                      "ci_low": lo, "ci_high": hi, "verdict": p["verdict"] or "undecided",
                      "theory": th[0] if len(th) == 1 else (sum(th) / len(th) if th else None),
-                     "theory_verdict": p["theory_verdict"], "note": p["note"] or "; ".join(p["violated"])})
+                     "theory_verdict": p["theory_verdict"], "note": p["note"] or "; ".join(p["violated"]),
+                     "paper_setting": p.get("demo", "")})
     return rows
 
 
@@ -149,6 +193,9 @@ def _line_map(plt, d, axis, rows):
         ax.plot([x], [row["estimate"]], "o", color=_COLOUR[v], label=label)
         if row["ci_low"] is not None and row["ci_high"] is not None:
             ax.vlines(x, row["ci_low"], row["ci_high"], color=_COLOUR[v], lw=1.5)
+    demo = [(x, row["estimate"]) for x, row in zip(pos, rows) if row["paper_setting"] and row["estimate"] is not None]
+    if demo:
+        ax.plot(*zip(*demo), "s", ms=11, mfc="none", mec="goldenrod", mew=1.8, label="the paper's setting")
     th = [(x, row["theory"]) for x, row in zip(pos, rows) if row["theory"] is not None and math.isfinite(row["theory"])]
     if th:
         ax.plot(*zip(*th), "k--", lw=1, marker="x", label="theory")
@@ -223,6 +270,8 @@ def _heat_map(plt, d, axes, rows):
             ax.text(j, i, f"{_SYMBOL[v]} {_n(row['estimate'])}", ha="center", va="center", fontsize=7)
             if not row["inside_regime"]:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", ec="0.45", lw=0))
+            if row["paper_setting"]:
+                ax.add_patch(plt.Rectangle((j - 0.47, i - 0.47), 0.94, 0.94, fill=False, ec="goldenrod", lw=2.0))
         im = ax.imshow(grid, origin="lower", aspect="auto", cmap=cmap, norm=norm)
         ax.grid(False)  # the style's grid would cut through the cells
         ax.set_xticks(range(len(xs)), [_n(x) for x in xs])
@@ -236,6 +285,8 @@ def _heat_map(plt, d, axes, rows):
     if crit["direction"] != "inside" and finite.size:
         cb.ax.axhline(float(crit["boundary"]), color="k", lw=1)
     handles = [Patch(fill=False, hatch="///", ec="0.45", label="outside the regime")]
+    if any(row["paper_setting"] for row in rows):
+        handles.append(Patch(fill=False, ec="goldenrod", lw=2.0, label="the paper's setting"))
     fig.legend(handles=handles, fontsize=7, loc="outside lower left", frameon=False)
     fig.suptitle(_title(d) + f"; {_SYMBOL['holds']} holds, {_SYMBOL['fails']} fails, ? inconclusive", fontsize=8)
     return fig
@@ -277,7 +328,7 @@ def read_claims(out_root: str | Path, rows: Sequence[Any]) -> dict[str, list[dic
 
 
 def claims_summary(claims: Mapping[str, list[dict[str, Any]] | str]) -> str:
-    """One line per claim of every paper: verdict, statistic ± CI, seeds, grade."""
+    """One line per claim of every paper: verdict, statistic ± CI, seeds, grade; then the tally."""
     lines = ["claims of every paper (details: figures/out/claims.md)"]
     for paper, docs in claims.items():
         if isinstance(docs, str):
@@ -285,7 +336,18 @@ def claims_summary(claims: Mapping[str, list[dict[str, Any]] | str]) -> str:
             continue
         lines += [f"  {paper:10s} {d['name']:30s} {d['verdict'].upper():13s} {_stat_ci(d)}  {d['seeds']} seeds, "
                   f"grade {d['grade']}" for d in docs]
+    lines.append("  tally: " + tally(claims))
     return "\n".join(lines)
+
+
+def tally(claims: Mapping[str, list[dict[str, Any]] | str]) -> str:
+    """``N claims: a hold, b fail, c inconclusive, d untested`` over every paper's decided claims."""
+    from collections import Counter
+
+    docs = [d for v in claims.values() if not isinstance(v, str) for d in v]
+    c = Counter(d["verdict"] for d in docs)
+    return (f"{len(docs)} claims: {c['holds']} hold, {c['fails']} fail, {c['inconclusive']} inconclusive, "
+            f"{c['untested']} untested")
 
 
 def _md_cell(v: Any) -> str:
@@ -300,16 +362,20 @@ def write_claims_md(claims: Mapping[str, list[dict[str, Any]] | str], path: str 
 
     path = Path(path)
     md = ["# Claims", "",
-          "Each claim decided over seeds with a confidence interval, inside the paper's regime "
-          "(`docs/claims.md`). Grade A: >= 12 seeds and >= 6 regime points; B: >= 5 and >= 3; C below.", "",
-          "| paper | claim | verdict | statistic [CI] | seeds | grade | where it breaks |",
-          "|---|---|---|---|---|---|---|"]
+          "Each claim decided over seeds (the seed is the unit) inside the paper's regime, by tests whose "
+          "family-wise error over a claim's in-regime points is at most 5% (`docs/claims.md`). Verdicts: "
+          "holds | fails | inconclusive | untested (no in-regime point run). Grade A: >= 12 seeds and >= 6 "
+          "regime points; B: >= 5 and >= 3; C below.", "", "**Tally:** " + tally(claims), "",
+          "| paper | claim | verdict | statistic [CI] | seeds | grade | practice | null control | where it breaks |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for paper, docs in claims.items():
         if isinstance(docs, str):
-            md.append(f"| {paper} | – | – | – | – | – | {_md_cell(docs)} |")
+            md.append(f"| {paper} | – | – | – | – | – | – | – | {_md_cell(docs)} |")
             continue
         md += [f"| {paper} | [{d['name']}](#{paper}-{d['name']}) | **{d['verdict']}** | {_md_cell(_stat_ci(d))} | "
-               f"{d['seeds']} | {d['grade']} | {_md_cell(d['where_it_breaks'])} |" for d in docs]
+               f"{d['seeds']} | {d['grade']} | {d.get('practice', '')} | "
+               f"{_md_cell((d.get('null') or {}).get('verdict') or 'n/a')} | {_md_cell(d['where_it_breaks'])} |"
+               for d in docs]
     for paper, docs in claims.items():
         if isinstance(docs, str):
             continue
@@ -325,6 +391,9 @@ def write_claims_md(claims: Mapping[str, list[dict[str, Any]] | str], path: str 
                    f"({d['statistic']['estimator']} over seeds; {d['method']})",
                    f"- **criterion:** holds when {d['criterion']['holds_when']}. {d['criterion']['derivation']}",
                    f"- **falsifier:** {d['falsifier']}",
+                   f"- **test:** {d.get('test', '')}; family level {d.get('family_level', 0.05):g}; "
+                   f"detectable with 80% power: {_mde(d)}",
+                   _evidence_line(d).strip().replace("null (", "**null control** (", 1),
                    f"- **where it breaks:** {d['where_it_breaks']}", ""]
             if d.get("figure"):
                 md += [f"![{d['name']} validity map]({module}/{d['figure']})", ""]

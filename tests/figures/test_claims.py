@@ -18,44 +18,24 @@ TINY_TOML = Path(tiny_claims.__file__).with_name("claims.toml")
 BELOW0 = Criterion("below", 0.0, "a derivation of at least ten words that says why the boundary is zero here")
 
 
-def _coverage(n, m, draw, truth, estimator="mean"):
-    rng = np.random.default_rng(12345)
-    hits, ratios = 0, []
-    for i in range(m):
-        x = draw(rng, n)
-        est, (lo, hi), _ = interval(x, estimator=estimator, level=0.95, seed=i)
-        hits += lo <= truth <= hi
-        ratios.append((hi - lo) / 2 / (stats.t.ppf(0.975, n - 1) * x.std(ddof=1) / math.sqrt(n)))
-    return hits / m, float(np.median(ratios))
-
-
-def test_mean_interval_covers_a_known_mean_like_the_t_interval():
-    """Normal data, n = 12: the expanded percentile interval covers the true mean 95% of the time
-    (600 data sets: 3 sigma = 0.027) and its half-width matches Student's t interval (the exact
-    interval for normal data). The plain percentile interval is 0.85x as wide and covers 0.92; an
-    interval of the data (std instead of the standard error) covers 1.0."""
-    cov, ratio = _coverage(12, 600, lambda rng, n: rng.normal(3.0, 2.0, n), 3.0)
-    assert 0.923 <= cov <= 0.977, cov
-    assert 0.96 <= ratio <= 1.02, ratio
-
-
-def test_mean_interval_with_five_seeds():
-    """n = 5: no percentile interval leaves the data's range, so its coverage of a symmetric law's
-    mean is at most 1 - 2^(1-5) = 0.9375; the expanded interval nearly reaches it (the plain one: 0.85)."""
-    cov, _ = _coverage(5, 600, lambda rng, n: rng.normal(-1.0, 0.5, n), -1.0)
-    assert 0.90 <= cov <= 0.9375 + 0.03, cov
-
-
 def test_median_interval_is_exact_on_a_skewed_law():
-    """Order-statistic interval: coverage 1 - 2 P(Bin(12, 1/2) <= 2) = 0.9614 for any continuous law
-    (here exponential, median ln 2), 2000 data sets (3 sigma = 0.013)."""
+    """Order-statistic interval (each end a one-sided 0.975 bound): coverage of the median of any
+    continuous law (here exponential, median ln 2) is 1 - 2 P(Bin(12, 1/2) <= k - 1) at the largest
+    k with P(Bin <= k - 1) <= 0.025 (k = 3: 0.9614), 2000 data sets (3 sigma = 0.013)."""
     rng = np.random.default_rng(7)
     hits = 0
     for _ in range(2000):
         _, (lo, hi), method = interval(rng.exponential(1.0, 12), estimator="median", level=0.95)
         hits += lo <= math.log(2) <= hi
-    assert method.startswith("exact")
+    assert method.startswith("exact sign test")
     assert abs(hits / 2000 - (1 - 2 * stats.binom.cdf(2, 12, 0.5))) < 0.013
+
+
+def test_mean_interval_is_students_t():
+    x = np.random.default_rng(0).normal(size=7)
+    est, (lo, hi), _ = interval(x, estimator="mean", level=0.9)
+    half = stats.t.ppf(0.95, 6) * x.std(ddof=1) / math.sqrt(7)
+    assert est == pytest.approx(x.mean()) and (lo, hi) == pytest.approx((x.mean() - half, x.mean() + half))
 
 
 def test_proportion_interval_is_clopper_pearson():
@@ -66,9 +46,9 @@ def test_proportion_interval_is_clopper_pearson():
         interval([1, 0, 0.5, 1, 1], estimator="proportion")
 
 
-def test_same_seed_same_interval():
+def test_interval_is_deterministic():
     x = np.random.default_rng(0).normal(size=7)
-    assert interval(x, seed=3) == interval(x, seed=3)
+    assert interval(x) == interval(x)
 
 
 @pytest.mark.parametrize("direction, boundary, lo, hi, verdict", [
@@ -84,13 +64,19 @@ def test_verdict_at_the_boundary(direction, boundary, lo, hi, verdict):
 
 
 def test_decide_over_seeds():
+    """The sign test: 5 of 5 seeds on the holding side is p = 1/32 <= 0.05 (holds), 5 of 5 on the
+    failing side fails; 4 of 5 is p = 6/32 either way (inconclusive); the interval is the one the
+    tests read (its ends: order statistics)."""
     assert decide([-1.0, -1.1, -0.9, -1.05, -0.95], BELOW0).verdict == "holds"
     assert decide([1.0, 1.1, 0.9, 1.05, 0.95], BELOW0).verdict == "fails"
-    assert decide([-1.0, 1.0, -0.5, 0.5, 0.1], BELOW0).verdict == "inconclusive"
-    # identical values: the degenerate (exact) interval; exactly on the boundary is not a verdict
+    d = decide([-1.0, -1.1, -0.9, -1.05, 0.95], BELOW0)
+    assert d.verdict == "inconclusive" and d.p_holds == pytest.approx(6 / 32) and d.p_fails == pytest.approx(31 / 32)
+    # seeds on the boundary count against the verdict tested: exactly on it is no verdict
     assert decide([0.0] * 5, BELOW0).verdict == "inconclusive"
     d = decide([-1e-3] * 6, BELOW0)
-    assert d.verdict == "holds" and d.interval == (-1e-3, -1e-3) and d.method.startswith("exact")
+    assert d.verdict == "holds" and d.interval[1] == -1e-3 and d.method.startswith("exact sign test")
+    # at a Holm level of 0.05/2, 5 of 5 on the failing side (p = 1/32) does not fail
+    assert decide([1.0, 1.1, 0.9, 1.05, 0.95], BELOW0, fail_level=0.025).verdict == "inconclusive"
     assert decide_exact(-0.5, BELOW0).verdict == "holds" and decide_exact(0.5, BELOW0).verdict == "fails"
 
 
@@ -100,8 +86,6 @@ def test_no_verdict_from_fewer_than_five_seeds():
             decide(np.full(n, -1.0), BELOW0)
     with pytest.raises(ConfigError, match="not finite"):
         decide([-1.0, np.nan, -1.0, -1.0, -1.0], BELOW0)
-    with pytest.raises(ConfigError, match="median needs >= 6 seeds"):
-        decide([-1.0, -2.0, -3.0, -4.0, -5.0], BELOW0, estimator="median")
 
 
 @pytest.mark.parametrize("seeds, points, g", [(12, 6, "A"), (40, 9, "A"), (11, 6, "B"), (12, 5, "B"), (5, 3, "B"),
@@ -122,8 +106,10 @@ def _load(tmp_path, text, **kw):
 def test_tiny_registry_loads():
     reg = load_registry(TINY_TOML, paper="tiny", config=TinyConfig, resolve=True)
     c = reg.get("gap_shrinks")
-    assert c.criterion.direction == "below" and c.criterion.boundary == 0.0
-    assert [a.name for a in c.map.axes] == ["lr", "horizon"] and c.map.seeds(True) == 5 and c.map.seeds(False) == 12
+    assert c.criterion.direction == "below" and c.criterion.boundary == pytest.approx(math.log(0.5))
+    assert c.criterion.kind == "effect size" and c.practice == "the paper's network" and c.theory_exact
+    assert c.null.settings == {"lr": 1e-6} and [d.coords for d in c.demos] == [{"lr": 0.5, "horizon": 200}]
+    assert [a.name for a in c.map.axes] == ["lr", "horizon"] and c.map.seeds(True) == 7 and c.map.seeds(False) == 12
     assert c.regime[0].contains(2.0) and not c.regime[0].contains(2.01)
     assert c.protocol.config(TinyConfig, True).a0 == 0.5
 
@@ -145,14 +131,27 @@ _DERIVATION = _BASE[_BASE.index('derivation = """'):_BASE.index('[claims.gap_shr
     ('quantity = "lr_curvature"', 'quantity = "nope"', "claims.gap_shrinks.regime.0.quantity"),
     ('name = "lr"', 'name = "lrate"', "claims.gap_shrinks.map.axes.0.name"),
     ('name = "horizon"', 'name = "steps"', "claims.gap_shrinks.map.axes.1.name"),
-    ("quick = 5", "quick = 4", "claims.gap_shrinks.map.seeds.quick"),
+    ("quick = 7", "quick = 4", "claims.gap_shrinks.map.seeds.quick"),
+    # the sign test over 6 in-regime points needs 2^-n <= 0.05/6: 5 seeds could never give 'fails'
+    ("quick = 7", "quick = 5", "claims.gap_shrinks.map.seeds.quick: 5 seeds can never give 'fails'"),
+    ('practice = "the paper\'s network"', 'practice = "a network"', "claims.gap_shrinks.practice"),
+    ('theory_flow = "exact: ', 'theory_flow = "', "claims.gap_shrinks.theory_flow: must start with"),
+    ('theory_flow = "exact: ', 'theory_flo = "', "claims.gap_shrinks.theory_flo: unknown key"),
+    ("[claims.gap_shrinks.null]", "[claims.gap_shrinks.nul]", "claims.gap_shrinks.nul: unknown key"),
+    ("at = { lr = 2.0, horizon = 200 }", "at = { lr = 32.0, horizon = 200 }",
+     "claims.gap_shrinks.null.at: lies outside the regime"),
+    ("at = { lr = 2.0, horizon = 200 }", "at = { lr = 2.0 }", "claims.gap_shrinks.null.at.horizon: missing"),
+    ("settings = { lr = 1e-6 }", "", "claims.gap_shrinks.null: give settings"),
+    ("coords = { lr = 0.5, horizon = 200 }", "coords = { lr = -1.0, horizon = 200 }",
+     "claims.gap_shrinks.demo.0.coords: lr"),
+    ('kind = "effect size"', 'kind = "hunch"', "claims.gap_shrinks.criterion.kind"),
     ("full = 12", "full = 8", "claims.gap_shrinks.map.seeds.full"),
     ("schema = 1", "schema = 2", "schema"),
     ('function = "tiny.figures.claims:log_gap_ratio"', 'function = "tiny.figures.claims.log_gap_ratio"',
      "claims.gap_shrinks.statistic.function"),
-    ('estimator = "mean"', 'estimator = "mode"', "claims.gap_shrinks.statistic.estimator"),
+    ('estimator = "median"', 'estimator = "mode"', "claims.gap_shrinks.statistic.estimator"),
     ("settings = { a0 = 0.5 }", "settings = { p = 1.5 }", "claims.gap_shrinks.protocol"),
-    ("quick = [0.5, 2.0, 8.0, 32.0]", "quick = [32.0, 64.0]", "claims.gap_shrinks.map"),
+    ("quick = [0.5, 2.0, 8.0, 32.0]", "quick = [0.5, 2.0, 8.0]", "claims.gap_shrinks.map: every map point"),
     ('paper = "tiny"', 'paper = "scb"', "paper"),
     ("[claims.gap_shrinks]", "[claims.gap_shrinks", "registry"),
 ])
@@ -183,7 +182,7 @@ def test_missing_registry_file(tmp_path):
 def test_conclude_points_decided_outside_the_sweep():
     """figures.claims.conclude: map points a paper decided on its own runs get decide_claim's rule
     (any in-regime failure fails; holds only when every in-regime point holds); none inside the
-    regime is inconclusive, grade C."""
+    regime is untested, grade C, with the reason."""
     from figures.claims import MapPoint, conclude
 
     spec = load_registry(TINY_TOML, paper="tiny", config=TinyConfig, resolve=True).get("gap_shrinks")
@@ -193,20 +192,24 @@ def test_conclude_points_decided_outside_the_sweep():
         dec = decide(values, spec.criterion, level=level) if inside else None
         return MapPoint({"lr": x}, inside, () if inside else ("lr > 2",), tuple(values), dec)
 
-    good, bad = [-1.0, -1.1, -0.9, -1.05, -0.95], [1.0, 1.1, 0.9, 1.05, 0.95]
+    # 7 seeds: Holm's first step over 3 points tests at 0.05/3 > 2^-7 = 0.0078 (5 seeds could not fail)
+    good, bad = [-1.0, -1.1, -0.9, -1.05, -0.95, -1.2, -0.8], [1.0, 1.1, 0.9, 1.05, 0.95, 1.2, 0.8]
     held = conclude(spec, [point(0.1, good), point(0.2, good), point(0.3, good), point(3.0, bad, False)])
-    assert held.verdict == "holds" and held.regime_points == 3 and held.grade == "B" and held.seeds == 5
+    assert held.verdict == "holds" and held.regime_points == 3 and held.grade == "B" and held.seeds == 7
+    assert held.can_fire == {"holds": True, "fails": True}
+    assert conclude(spec, [point(0.1, good[:5]), point(0.2, bad[:5]), point(0.3, good[:5])]).verdict == "inconclusive"
     assert held.point_level == pytest.approx(level)
     failed = conclude(spec, [point(0.1, good), point(0.2, bad), point(0.3, good)])
     assert failed.verdict == "fails" and failed.at == {"lr": 0.2}
-    none = conclude(spec, [point(3.0, bad, False)])
-    assert none.verdict == "inconclusive" and none.grade == "C" and none.regime_points == 0
-    assert "no map point lies inside the regime" in none.where_it_breaks
-    assert math.isnan(none.estimate)  # an undecided point shows no statistic
+    none = conclude(spec, [point(3.0, bad, False)], untested="runs shorter than the paper's: ~2 GPU-hours")
+    assert none.verdict == "untested" and none.grade == "C" and none.regime_points == 0
+    assert none.untested_reason == "runs shorter than the paper's: ~2 GPU-hours"
+    assert none.where_it_breaks.startswith("untested: runs shorter")
+    assert none.estimate == pytest.approx(np.median(bad))  # the outside point's statistic, as information
     # points outside the regime decided over their seeds: the one nearest the boundary is shown
-    # (information; the verdict stays inconclusive)
+    # (information; the verdict stays untested)
     far, near = [3.0, 3.1, 2.9, 3.05, 2.95], [0.2, 0.3, 0.1, 0.25, 0.15]
     shown = conclude(spec, [MapPoint({"lr": x}, False, ("lr > 2",), tuple(v), decide(v, spec.criterion, level=level))
                             for x, v in ((3.0, far), (4.0, near))])
-    assert shown.verdict == "inconclusive" and shown.grade == "C" and shown.at == {"lr": 4.0}
-    assert shown.estimate == pytest.approx(np.mean(near)) and shown.interval[0] < np.mean(near) < shown.interval[1]
+    assert shown.verdict == "untested" and shown.grade == "C" and shown.at == {"lr": 4.0}
+    assert shown.estimate == pytest.approx(np.median(near)) and shown.interval[0] < np.mean(near) < shown.interval[1]

@@ -15,7 +15,7 @@ from theory import ConfigError
 from tiny.theory import TinyConfig
 
 TOML = Path(tiny_claims.__file__).with_name("claims.toml").read_text()
-SEEDS = "seeds = { quick = 5, full = 12 }"
+SEEDS = "seeds = { quick = 7, full = 12 }"
 
 
 def _registry(tmp_path, cost: str) -> Path:
@@ -38,17 +38,18 @@ def test_the_loader_reads_and_refuses_cost_notes(tmp_path):
 
 
 def test_full_maps_beyond_the_cpu_allowance_are_named_not_run(tmp_path, monkeypatch, capsys):
-    """The tiny map in full mode: 9 config cells x 12 seeds; at 1e4 core-seconds per seed that is
-    1.08e6 s = 300 core-hours (> 2): skipped with the line; quick mode always runs; a larger
+    """The tiny map in full mode: 9 grid cells, the null control's cell and the robustness variant's
+    6 cells (one per in-regime rate) = 16 cells x 12 seeds; at 1e4 core-seconds per seed that is
+    1.92e6 s = 533 core-hours (> 2): skipped with the line; quick mode always runs; a larger
     allowance (TDYN_CPU_CORE_HOURS) or a Ray cluster runs it."""
     path = _registry(tmp_path, "cost = { seed_seconds = 1e4 }")
     with tiny_registered(claims=registry_claims("tiny", path)) as row:
         spec = load_registry(path, paper="tiny", config=TinyConfig, resolve=True).get("gap_shrinks")
         full = plan_claim(spec, quick=False)
-        assert map_cost(full) == pytest.approx(9 * 12 * 1e4)
+        assert map_cost(full) == pytest.approx(16 * 12 * 1e4)
         need = too_costly(full, "cpu")
-        assert isinstance(need, NeedsAccelerator) and need.core_hours == pytest.approx(300.0)
-        assert str(need).startswith("needs a GPU/cluster: tiny/gap_shrinks ~300 core-hours (9 cells x 12 seeds")
+        assert isinstance(need, NeedsAccelerator) and need.core_hours == pytest.approx(16 * 12 * 1e4 / 3600)
+        assert str(need).startswith("needs a GPU/cluster: tiny/gap_shrinks ~533 core-hours (16 cells x 12 seeds")
         assert too_costly(plan_claim(spec, quick=True), "cpu") is None
         monkeypatch.setenv("TDYN_CPU_CORE_HOURS", "1000")
         assert too_costly(full, "cpu") is None

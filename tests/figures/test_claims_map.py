@@ -72,24 +72,33 @@ def test_map_resumes_from_its_store_without_recomputing(spec, tmp_path, monkeypa
     monkeypatch.setattr(tiny_experiment, "train_seeds", counted)
     with using_sweep(tmp_path, 1, None):
         first = decide_claim(spec, quick=True, device="cpu")
-        assert sorted(calls) == [0.5, 2.0, 8.0, 32.0]  # one cell per learning rate, every seed in it
+        # one cell per learning rate, every seed in it; the null control (lr = 1e-6) and the robustness
+        # variant (batch 64) at the three in-regime rates are cells of their own
+        assert sorted(calls) == [1e-6, 0.5, 0.5, 2.0, 2.0, 8.0, 8.0, 32.0]
         calls.clear()
         again = decide_claim(spec, quick=True, device="cpu")
         assert calls == []
         assert again.to_json() == first.to_json()
         store = tmp_path / "claims" / "tiny" / "gap_shrinks"
         cells = sorted((store / "cells").glob("*.nc"))
-        assert len(cells) == 4
+        assert len(cells) == 8
         cells[0].unlink()
         decide_claim(spec, quick=True, device="cpu")
         assert len(calls) == 1
-    # the decision: every in-regime point holds (6 points, 5 seeds: grade B); lr = 32 breaks it
-    assert first.verdict == "holds" and first.grade == "B" and first.seeds == 5 and first.regime_points == 6
+    # the decision: every in-regime point holds (6 points, 7 seeds: grade B); lr = 32 breaks it
+    assert first.verdict == "holds" and first.grade == "B" and first.seeds == 7 and first.regime_points == 6
+    # the null control (an untrained logit) does not pass: the criterion discriminates
+    assert first.null.verdict != "holds" and first.null.discriminating
+    assert abs(first.null.decision.estimate) < 1e-3  # lr = 1e-6 leaves the gap where it was
+    # the paper's setting is marked on the map; the robustness variant re-decides the claim
+    assert [p.coords for p in first.points if p.demo] == [{"lr": 0.5, "horizon": 200}]
+    assert first.robustness[0]["name"] == "batch 64" and first.robust is (first.robustness[0]["verdict"] == "holds")
     out = {(p.coords["lr"], p.coords["horizon"]): p for p in first.points}
     assert not out[(32.0, 50)].inside and out[(32.0, 50)].verdict == "fails"
     assert first.interval[1] < 0 and "fails outside the regime at lr=32" in first.where_it_breaks
-    # simultaneous intervals over the 6 in-regime points
+    # Holm's first step over the 6 in-regime points
     assert first.point_level == pytest.approx(1 - 0.05 / 6)
+    assert min(p.decision.fail_level for p in first.points if p.inside) == pytest.approx(0.05 / 6)
 
 
 def test_cells_run_the_train_slot_per_seed_without_a_runs_function(tiny, tmp_path):
@@ -110,7 +119,7 @@ def test_cells_run_the_train_slot_per_seed_without_a_runs_function(tiny, tmp_pat
     for p in a.points:  # outside the regime (lr = 32) the discrete map is chaotic: rounding grows to O(1)
         if p.inside:
             np.testing.assert_allclose(p.values, vb[tuple(p.coords.values())], rtol=0, atol=1e-10)
-    assert sum(p.inside for p in a.points) == 2
+    assert sum(p.inside for p in a.points) == 3  # lr = 8 at two horizons, and the paper's setting lr = 0.5
 
 
 def test_tdyn_claims_on_the_tiny_paper(tiny, tmp_path):
@@ -120,7 +129,8 @@ def test_tdyn_claims_on_the_tiny_paper(tiny, tmp_path):
     doc = json.loads(res.output)
     assert len(doc) == 1 and KEYS <= set(doc[0])
     c = doc[0]
-    assert c["verdict"] in ("holds", "fails", "inconclusive") and c["seeds"] >= 5 and c["grade"] in "ABC"
+    assert c["verdict"] in ("holds", "fails", "inconclusive", "untested") and c["seeds"] >= 5 and c["grade"] in "ABC"
+    assert {"test", "family_level", "mde", "can_fire", "null", "theory_check", "practice", "demo"} <= set(c)
     assert len(c["interval"]) == 2 and c["interval"][0] <= c["estimate"] <= c["interval"][1]
     assert c["regime"][0]["quantity"] == "lr_curvature" and c["falsifier"]
     assert len(c["map"]["points"]) == 8 and {"coords", "inside", "verdict", "values"} <= set(c["map"]["points"][0])
@@ -128,7 +138,9 @@ def test_tdyn_claims_on_the_tiny_paper(tiny, tmp_path):
     res = runner.invoke(main, ["claims", "tiny", "--store", str(tmp_path), "--no-progress", "--device", "cpu"])
     assert res.exit_code == 0, res.output
     lines = res.output.strip().splitlines()
-    assert len(lines) == 6 and "HOLDS" in lines[1] and "grade B" in lines[1]
+    assert len(lines) == 8 and "HOLDS" in lines[1] and "grade B" in lines[1]
+    assert "test: exact sign test" in res.output and "null (an untrained logit" in res.output
+    assert "theory (exact flow): holds" in res.output
     assert "regime: lr p (1 - p) in [0, 2]" in res.output and "breaks: fails outside the regime" in res.output
     assert "values" not in res.output
 
@@ -191,9 +203,10 @@ def test_reproduce_ends_with_the_claims_summary_and_claims_md(tmp_path, monkeypa
         monkeypatch.setattr(figures.cli, "PAPERS", {"tiny": row})
         res = CliRunner().invoke(main, ["reproduce", "--device", "cpu"])
     assert res.exit_code == 0, res.output
-    tail = res.output.strip().splitlines()[-3:]
+    tail = res.output.strip().splitlines()[-4:]
     assert tail[0].startswith("claims of every paper") and "gap_shrinks" in tail[1] and "HOLDS" in tail[1]
-    assert tail[2] == f"wrote {tmp_path / 'out' / 'claims.md'}"
+    assert tail[2] == "  tally: 1 claims: 1 hold, 0 fail, 0 inconclusive, 0 untested"
+    assert tail[3] == f"wrote {tmp_path / 'out' / 'claims.md'}"
     assert (tmp_path / "out" / "tiny" / "claims" / "store" / "gap_shrinks" / "index.csv").is_file()  # default store
 
 
