@@ -387,7 +387,7 @@ def reduced_error(traj, config, *, horizon=REDUCED_HORIZON) -> float:
 def _beside_flow(result, window: str, label: str, statistic: str, flow_config, columns) -> list[dict]:
     """A claim's map beside the exact T = inf flow (one solve per (common_prob, eta_Z), from zero
     init at ``flow_config(config)``'s times): per point the coordinates (``window``, the statistic's
-    axis, as ``label``), the training's ``statistic`` (mean over seeds, interval, verdict) and
+    axis, as ``label``), the training's ``statistic`` (median over seeds, interval, verdict) and
     ``columns(config, flow, window value)``."""
     from .compare import theory_trajectory
 
@@ -412,8 +412,8 @@ def _beside_flow(result, window: str, label: str, statistic: str, flow_config, c
 
 def reduced_table(result) -> list[dict]:
     """The reduced claim's map beside the exact T = inf flow: per point (common_prob, ratio,
-    horizon) the training's statistic (mean over seeds and its interval), the exact flow's and the
-    promised error. Where the flow fails as the network does, the gap is the reduction's."""
+    M) the training's statistic (median over seeds and its interval), the exact flow's and the
+    error Theorem 1 allows. Where the flow fails as the network does, the gap is the reduction's."""
     return _beside_flow(result, None, "horizon_eta_Z_t", "error_over_theorem1", eta_Z_time_config,
                         lambda cfg, flow, h: {"exact_flow_error_over_theorem1": reduced_error(flow, cfg),
                                               "theorem1_error": theorem1_error(cfg)})
@@ -487,7 +487,7 @@ def snap_deceleration(traj, config, *, start) -> float:
 
 def snap_table(result) -> list[dict]:
     """The snap claim's map beside the exact T = inf flow and Theorem 4's closed form: per point
-    (common_prob, ratio, window start) the training's fall ratio (mean over seeds, its interval,
+    (common_prob, ratio, window start) the training's fall ratio (median over seeds, its interval,
     verdict), the exact flow's from zero init on the runs' times and Theorem 4's (:func:`snap_theory`).
     Where the exact flow's ratio is the training's, a failure is Theorem 4's 1-D snap ODE missing
     the flow at those times, not SGD's noise or the finite T."""
