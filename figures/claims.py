@@ -56,7 +56,7 @@ from . import claims_stats as st
 from .claims_registry import MIN_SEEDS, ClaimSpec, Criterion, Registry, load_registry, resolve_ref
 
 __all__ = ["decide", "decide_exact", "interval", "grade", "Decision", "MapPoint", "ClaimResult", "decide_claim",
-           "plan_claim", "MapPlan", "conclude", "points_over_seeds", "NullResult",
+           "plan_claim", "MapPlan", "conclude", "points_over_seeds", "NullResult", "untested",
            "claim_cell", "registry", "registry_claims", "run_claims", "theory_check", "TheoryCheck",
            "planted_violation", "statistic_values", "VERDICTS", "GRADES", "MIN_SEEDS", "CLAIM_CELL", "ALPHA",
            "load_registry", "NoClaims", "map_cost", "too_costly", "NeedsAccelerator", "CPU_CORE_HOURS",
@@ -424,7 +424,9 @@ class ClaimResult:
             "test": st.METHODS[s.statistic.estimator], "family_level": round(1 - self.level, 12),
             "seeds": self.seeds, "regime_points": self.regime_points, "grade": self.grade,
             "mde": dict(self.mde), "can_fire": dict(self.can_fire),
-            "null": None if self.null is None else self.null.to_json(),
+            "null": self.null.to_json() if self.null is not None else None if s.null is None else {
+                "description": s.null.description, "at": dict(s.null.at), "verdict": None, "estimate": None,
+                "interval": None, "values": [], "discriminating": None, "note": "not run"},
             "theory_check": self.theory_summary(), "practice": s.practice, "demo": demos,
             "robustness": list(self.robustness), "robust": self.robust, "sensitivity": self.sensitivity,
             "untested_reason": self.untested_reason,
@@ -801,6 +803,12 @@ def conclude(claim: ClaimSpec, points: Sequence[MapPoint], *, quick: bool = True
     return _conclude(claim, pts, quick=quick, level=level, failed=failed, null=null, untested=untested)
 
 
+def untested(claim: ClaimSpec, reason: str, *, quick: bool = True, level: float = 0.95) -> ClaimResult:
+    """A claim that was not run at all (no corpus, or a protocol that needs hardware this run does
+    not have): verdict **untested**, ``reason`` saying why and what running it takes."""
+    return _conclude(claim, [], quick=quick, level=level, failed=0, untested=reason)
+
+
 def points_over_seeds(claim: ClaimSpec, cells, inside: Callable[[dict], tuple], level: float | None = None
                       ) -> list[MapPoint]:
     """Map points for :func:`conclude` from ``cells`` (``(coords, per-seed values)`` pairs):
@@ -842,7 +850,7 @@ def _conclude(claim: ClaimSpec, points: list[MapPoint], *, quick: bool, level: f
             verdict="untested", estimate=float("nan") if dec is None else dec.estimate,
             interval=(float("nan"), float("nan")) if dec is None else dec.interval,
             seeds=seeds_run, regime_points=0, grade="C", at={} if at is None else dict(at.coords),
-            where_it_breaks=f"untested: {reason}; " + _where_it_breaks(points, null),
+            where_it_breaks=f"untested: {reason}" + (f"; {_where_it_breaks(points, null)}" if points else ""),
             method="" if dec is None else dec.method, untested_reason=reason, **common)
     decided = [p for p in inside if p.decision is not None]
     margin = {id(p): crit.margin(*p.decision.interval) for p in decided}
@@ -858,11 +866,15 @@ def _conclude(claim: ClaimSpec, points: list[MapPoint], *, quick: bool, level: f
             (p for p in inside if p.decision is None), inside[0])
     dec = at.decision
     seeds = min((p.decision.seeds for p in decided), default=0)
+    where = _where_it_breaks(points, null)
+    other = [r for r in robustness if r["verdict"] != verdict]
+    if other:
+        where = ("NOT ROBUST: " + ", ".join(f"{r['name']} gives {r['verdict']}" for r in other) + "; " + where)
     return ClaimResult(
         verdict=verdict, estimate=float("nan") if dec is None else dec.estimate,
         interval=(float("nan"), float("nan")) if dec is None else dec.interval,
         seeds=seeds, regime_points=len(decided), grade=grade(seeds, len(decided)),
-        at=dict(at.coords), where_it_breaks=_where_it_breaks(points, null),
+        at=dict(at.coords), where_it_breaks=where,
         method="" if dec is None else dec.method, **common)
 
 

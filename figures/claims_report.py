@@ -52,20 +52,20 @@ def _stat_ci(d: Mapping[str, Any]) -> str:
 
 
 def _mde(d: Mapping[str, Any]) -> str:
-    """The minimal detectable effect in words (80% power at the seeds used)."""
+    """The minimal detectable effect in words (80% power at the seeds and points used)."""
     m = d.get("mde") or {}
     parts = []
-    for v in ("holds", "fails"):
+    for v, side in (("holds", "holding"), ("fails", "failing")):
         x = m.get(v)
         if x is None:
-            parts.append(f"{v}: cannot fire")
+            parts.append(f"'{v}' cannot fire")
         elif "q" in x:
-            shift = f" (~{_n(x['shift'])} in the statistic's units)" if x.get("shift") is not None else ""
-            parts.append(f"{v} when P(seed beyond boundary) >= {x['q']:.2f}{shift}")
+            shift = f", a shift of ~{_n(x['shift'])}" if x.get("shift") is not None else ""
+            parts.append(f"'{v}' needs P(seed on the {side} side) >= {x['q']:.2f} per point{shift}")
         elif "proportion" in x:
-            parts.append(f"{v} at a proportion {x['distance']:.2f} from the boundary")
+            parts.append(f"'{v}' needs a proportion {x['distance']:.2f} beyond the boundary")
         else:
-            parts.append(f"{v} at {x['sd_units']:.2f} SD")
+            parts.append(f"'{v}' needs a mean {x['sd_units']:.2f} SD beyond the boundary")
     return "; ".join(parts)
 
 
@@ -75,8 +75,8 @@ def _evidence_line(d: Mapping[str, Any]) -> str:
     if null is None:
         null_text = "null control: none"
     else:
-        disc = {True: "", False: " — NOT DISCRIMINATING", None: ""}[null.get("discriminating")]
-        null_text = f"null ({_short(null['description'], 60)}): {null['verdict'] or 'undecided'}{disc}"
+        disc = {True: " (discriminating)", False: " — NOT DISCRIMINATING", None: ""}[null.get("discriminating")]
+        null_text = f"null ({_short(null['description'], 60)}): {null['verdict'] or null.get('note') or 'undecided'}{disc}"
     th = d.get("theory_check") or {}
     flow = "exact flow" if th.get("exact") else "reduced theory" if th.get("flow") else "no theory"
     theory_text = f"theory ({flow}): {th.get('verdict') or 'n/a'}"
@@ -100,9 +100,9 @@ def claim_lines(r: Any) -> list[str]:
         f"({d['seeds']} seeds, {d['regime_points']} regime points, {d.get('mode', 'quick')}){extra}",
         f"    {_short(d['statement'])}",
         f"    regime: {'; '.join(x['holds_in'] for x in d['regime'])}{demo_text}",
-        f"    {_stat_ci(d)}, holds when {d['criterion']['holds_when']}; at {_coords(d['at'])}",
-        f"    test: {d.get('test', d.get('method', ''))}, family level {d.get('family_level', 0.05):g}; "
-        f"detectable with 80% power: {_mde(d)}",
+        f"    {_stat_ci(d)}, holds when {d['criterion']['holds_when']}; at {_coords(d['at']) or '-'}",
+        f"    test: {d.get('test', d.get('method', '')).split(',')[0]}, Holm over {d['regime_points']} in-regime "
+        f"points, family level {d.get('family_level', 0.05):g}; 80% power: {_mde(d)}",
         _evidence_line(d),
         f"    breaks: {d['where_it_breaks']}",
     ]
@@ -267,7 +267,9 @@ def _heat_map(plt, d, axes, rows):
             i, j = ys.index(row[ax1["name"]]), xs.index(row[ax0["name"]])
             grid[i, j] = np.nan if row["estimate"] is None else row["estimate"]
             v = row["verdict"] if row["verdict"] != "undecided" else None
-            ax.text(j, i, f"{_SYMBOL[v]} {_n(row['estimate'])}", ha="center", va="center", fontsize=7)
+            # on a light box: legible on dark cells and over the hatching of points outside the regime
+            ax.text(j, i, f"{_SYMBOL[v]} {_n(row['estimate'])}", ha="center", va="center", fontsize=7, zorder=5,
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.75})
             if not row["inside_regime"]:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", ec="0.45", lw=0))
             if row["paper_setting"]:
@@ -288,7 +290,8 @@ def _heat_map(plt, d, axes, rows):
     if any(row["paper_setting"] for row in rows):
         handles.append(Patch(fill=False, ec="goldenrod", lw=2.0, label="the paper's setting"))
     fig.legend(handles=handles, fontsize=7, loc="outside lower left", frameon=False)
-    fig.suptitle(_title(d) + f"; {_SYMBOL['holds']} holds, {_SYMBOL['fails']} fails, ? inconclusive", fontsize=8)
+    fig.suptitle(_title(d) + f"; {_SYMBOL['holds']} holds, {_SYMBOL['fails']} fails, ? inconclusive, "
+                 f"{_SYMBOL[None]} undecided", fontsize=8)
     return fig
 
 

@@ -16,7 +16,11 @@ from theory.errors import ConfigError, check_choice
 from .sweep import sweep_settings, using_sweep  # noqa: F401  (using_sweep: re-exported)
 
 __all__ = ["text_papers", "config_for", "results", "runs_dir", "text_regime", "corpus_available",
-           "using_sweep", "RUNS_DIR"]
+           "no_corpus_claims", "NO_CORPUS", "using_sweep", "RUNS_DIR"]
+
+#: why a real-text claim is untested without a corpus, and how to get one
+NO_CORPUS = ("no corpus: the real-text claims train on WikiText-2 (Merity et al. 2016, the raw "
+             "wiki.train/valid/test.tokens files); put it in ../shared/data/wikitext-2 or pass --corpus DIR")
 
 
 def text_papers() -> tuple[str, ...]:
@@ -58,6 +62,14 @@ def results(paper: str, quick: bool = True, device: str = "auto", corpus: str | 
         opts = sweep_settings(paper, store)
         _CACHE[key] = {"config": cfg, **cfg.protocol(device=device, progress=not quick, **opts)}
     return _CACHE[key]
+
+
+def no_corpus_claims(registry, quick: bool = True, reason: str = NO_CORPUS) -> list:
+    """Every claim of a real-text ``registry`` as **untested** with ``reason`` (no corpus): the
+    claims stay in the tally and the table, never silently dropped."""
+    from .claims import untested
+
+    return [untested(c, reason, quick=quick) for c in registry.claims]
 
 
 def text_regime(res, extra: str = "") -> str:
