@@ -6,7 +6,7 @@ slot); its runs happen once per process and setting (:func:`figures.realtext.res
 with the other papers). The claims (``text_claims.toml``: Fig. 10's higher lr => lower entropy,
 Fig. 7's sparsify-and-freeze) are :class:`~figures.claims.ClaimResult` s decided over seeds by
 :func:`text_claim_results` (the row's ``claims`` slot appends them). Without a corpus the figures
-are skipped with a note and there are no real-text claims.
+are skipped with a note and the real-text claims are untested (how to get the corpus).
 """
 
 from __future__ import annotations
@@ -170,9 +170,11 @@ def text_claim_results(quick: bool = True, device: str = "auto", corpus=None, *,
     with the figures: :func:`figures.realtext.results`), per seed: Fig. 10's map points are the
     adjacent learning-rate pairs of the sweep, Fig. 7's a (model, aspect) each; decided at the
     simultaneous level where the runs are in the paper's setting and there are >= 5 seeds, else
-    inconclusive (grade C) with the reason and the cost of deciding (``[]`` without a corpus)."""
+    untested with the reason and the cost of deciding (every claim untested without a corpus)."""
     if not corpus_available(corpus):
-        return []
+        from ..realtext import no_corpus_claims
+
+        return no_corpus_claims(text_registry(), quick=quick)
     return decide(results(PAPER, quick, device, corpus), quick=quick, level=level)
 
 

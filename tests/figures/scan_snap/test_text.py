@@ -107,5 +107,6 @@ def test_claims_slot_appends_the_real_text_claims(monkeypatch):
     monkeypatch.setattr(C, "snap_claim_result", lambda **kw: "snap")
     assert C.claims(quick=True, device="cpu") == ["registry", "snap", "text"]
     monkeypatch.undo()
-    assert FT.text_claim_results(True, "cpu", corpus="/nonexistent/wikitext") == []
+    none = FT.text_claim_results(True, "cpu", corpus="/nonexistent/wikitext")
+    assert [r.verdict for r in none] == ["untested", "untested"] and "corpus" in none[0].untested_reason
     assert FT.text_registry().names == ["wikitext_higher_lr_lower_entropy", "wikitext_attention_sparsifies_and_freezes"]
