@@ -11,7 +11,10 @@ same cell on the same code is computed once. The store (a folder) holds
 * ``index.csv`` — one row per cell of the sweep: key, status (``ok``/``failed``), error, the swept
   values, file; written by the driver only (atomically), so concurrent workers never race on it.
 
-Finished cells (their ``.nc`` exists) are skipped on rerun; a failing cell — an exception, or a
+Finished cells are skipped on rerun. A cell counts as finished only when its file opens, every
+variable in it reads back and its ``sweep_key`` attribute is the cell's key (:func:`cell_problem`):
+a damaged file (truncated, overwritten, another cell's) is removed and the cell recomputed, with a
+:class:`~theory.errors.TdynWarning` naming it. A failing cell — an exception, or a
 worker process that died — is recorded and does not stop the others. :func:`open_sweep` reads the
 index and the cells as one ``xarray.Dataset`` with a ``cell`` dimension (swept values as coords).
 
@@ -31,6 +34,7 @@ import json
 import re
 import socket
 import traceback
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -40,11 +44,11 @@ from typing import Any
 import pandas as pd
 
 from simulate.trajectory import jsonable, atomic_write, code_version
-from theory.errors import ConfigError, TdynError
+from theory.errors import ConfigError, TdynError, TdynWarning
 from theory.refs import resolve_ref
 
 __all__ = ["Cell", "grid_cells", "run_cells", "check_ray_address", "open_sweep", "read_index", "load_cells",
-           "CellsFailed"]
+           "CellsFailed", "cell_problem", "check_store"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,62 @@ def _write_error(root: Path, key: str, message: str, trace: str = "") -> None:
                  lambda tmp: Path(tmp).write_text(json.dumps({"error": message, "traceback": trace})))
 
 
+def cell_problem(path: str | Path, key: str) -> str | None:
+    """Why the file ``path`` is not the finished cell ``key`` (``None`` when it is): it must be a
+    file that opens as HDF5/NetCDF, whose every variable reads back, and whose ``sweep_key``
+    attribute is ``key``. The one validity check of the store (rerun, :func:`load_cells`,
+    :func:`open_sweep`)."""
+    import h5py
+
+    path = Path(path)
+    if not path.is_file():
+        return "missing" if not path.exists() else "not a file"
+    try:
+        with h5py.File(path, "r") as f:
+            stored = f.attrs.get("sweep_key")
+            stored = stored.decode() if isinstance(stored, bytes) else stored
+            if stored != key:
+                return f"its key is {stored!r}, not {key!r}"
+            datasets = []
+            f.visititems(lambda name, obj: datasets.append(obj) if isinstance(obj, h5py.Dataset) else None)
+            for d in datasets:
+                d[()]  # reading every chunk finds a truncated or corrupted payload
+    except Exception as exc:  # noqa: BLE001 - any reader failure means a damaged cell
+        return "unreadable: " + " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+    return None
+
+
+def check_store(store: str | Path, field: str = "store") -> Path:
+    """``store`` as a usable result folder: it, ``cells/`` and ``errors/`` are folders where they
+    exist and ``index.csv`` is not a folder; else ``ConfigError(field, ...)``. Creates nothing."""
+    root = Path(store)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(field, f"not a directory: {root}")
+    for sub in ("cells", "errors"):
+        if (root / sub).exists() and not (root / sub).is_dir():
+            raise ConfigError(field, f"{root / sub} is a file, not the store's {sub} folder (move it away)")
+    if (root / "index.csv").is_dir():
+        raise ConfigError(field, f"{root / 'index.csv'} is a folder, not the store's index (move it away)")
+    return root
+
+
+def _finished(root: Path, cell: Cell) -> bool:
+    """Whether ``cell`` is finished in ``root`` (:func:`cell_problem`); a damaged file is removed
+    with a :class:`~theory.errors.TdynWarning` so the cell is recomputed."""
+    path = root / "cells" / f"{cell.key}.nc"
+    if not path.exists():
+        return False
+    why = cell_problem(path, cell.key)
+    if why is None:
+        return True
+    warnings.warn(TdynWarning("store", f"cell {path} is damaged ({why}); recomputing it"), stacklevel=3)
+    try:
+        path.unlink()
+    except OSError as exc:
+        raise ConfigError("store", f"cannot remove the damaged cell {path}: {exc.strerror}") from None
+    return False
+
+
 def _write_index(root: Path, cells: Sequence[Cell], status: Mapping[str, tuple[str, str]]) -> pd.DataFrame:
     rows = []
     for c in cells:
@@ -129,13 +189,13 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
     A Ray address that does not answer is refused before anything is written (:func:`check_ray_address`)."""
     if ray is not None:
         check_ray_address(ray)
-    root = Path(store)
+    root = check_store(store)
     (root / "cells").mkdir(parents=True, exist_ok=True)
     unique = list({c.key: c for c in cells}.values())  # a cell given twice runs once
     status: dict[str, tuple[str, str]] = {}
     todo = []
     for c in unique:
-        if (root / "cells" / f"{c.key}.nc").exists():
+        if _finished(root, c):
             status[c.key] = ("ok", "")
         else:
             todo.append(c)
@@ -238,6 +298,10 @@ def open_sweep(store: str | Path):
     ok = idx[idx["status"] == "ok"].reset_index(drop=True)
     if ok.empty:
         return xr.Dataset()
+    for key, f in zip(ok["key"], ok["file"]):
+        why = cell_problem(root / f, str(key))
+        if why is not None:
+            raise ConfigError("store", f"cell {root / f} is damaged ({why}); rerun the sweep to recompute it")
     dss = [xr.load_dataset(root / f, engine="h5netcdf") for f in ok["file"]]
     ds = xr.concat(dss, dim="cell", join="outer", combine_attrs="drop_conflicts", data_vars="all",
                    coords="different", compat="equals")
@@ -267,6 +331,6 @@ def load_cells(store: str | Path, cells: Sequence[Cell]) -> list:
 
     root = Path(store)
     files = [root / "cells" / f"{c.key}.nc" for c in cells]
-    if not all(f.exists() for f in files):
+    if any(cell_problem(f, c.key) is not None for f, c in zip(files, cells)):
         raise CellsFailed(root, read_index(root))
     return [xr.load_dataset(f, engine="h5netcdf") for f in files]

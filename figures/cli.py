@@ -35,6 +35,19 @@ def _fail(err: Exception) -> None:
     sys.exit(2)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """``warnings.showwarning`` of the CLI: a :class:`~theory.errors.TdynWarning` is one line
+    ``warning: <field>: <message>`` on stderr; any other warning as Python prints it."""
+    import warnings
+
+    from theory.errors import TdynWarning
+
+    if isinstance(message, TdynWarning):
+        click.echo(f"warning: {' '.join(str(message).split())}", err=True)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 def _usage_field(err: click.UsageError) -> str:
     """The option/argument a click usage error is about (``--format`` -> ``format``)."""
     param = getattr(err, "param", None)
@@ -51,10 +64,13 @@ class _Group(click.Group):
     """Map user errors raised anywhere below to one line and exit code 2."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        import warnings
+
         from simulate.trajectory import Terminated, terminate_as_exception
 
         try:
-            with terminate_as_exception():
+            with terminate_as_exception(), warnings.catch_warnings():
+                warnings.showwarning = _show_warning
                 rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as err:
             if err.ctx is not None and type(err).__name__ == "NoArgsIsHelpError":
@@ -580,12 +596,13 @@ def sweep(paper, grid, seeds, workers, ray_address, store, job, variant, device,
     """Run a grid of training runs (or ODE solves) into a resumable result store."""
     from . import progress as bars
     from .sweep import JOBS, plan
-    from empirical.sweeps import run_cells
+    from empirical.sweeps import check_store, run_cells
 
     with _checked_corpus(corpus):  # --kind text: the corpus of the real-text runs
         cells = plan(paper, grid, seeds=seeds, overrides=assignments, job=job, variant=variant, device=device,
                      backend=backend, allow_large=allow_large)
     check_outdir(store, "store")
+    check_store(store)
 
     def progress(key, status, err):
         bars.echo(f"{key} {status}{': ' + err if err else ''}")

@@ -1,0 +1,219 @@
+"""Issue 28's adversarial probe as a table: each hostile case through the real CLI and the contract
+it must meet — one line ``error: <field>: <message>`` on stderr, exit code 2, nothing written
+besides what the case itself prepared, and no hang (each case under a time limit).
+
+The table runs in one child process (an address-space limit, a per-row alarm): every row gets a
+fresh folder (its cwd); ``pre`` commands (untimed) and ``mutate`` steps (truncate, flip bytes,
+touch, ...) prepare the damage, then the row's command is timed. The store's cell-validity check
+(a damaged cell is recomputed with a warning) and the ``--set``/``--grid`` parsing (hypothesis)
+are tested below the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+#: a row must end within this many seconds of its start (imports done beforehand)
+ROW_SECONDS = 20
+LONG = "x" * 250  # with a suffix: a file name over 255 bytes
+SCB_TINY = ["--set", "steps=20", "--set", "log_every=10"]
+
+#: (id, pre (argv lists run first, untimed), mutate (steps), argv, field)
+#: ``{tmp}`` is the row's folder (its cwd)
+ROWS = [
+    # item 6: a store whose cells/ is a file
+    ("store-cells-is-a-file", [], [("write", "S/cells", "x")],
+     ["sweep", "scb", "--kind", "ode", "--backend", "scipy", "--grid", "steps=50,60", "--store", "S",
+      "--no-progress"], "store"),
+    ("store-is-a-file", [], [("write", "S", "x")],
+     ["sweep", "scb", "--kind", "ode", "--backend", "scipy", "--grid", "steps=50,60", "--store", "S",
+      "--no-progress"], "store"),
+]
+
+_CHILD = textwrap.dedent(r"""
+    import json, os, resource, signal, sys, time
+    from pathlib import Path
+    from click.testing import CliRunner
+    resource.setrlimit(resource.RLIMIT_AS, (8 * 2**30, 8 * 2**30))
+    from figures.cli import main
+    import figures.papers, torch, xarray, h5py  # imports before the clock starts
+
+    def mutate(op, path, *args):
+        p = Path(path)
+        if op == "write":
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(args[0])
+        elif op == "mkdir":
+            p.mkdir(parents=True, exist_ok=True)
+        elif op == "truncate":  # keep the first fraction of the bytes
+            data = p.read_bytes()
+            p.write_bytes(data[: int(len(data) * float(args[0]))])
+        elif op == "flip":  # invert every byte of the middle half
+            data = bytearray(p.read_bytes())
+            for i in range(len(data) // 4, 3 * len(data) // 4):
+                data[i] ^= 0xFF
+            p.write_bytes(bytes(data))
+        elif op == "empty-dir":
+            for q in p.iterdir():
+                q.unlink()
+        else:
+            raise ValueError(op)
+
+    def alarm(*a):
+        raise TimeoutError("row took longer than the limit")
+
+    signal.signal(signal.SIGALRM, alarm)
+    out = {}
+    limit = int(sys.argv[1])
+    for job in json.loads(sys.stdin.read()):
+        os.chdir(job["tmp"])
+        rid = job["rid"]
+        try:
+            for argv in job["pre"]:
+                res = CliRunner().invoke(main, argv)
+                assert res.exit_code == 0, (argv, res.output, repr(res.exception))
+            for step in job["mutate"]:
+                mutate(*step)
+        except BaseException as err:
+            out[rid] = {"code": -2, "stderr": "", "exc": f"setup failed: {err!r}", "seconds": 0}
+            continue
+        before = sorted(str(p) for p in Path(".").rglob("*"))
+        signal.alarm(limit + 10)
+        t0 = time.monotonic()
+        try:
+            res = CliRunner().invoke(main, job["argv"])
+            out[rid] = {"code": res.exit_code, "stderr": res.stderr, "exc": repr(res.exception)}
+        except BaseException as err:
+            out[rid] = {"code": -1, "stderr": "", "exc": repr(err)}
+        signal.alarm(0)
+        out[rid]["seconds"] = time.monotonic() - t0
+        after = sorted(str(p) for p in Path(".").rglob("*"))
+        out[rid]["created"] = sorted(set(after) - set(before))
+        out[rid]["removed"] = sorted(set(before) - set(after))
+    print(json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    """Run every row once in one child process, each in its own empty folder."""
+    base = tmp_path_factory.mktemp("adv")
+    jobs = []
+    for rid, pre, steps, argv, _ in ROWS:
+        tmp = base / rid
+        tmp.mkdir()
+        fmt = (lambda a: a.format(tmp=tmp) if isinstance(a, str) else a)
+        jobs.append({"rid": rid, "tmp": str(tmp), "pre": [[fmt(a) for a in p] for p in pre],
+                     "mutate": [[fmt(a) for a in s] for s in steps], "argv": [fmt(a) for a in argv]})
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg"}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(ROW_SECONDS)], input=json.dumps(jobs),
+                          capture_output=True, text=True, env=env, timeout=900, cwd=base)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("rid, field", [(r[0], r[4]) for r in ROWS], ids=[r[0] for r in ROWS])
+def test_hostile_case_is_one_line_exit_2_nothing_written_no_hang(table, rid, field):
+    res = table[rid]
+    lines = [ln for ln in res["stderr"].splitlines() if ln.strip()]
+    assert res["code"] == 2, res
+    assert len(lines) == 1 and res["stderr"].count("\n") == 1, res["stderr"]
+    assert lines[0].startswith(f"error: {field}: "), lines[0]
+    assert res["created"] == [] and res["removed"] == [], res
+    assert res["seconds"] < ROW_SECONDS, res
+
+
+# ------------------------------------------------------------------------------------------------
+# item 6: the store trusts a cell only when it opens and matches its key
+# ------------------------------------------------------------------------------------------------
+LINE = "helpers.sweep_cells:line"
+
+
+@pytest.fixture
+def _helpers(monkeypatch):
+    monkeypatch.syspath_prepend(str(TESTS))
+
+
+def _damage(path: Path, how: str, other: Path | None = None) -> None:
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "garbage":
+        path.write_bytes(bytes(range(256)) * 8)
+    elif how == "other-cell":  # a valid file of another cell under this key's name
+        path.write_bytes(other.read_bytes())
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "garbage", "other-cell"])
+def test_damaged_cell_is_recomputed_with_a_warning(_helpers, tmp_path, how):
+    import numpy as np
+
+    from empirical.sweeps import cell_problem, grid_cells, open_sweep, run_cells
+    from theory.errors import TdynWarning
+
+    store = tmp_path / "st"
+    cells = grid_cells("toy", {"x": 0.0}, {"x": [1.0, 2.0, 3.0]})
+    run_cells(LINE, cells, store)
+    victim = store / "cells" / f"{cells[1].key}.nc"
+    _damage(victim, how, other=store / "cells" / f"{cells[0].key}.nc")
+    assert cell_problem(victim, cells[1].key) is not None
+    untouched = {c.key: (store / "cells" / f"{c.key}.nc").stat().st_mtime_ns for c in (cells[0], cells[2])}
+    computed = []
+    with pytest.warns(TdynWarning, match=rf"^store: cell .*{cells[1].key}\.nc is damaged .*; recomputing it$"):
+        idx = run_cells(LINE, cells, store, progress=lambda *a: computed.append(a[0]))
+    assert computed == [cells[1].key]  # only the damaged cell ran again
+    assert set(idx["status"]) == {"ok"}
+    assert cell_problem(victim, cells[1].key) is None
+    assert {k: (store / "cells" / f"{k}.nc").stat().st_mtime_ns for k in untouched} == untouched
+    ds = open_sweep(store)
+    np.testing.assert_array_equal(ds["y"].values, np.outer([1.0, 2.0, 3.0], np.arange(5.0)))
+
+
+def test_open_sweep_names_a_damaged_cell_in_one_line(_helpers, tmp_path):
+    from empirical.sweeps import grid_cells, open_sweep, run_cells
+    from theory.errors import ConfigError
+
+    store = tmp_path / "st"
+    cells = grid_cells("toy", {"x": 0.0}, {"x": [1.0, 2.0]})
+    run_cells(LINE, cells, store)
+    _damage(store / "cells" / f"{cells[0].key}.nc", "truncated")
+    with pytest.raises(ConfigError, match=r"^store: cell .* is damaged .*rerun the sweep") as err:
+        open_sweep(store)
+    assert "\n" not in str(err.value)
+
+
+def test_cli_sweep_rerun_recomputes_a_truncated_cell(tmp_path, monkeypatch):
+    """``tdyn sweep`` after truncating one cell: one ``warning: store: ...`` line, the cell
+    recomputed (2/2 done, exit 0), the same numbers as before."""
+    from click.testing import CliRunner
+
+    from empirical.sweeps import open_sweep, read_index
+    from figures.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["sweep", "scb", "--kind", "ode", "--backend", "scipy", "--grid", "steps=50,60", "--store", "S",
+            "--no-progress"]
+    res = CliRunner().invoke(main, argv)
+    assert res.exit_code == 0, res.output
+    first = open_sweep("S")["zeta"].values
+    key = read_index("S")["key"].iloc[1]
+    _damage(Path("S") / "cells" / f"{key}.nc", "truncated")
+    res = CliRunner().invoke(main, argv)
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"warning: store: cell S/cells/{key}.nc is damaged"), res.stderr
+    assert "2/2 cells done" in res.stdout
+    import numpy as np
+
+    np.testing.assert_array_equal(open_sweep("S")["zeta"].values, first)
