@@ -24,7 +24,7 @@ from click.core import ParameterSource
 from theory.errors import ConfigError, DivergenceError, SolverError, TdynError
 
 from .papers import PAPERS, get
-from .validation import check_out, check_outdir, check_writable_dir, read_from
+from .validation import check_out, check_outdir, check_path, check_writable_dir, read_from
 
 __all__ = ["main"]
 
@@ -319,7 +319,7 @@ def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
     fn = run.row.slot("train")
     if "checkpoint" not in inspect.signature(fn).parameters:
         raise ConfigError("checkpoint", f"{run.row.name}'s train slot does not take checkpoints yet")
-    d = Path(checkpoint)
+    d = check_path("checkpoint", checkpoint)
     if d.exists() and not d.is_dir():
         raise ConfigError("checkpoint", f"not a directory: {checkpoint}")
     check_outdir(checkpoint, "checkpoint")
@@ -499,6 +499,7 @@ def _checked_corpus(corpus):
     from empirical import text
 
     if corpus is not None:
+        check_path("corpus", corpus)
         text.check_corpus(corpus)
     return text.using_corpus(corpus)
 
@@ -691,7 +692,7 @@ def _read_trajectory(path: str, field: str):
     """A saved trajectory, or ``ConfigError(field, ...)`` naming why it cannot be read."""
     import simulate
 
-    p = Path(path)
+    p = check_path(field, path)
     if not p.is_file():
         raise ConfigError(field, f"no such file: {path}")
     try:
@@ -714,11 +715,16 @@ def plot(file, others, out, observables):
     from .plot import plot_file
 
     _read_trajectory(file, "file")
+    if out is None:  # FILE.png and FILE.pdf beside FILE.nc
+        check_path("file", file, derived=(".png", ".pdf"))
     for o in others:
         _read_trajectory(o, "vs")
     if out is not None:
         if Path(out).suffix.lower() != ".png":
             raise ConfigError("out", f"expected a .png file name, got {out!r}")
+        check_path("out", out, derived=(".pdf",))
+        if Path(out).is_dir():
+            raise ConfigError("out", f"is a directory: {out}")
         check_writable_dir("out", Path(out).parent)
     names = [n.strip() for n in observables.split(",") if n.strip()] if observables else None
     click.echo(f"wrote {plot_file(file, others, out, names)} (+ .pdf)")

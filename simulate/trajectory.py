@@ -205,7 +205,9 @@ def atomic_write(path: str | os.PathLike, write_fn) -> Path:
     with terminate_as_exception():
         tmp = None
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+            # the temporary name stays within the file system's 255 bytes however long ``path``'s is
+            stem = os.fsdecode(os.fsencode(path.name)[:200])
+            fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".tmp", dir=parent)
             os.close(fd)
             write_fn(tmp)
             os.chmod(tmp, 0o666 & ~_umask())

@@ -39,6 +39,29 @@ ROWS = [
       "--no-progress"], "store"),
 ]
 
+# item 3: names over 255 bytes (or leaving no room for a file written beside them) refused before work
+ROWS += [
+    ("out-name-over-255", [], [], ["simulate", "scb", "--out", LONG + LONG + ".nc"], "out"),
+    ("out-name-no-room-for-partial", [], [], ["simulate", "scb", "--out", LONG[:247] + ".nc"], "out"),
+    ("train-out-name-over-255", [], [], ["train", "scb", *SCB_TINY, "--out", LONG + LONG + ".nc"], "out"),
+    ("checkpoint-name-over-255", [], [], ["train", "scb", *SCB_TINY, "--checkpoint", LONG + LONG], "checkpoint"),
+    ("checkpoint-nested-name-over-255", [], [], ["train", "scb", *SCB_TINY, "--checkpoint", "a/" + LONG + LONG],
+     "checkpoint"),
+    ("plot-out-name-over-255", [["simulate", "scb", "--backend", "scipy", *SCB_TINY, "--out", "t.nc"]], [],
+     ["plot", "t.nc", "--out", LONG + LONG + ".png"], "out"),
+    ("plot-file-name-over-255", [], [], ["plot", LONG + LONG + ".nc"], "file"),
+    ("plot-vs-name-over-255", [["simulate", "scb", "--backend", "scipy", *SCB_TINY, "--out", "t.nc"]], [],
+     ["plot", "t.nc", "--vs", LONG + LONG + ".nc"], "vs"),
+    ("figures-outdir-name-over-255", [], [], ["figures", "scb", "--outdir", LONG + LONG], "outdir"),
+    ("train-from-name-over-255", [], [], ["train", "--from", LONG + LONG + ".nc"], "from"),
+    ("simulate-from-name-over-255", [], [], ["simulate", "--from", LONG + LONG + ".nc"], "from"),
+    ("sweep-store-name-over-255", [], [],
+     ["sweep", "scb", "--kind", "ode", "--grid", "steps=50,60", "--store", LONG + LONG, "--no-progress"], "store"),
+    ("claims-store-name-over-255", [], [], ["claims", "scb", "--store", LONG + LONG, "--no-progress"], "store"),
+    ("figures-corpus-name-over-255", [], [], ["figures", "scb", "--corpus", LONG + LONG], "corpus"),
+    ("path-over-4096", [], [], ["simulate", "scb", "--out", "/".join([LONG] * 17) + "/x.nc"], "out"),
+]
+
 _CHILD = textwrap.dedent(r"""
     import json, os, resource, signal, sys, time
     from pathlib import Path
@@ -217,3 +240,26 @@ def test_cli_sweep_rerun_recomputes_a_truncated_cell(tmp_path, monkeypatch):
     import numpy as np
 
     np.testing.assert_array_equal(open_sweep("S")["zeta"].values, first)
+
+
+# ------------------------------------------------------------------------------------------------
+# item 3: a long target name never breaks the atomic write's temporary name
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["y" * 252 + ".nc", "é" * 126 + ".nc"])
+def test_atomic_write_of_a_255_byte_name(tmp_path, name):
+    from simulate.trajectory import atomic_write
+
+    assert len(os.fsencode(name)) == 255
+    out = atomic_write(tmp_path / name, lambda tmp: Path(tmp).write_text("ok"))
+    assert out.read_text() == "ok" and [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_check_path_accepts_what_fits_and_names_the_field():
+    from figures.validation import check_path
+    from theory.errors import ConfigError
+
+    assert check_path("out", "y" * 244 + ".nc", derived=(".partial.nc",)).name == "y" * 244 + ".nc"
+    with pytest.raises(ConfigError, match=r"^out: .* leaves no room for its \.partial\.nc file .* at most 247 bytes$"):
+        check_path("out", "y" * 245 + ".nc", derived=(".partial.nc",))
+    with pytest.raises(ConfigError, match=r"^store: the name .* is 256 bytes; the file system allows 255$"):
+        check_path("store", "a/" + "z" * 256 + "/b")
