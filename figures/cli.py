@@ -313,7 +313,7 @@ def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
         if resume:
             raise ConfigError("resume", "needs --checkpoint DIR")
         return {}
-    from empirical.trainer import checkpoint_paths, fingerprint_mismatch, read_fingerprint
+    from empirical.trainer import checkpoint_paths, checkpoint_problem, fingerprint_mismatch, read_fingerprint
     from simulate.trajectory import jsonable, code_version
 
     fn = run.row.slot("train")
@@ -323,14 +323,37 @@ def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
     if d.exists() and not d.is_dir():
         raise ConfigError("checkpoint", f"not a directory: {checkpoint}")
     check_outdir(checkpoint, "checkpoint")
-    saved = read_fingerprint(d) if resume and d.is_dir() else None
+    where = checkpoint_paths(d)[0].parent  # the folder the train slot is given
+    state, meta = checkpoint_paths(where)
+    if not resume:  # a new run never replaces another run's checkpoint without a word
+        if state.exists() or meta.exists():
+            raise ConfigError("checkpoint", f"{checkpoint} already holds the checkpoint of a run{_checkpoint_step(meta)}; "
+                                            "continue it with --resume, or remove it (or choose another DIR) to "
+                                            "start a new run")
+        return {"checkpoint": str(where)}
+    if not state.exists():
+        raise ConfigError("resume", f"no checkpoint to resume in {checkpoint} (it holds no {state.name}); "
+                                    "drop --resume to start a new run there")
+    why = checkpoint_problem(state)
+    if why is not None:
+        raise ConfigError("resume", f"checkpoint {state} is damaged ({why}); remove it to start the run again")
+    saved = read_fingerprint(where)
     if saved is not None:
         why = fingerprint_mismatch({k: saved.get(k) for k in ("paper", "config", "code_version")},
                                    {"paper": run.row.name, "config": jsonable(run.cfg.to_dict()),
                                     "code_version": code_version()})
         if why:
             raise ConfigError("resume", why)
-    return {"checkpoint": str(checkpoint_paths(d)[0].parent)}
+    return {"checkpoint": str(where)}
+
+
+def _checkpoint_step(meta: Path) -> str:
+    """`` (step 16989 of 30000)`` from a checkpoint's JSON, or ``""`` when unreadable."""
+    try:
+        info = json.loads(meta.read_text())
+        return f" (step {int(info['step'])} of {int(info['steps'])})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
 
 
 @_command()

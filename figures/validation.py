@@ -102,8 +102,13 @@ def read_from(from_file: str) -> tuple[str, dict, dict]:
     try:
         with h5py.File(p, "r") as f:
             attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
-    except OSError as err:
-        raise ConfigError("from", f"not a NetCDF trajectory: {from_file} ({err})") from None
+            datasets = []  # a damaged file is refused here, not half-way through the run
+            f.visititems(lambda name, obj: datasets.append(obj) if isinstance(obj, h5py.Dataset) else None)
+            for d in datasets:
+                d[()]
+    except Exception as err:  # noqa: BLE001 - any reader failure (h5py raises OSError, RuntimeError, ...) is the file's
+        why = " ".join(f"{type(err).__name__}: {err}".split())[:200]
+        raise ConfigError("from", f"not a readable NetCDF trajectory: {from_file} ({why})") from None
     if "config" not in attrs or "paper" not in attrs:
         raise ConfigError("from", f"{from_file} records no config (written before tdyn recorded provenance)")
     try:

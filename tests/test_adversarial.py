@@ -62,6 +62,26 @@ ROWS += [
     ("path-over-4096", [], [], ["simulate", "scb", "--out", "/".join([LONG] * 17) + "/x.nc"], "out"),
 ]
 
+# item 4 (damaged inputs) and item 11 (a checkpoint replaced without a word, --resume of nothing)
+_TRAIN_CK = ["train", "scb", *SCB_TINY, "--checkpoint", "ck", "--checkpoint-every", "0", "--no-progress"]
+ROWS += [
+    ("train-from-flipped-bytes", [["train", "scb", *SCB_TINY, "--out", "t.nc", "--no-progress"]],
+     [("flip", "t.nc")], ["train", "--from", "t.nc", "--no-progress"], "from"),
+    ("simulate-from-flipped-bytes", [["train", "scb", *SCB_TINY, "--out", "t.nc", "--no-progress"]],
+     [("flip", "t.nc")], ["simulate", "--from", "t.nc"], "from"),
+    ("train-from-truncated", [["train", "scb", *SCB_TINY, "--out", "t.nc", "--no-progress"]],
+     [("truncate", "t.nc", "0.5")], ["train", "--from", "t.nc", "--no-progress"], "from"),
+    ("resume-truncated-checkpoint", [_TRAIN_CK], [("truncate", "ck/checkpoint.pt", "0.5")],
+     [*_TRAIN_CK, "--resume"], "resume"),
+    ("resume-flipped-checkpoint", [_TRAIN_CK], [("flip", "ck/checkpoint.pt")], [*_TRAIN_CK, "--resume"], "resume"),
+    ("resume-empty-checkpoint-file", [_TRAIN_CK], [("write", "ck/checkpoint.pt", "")], [*_TRAIN_CK, "--resume"],
+     "resume"),
+    ("resume-empty-checkpoint-folder", [], [("mkdir", "ck")], [*_TRAIN_CK, "--resume"], "resume"),
+    ("resume-missing-checkpoint-folder", [], [], [*_TRAIN_CK, "--resume"], "resume"),
+    ("checkpoint-of-another-run-kept", [_TRAIN_CK], [], _TRAIN_CK, "checkpoint"),
+    ("checkpoint-json-only-kept", [], [("write", "ck/checkpoint.json", "{}")], _TRAIN_CK, "checkpoint"),
+]
+
 _CHILD = textwrap.dedent(r"""
     import json, os, resource, signal, sys, time
     from pathlib import Path
@@ -134,7 +154,7 @@ def table(tmp_path_factory):
     for rid, pre, steps, argv, _ in ROWS:
         tmp = base / rid
         tmp.mkdir()
-        fmt = (lambda a: a.format(tmp=tmp) if isinstance(a, str) else a)
+        fmt = (lambda a: a.replace("{tmp}", str(tmp)) if isinstance(a, str) else a)
         jobs.append({"rid": rid, "tmp": str(tmp), "pre": [[fmt(a) for a in p] for p in pre],
                      "mutate": [[fmt(a) for a in s] for s in steps], "argv": [fmt(a) for a in argv]})
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg"}
@@ -263,3 +283,30 @@ def test_check_path_accepts_what_fits_and_names_the_field():
         check_path("out", "y" * 245 + ".nc", derived=(".partial.nc",))
     with pytest.raises(ConfigError, match=r"^store: the name .* is 256 bytes; the file system allows 255$"):
         check_path("store", "a/" + "z" * 256 + "/b")
+
+
+# ------------------------------------------------------------------------------------------------
+# item 4: the Trainer itself refuses a damaged checkpoint in one line (library callers too)
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("how", ["truncated", "flipped"])
+def test_trainer_resume_from_a_damaged_checkpoint_is_a_config_error(tmp_path, how):
+    from empirical import scb as escb
+    from empirical.trainer import checkpoint_problem
+    from theory.errors import ConfigError
+    from theory.scb import SCBConfig
+
+    cfg = SCBConfig(T=8, steps=10, batch=8, log_every=5)
+    escb.train(cfg, device="cpu", checkpoint=tmp_path, checkpoint_every=5)
+    state = tmp_path / "checkpoint.pt"
+    assert checkpoint_problem(state) is None
+    data = bytearray(state.read_bytes())
+    if how == "truncated":
+        data = data[: len(data) - 100]
+    else:
+        for i in range(len(data) // 3, len(data) // 3 + 64):
+            data[i] ^= 0xFF
+    state.write_bytes(bytes(data))
+    assert checkpoint_problem(state) is not None
+    with pytest.raises(ConfigError, match=r"^resume: checkpoint .*checkpoint\.pt is damaged \(") as err:
+        escb.train(cfg, device="cpu", checkpoint=tmp_path, resume=True)
+    assert "\n" not in str(err.value)
