@@ -82,6 +82,19 @@ ROWS += [
     ("checkpoint-json-only-kept", [], [("write", "ck/checkpoint.json", "{}")], _TRAIN_CK, "checkpoint"),
 ]
 
+# item 10: nothing dropped silently from --grid / --set
+_SWEEP = ["sweep", "scb", "--kind", "ode", "--backend", "scipy", "--store", "S", "--no-progress"]
+ROWS += [
+    ("grid-given-twice", [], [], [*_SWEEP, "--grid", "N=3,4", "--grid", "N=5"], "N"),
+    ("grid-and-set-same-key", [], [], [*_SWEEP, "--grid", "N=3,4", "--set", "N=5"], "N"),
+    ("grid-lists-a-value-twice", [], [], [*_SWEEP, "--grid", "N=3,3"], "N"),
+    ("grid-seed-and-seeds", [], [], [*_SWEEP, "--grid", "seed=0,1", "--seeds", "2"], "seed"),
+    *[(f"set-twice-{paper}", [], [], ["simulate", paper, "--set", "steps=10", "--set", "steps=20"], "steps")
+      for paper in ("scb", "scan-snap", "topic", "joma")],
+    ("set-twice-train", [], [], ["train", "scb", "--set", "steps=10", "--set", "steps=10"], "steps"),
+    ("set-twice-sweep", [], [], [*_SWEEP, "--grid", "N=3,4", "--set", "T=8", "--set", "T=9"], "T"),
+]
+
 _CHILD = textwrap.dedent(r"""
     import json, os, resource, signal, sys, time
     from pathlib import Path
@@ -310,3 +323,55 @@ def test_trainer_resume_from_a_damaged_checkpoint_is_a_config_error(tmp_path, ho
     with pytest.raises(ConfigError, match=r"^resume: checkpoint .*checkpoint\.pt is damaged \(") as err:
         escb.train(cfg, device="cpu", checkpoint=tmp_path, resume=True)
     assert "\n" not in str(err.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# item 10: --set parsing (hypothesis): every value given is applied, a repeated key is refused
+# ------------------------------------------------------------------------------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+def _scb_fields():
+    import dataclasses
+
+    from theory.scb import SCBConfig
+
+    cfg = SCBConfig()
+    return cfg, [f.name for f in dataclasses.fields(cfg)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_set_parsing_applies_every_key_once_and_refuses_a_repeat(data):
+    from theory.errors import ConfigError
+
+    cfg, names = _scb_fields()
+    keys = data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=6))
+    spaces = data.draw(st.lists(st.sampled_from(["", " "]), min_size=len(keys), max_size=len(keys)))
+    items = [f"{sp}{k}{sp}={sp}{getattr(cfg, k)!r}" for k, sp in zip(keys, spaces)]
+    repeated = [k for i, k in enumerate(keys) if k in keys[:i]]
+    if repeated:
+        with pytest.raises(ConfigError) as err:
+            cfg.with_overrides(items)
+        assert err.value.field == repeated[0] and "set twice" in err.value.message
+    else:
+        got = cfg.with_overrides(items)
+        assert got == cfg  # the values given (the defaults) are the values kept
+        assert cfg.with_overrides(list(reversed(items))) == got  # order does not matter without repeats
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.integers(min_value=2, max_value=6), min_size=1, max_size=4),
+       extra=st.lists(st.integers(min_value=2, max_value=6), max_size=2))
+def test_grid_parsing_keeps_every_value_or_names_the_field(values, extra):
+    from figures.papers import get
+    from figures.sweep import parse_grid
+    from theory.errors import ConfigError
+
+    specs = [f"N={','.join(map(str, values))}"] + ([f"N={','.join(map(str, extra))}"] if extra else [])
+    if extra or len(set(values)) < len(values):
+        with pytest.raises(ConfigError) as err:
+            parse_grid(get("scb"), specs)
+        assert err.value.field == "N"
+    else:
+        assert parse_grid(get("scb"), specs) == {"N": values}
