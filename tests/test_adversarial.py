@@ -95,6 +95,14 @@ ROWS += [
     ("set-twice-sweep", [], [], [*_SWEEP, "--grid", "N=3,4", "--set", "T=8", "--set", "T=9"], "T"),
 ]
 
+# item 2 (the SDE step limit uses the paper's own Euler step) and item 12 (a huge --paths names paths)
+ROWS += [
+    ("joma-sde-1e8-steps", [], [],
+     ["simulate", "joma", "--sde", "--paths", "4", "--set", "steps=1e8", "--set", "log_every=1e5"], "steps"),
+    *[(f"huge-paths-{paper}", [], [], ["simulate", paper, "--sde", "--paths", "1000000000"], "paths")
+      for paper in ("scb", "scan-snap", "topic", "joma")],
+]
+
 _CHILD = textwrap.dedent(r"""
     import json, os, resource, signal, sys, time
     from pathlib import Path
@@ -375,3 +383,32 @@ def test_grid_parsing_keeps_every_value_or_names_the_field(values, extra):
         assert err.value.field == "N"
     else:
         assert parse_grid(get("scb"), specs) == {"N": values}
+
+
+# ------------------------------------------------------------------------------------------------
+# item 2 / item 12: the shared estimator counts Euler steps of one optimiser step each, and names
+# paths when the ensemble (not one path) is what exceeds a limit (hypothesis)
+# ------------------------------------------------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(steps=st.integers(min_value=1, max_value=10**9), lr=st.floats(min_value=1e-6, max_value=1e3),
+       paths=st.integers(min_value=1, max_value=10**6))
+def test_sde_estimate_counts_one_euler_step_per_optimiser_step(steps, lr, paths):
+    import dataclasses
+
+    from theory.errors import ConfigError
+    from theory.joma import JomaConfig
+    from theory.limits import LIMITS, check, estimate
+
+    cfg = dataclasses.replace(JomaConfig(), steps=steps, log_every=max(1, steps // 10), lr=lr)
+    est = estimate("joma", cfg, "sde", paths=paths)
+    n = sum(t.amount for t in est["sde_steps"])
+    assert n == pytest.approx(steps, rel=1e-9)  # independent of lr: dt = lr = one optimiser step
+    assert sum(t.amount for t in est["sde_path_steps"]) == pytest.approx(steps * paths, rel=1e-9)
+    limits = {"memory": float("inf")}
+    try:
+        check("joma", cfg, "sde", paths=paths, limits=limits)
+    except ConfigError as err:
+        one = steps <= LIMITS["sde_steps"] and steps <= LIMITS["sde_path_steps"]
+        assert err.field == ("paths" if one else "steps"), (err, steps, paths)
+    else:
+        assert steps <= LIMITS["sde_steps"] and steps * paths <= LIMITS["sde_path_steps"]
