@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +82,10 @@ class _Group(click.Group):
         except click.ClickException as err:
             click.echo(f"error: {' '.join(err.format_message().split())}", err=True)
             sys.exit(err.exit_code)
-        except (click.Abort, KeyboardInterrupt):
+        except (click.Abort, KeyboardInterrupt, _Interrupted) as err:
+            if getattr(err, "signum", None) == signal.SIGTERM:  # deferred by the Trainer to a step's end
+                click.echo("error: interrupted: stopped by SIGTERM (files written so far are complete)", err=True)
+                sys.exit(143)
             click.echo("error: interrupted: stopped by Ctrl-C (files written so far are complete)", err=True)
             sys.exit(130)
         except Terminated:
@@ -96,6 +100,17 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (TdynError, ValueError, FloatingPointError) as err:
             _fail(err)
+        except KeyboardInterrupt as err:  # past click's handler, which prints a blank line first
+            raise _Interrupted(getattr(err, "signum", signal.SIGINT)) from err
+
+
+class _Interrupted(BaseException):
+    """Ctrl-C (or a SIGTERM the Trainer deferred: ``TrainingInterrupted.signum``) below the group:
+    reported by :meth:`_Group.main` in one line, exit 130 (SIGINT) or 143 (SIGTERM)."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signum)
+        self.signum = int(signum)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -412,3 +412,32 @@ def test_sde_estimate_counts_one_euler_step_per_optimiser_step(steps, lr, paths)
         assert err.field == ("paths" if one else "steps"), (err, steps, paths)
     else:
         assert steps <= LIMITS["sde_steps"] and steps * paths <= LIMITS["sde_path_steps"]
+
+
+# ------------------------------------------------------------------------------------------------
+# item 12 (and part of 7): an interrupted sweep says so in one line (no blank line before it), with
+# the signal's exit code — also when the Trainer deferred the signal to the end of a step
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sig, code, word", [(2, 130, "Ctrl-C"), (15, 143, "SIGTERM")], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_sweep_is_one_line_with_the_signals_exit_code(tmp_path, sig, code, word):
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "figures.cli", "sweep", "scb", "--grid", "seed=0,1", "--set",
+                             "steps=10000000", "--set", "log_every=1000000", "--store", "S", "--no-progress"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "S" / "index.csv").exists():  # the cells are about to run
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        time.sleep(2.0)  # inside the first cell's training steps
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert time.monotonic() - t0 < 10, "not stopped within 10 s of the signal"
+    assert proc.returncode == code, err
+    assert err.count("\n") == 1 and err.startswith(f"error: interrupted: stopped by {word}"), repr(err)
