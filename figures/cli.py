@@ -86,6 +86,8 @@ class _Group(click.Group):
             if getattr(err, "signum", None) == signal.SIGTERM:  # deferred by the Trainer to a step's end
                 click.echo("error: interrupted: stopped by SIGTERM (files written so far are complete)", err=True)
                 sys.exit(143)
+            if sys.stderr.isatty():  # end the terminal's "^C" echo; a pipe gets exactly one line
+                click.echo("", err=True)
             click.echo("error: interrupted: stopped by Ctrl-C (files written so far are complete)", err=True)
             sys.exit(130)
         except Terminated:
