@@ -8,6 +8,7 @@ same cell on the same code is computed once. The store (a folder) holds
 
 * ``cells/<key>.nc`` — the cell's trajectory (NetCDF, written atomically by the worker);
 * ``errors/<key>.json`` — a failed cell's error (type, message); retried on the next run;
+* ``locks/<key>.lock`` — held while a cell computes, so that two sweeps on one store compute it once;
 * ``index.csv`` — one row per cell of the sweep: key, status (``ok``/``failed``), error, the swept
   values, file; written by the driver only (atomically), so concurrent workers never race on it.
 
@@ -35,6 +36,7 @@ import re
 import socket
 import traceback
 import warnings
+from contextlib import contextmanager
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -84,9 +86,38 @@ def grid_cells(paper: str, base: Mapping[str, Any], grid: Mapping[str, Sequence[
     return cells
 
 
+@contextmanager
+def _cell_lock(root: Path, key: str):
+    """Hold ``root/locks/<key>.lock`` (``flock``, blocking) inside the block: two sweeps on one store
+    never compute the same cell at once — the second waits, then finds the cell finished. Where
+    ``fcntl`` or the lock file is unavailable (Windows, a read-only store) nothing is locked."""
+    try:
+        import fcntl
+
+        (root / "locks").mkdir(parents=True, exist_ok=True)
+        fh = open(root / "locks" / f"{key}.lock", "a")
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+    finally:
+        fh.close()  # releases the lock
+
+
 def _run_cell(fn_ref: str, cell: Cell, store: str) -> tuple[str, str, str]:
-    """Worker side: run one cell, write its file or its error; never raises for a cell's failure."""
+    """Worker side: run one cell, write its file or its error; never raises for a cell's failure.
+    Under the cell's lock; a cell another sweep finished meanwhile is not recomputed."""
     key, root = cell.key, Path(store)
+    with _cell_lock(root, key):
+        if cell_problem(root / "cells" / f"{key}.nc", key) is None:
+            return key, "ok", ""
+        return _compute_cell(fn_ref, cell, root)
+
+
+def _compute_cell(fn_ref: str, cell: Cell, root: Path) -> tuple[str, str, str]:
+    key = cell.key
     try:
         ds = resolve_ref(fn_ref)(cell.paper, dict(cell.config), **dict(cell.options))
         ds.attrs["sweep_key"] = key

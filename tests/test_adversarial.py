@@ -441,3 +441,44 @@ def test_interrupted_sweep_is_one_line_with_the_signals_exit_code(tmp_path, sig,
     assert time.monotonic() - t0 < 10, "not stopped within 10 s of the signal"
     assert proc.returncode == code, err
     assert err.count("\n") == 1 and err.startswith(f"error: interrupted: stopped by {word}"), repr(err)
+
+
+# ------------------------------------------------------------------------------------------------
+# item 12: two sweeps on one store compute each cell once (a lock per cell)
+# ------------------------------------------------------------------------------------------------
+_TWO_SWEEPS = textwrap.dedent(r"""
+    import sys, time
+    from pathlib import Path
+    from empirical.sweeps import grid_cells, run_cells
+    store, log, me = sys.argv[1], sys.argv[2], sys.argv[3]
+    cells = grid_cells("toy", {"x": 0.0}, {"x": [1.0, 2.0, 3.0, 4.0]}, options={"log": log})
+    Path(store).parent.joinpath(f"ready-{me}").write_text("1")
+    while not Path(store).parent.joinpath("go").exists():
+        time.sleep(0.02)
+    idx = run_cells("helpers.adversarial_cells:counted", cells, store)
+    print(sorted(idx["status"]))
+""")
+
+
+def test_two_sweeps_on_one_store_compute_each_cell_once(tmp_path):
+    import time
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)]), "JAX_PLATFORMS": "cpu"}
+    store, log = tmp_path / "S", tmp_path / "computed.log"
+    procs = [subprocess.Popen([sys.executable, "-c", _TWO_SWEEPS, str(store), str(log), str(i)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    try:
+        deadline = time.monotonic() + 120
+        while not all((tmp_path / f"ready-{i}").exists() for i in range(2)):
+            assert all(p.poll() is None for p in procs) and time.monotonic() < deadline
+            time.sleep(0.05)
+        (tmp_path / "go").write_text("1")
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert all(p.returncode == 0 for p in procs), outs
+    assert all(o[0].strip() == "['ok', 'ok', 'ok', 'ok']" for o in outs), outs
+    computed = sorted(line.split()[0] for line in log.read_text().splitlines())
+    assert computed == ["1.0", "2.0", "3.0", "4.0"]  # each cell once, by one of the two sweeps
