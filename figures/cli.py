@@ -214,7 +214,10 @@ def _keep_partial(err, run: _Run):
         raise err
     if err.partial is None or err.partial.sizes.get("time", 0) < 1:
         raise err.with_note("no finite time point, nothing written") from None
-    sim.save(_stamp(err.partial, run), _partial_path(run.out))
+    try:
+        sim.save_or_rescue(_stamp(err.partial, run), _partial_path(run.out))
+    except sim.WriteFailed as failed:  # a full disk: say where the partial went (or that it is lost)
+        raise err.with_note(f"partial trajectory not kept: {failed.message}") from None
     raise err.with_note(f"partial trajectory kept in {_partial_path(run.out)}") from None
 
 
@@ -319,7 +322,7 @@ def _report(traj, out_path):
     for n, v in sorted(last.items()):
         click.echo(f"  {n:40s} {v: .6g}")
     if out_path is not None:
-        sim.save(traj, out_path)
+        sim.save_or_rescue(traj, out_path)  # a full disk: WriteFailed says where the result went
         click.echo(f"wrote {out_path}")
 
 
@@ -444,8 +447,12 @@ def _train_interrupted(err, run: _Run, *, paper, checkpoint, argv):
     parts = [f"error: interrupted: stopped by {name} at step {err.step}"]
     if run.out is not None and err.partial is not None and err.partial.sizes.get("time", 0) >= 1:
         path = _partial_path(run.out)
-        sim.save(_stamp(err.partial, run), path)
-        parts.append(f"trajectory to step {int(err.partial['step'].values[-1])} kept in {path}")
+        try:
+            sim.save_or_rescue(_stamp(err.partial, run), path)
+            parts.append(f"trajectory to step {int(err.partial['step'].values[-1])} kept in {path}")
+        except sim.WriteFailed as failed:
+            parts.append(f"trajectory to step {int(err.partial['step'].values[-1])} not kept in {path}: "
+                         f"{failed.message}")
     elif run.out is not None:
         parts.append(f"nothing logged yet, {run.out} not written")
     if checkpoint is not None:

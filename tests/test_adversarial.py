@@ -482,3 +482,66 @@ def test_two_sweeps_on_one_store_compute_each_cell_once(tmp_path):
     assert all(o[0].strip() == "['ok', 'ok', 'ok', 'ok']" for o in outs), outs
     computed = sorted(line.split()[0] for line in log.read_text().splitlines())
     assert computed == ["1.0", "2.0", "3.0", "4.0"]  # each cell once, by one of the two sweeps
+
+
+# ------------------------------------------------------------------------------------------------
+# item 5: a disk that refuses the write keeps the finished result elsewhere and says where
+# ------------------------------------------------------------------------------------------------
+def _line(n=5):
+    import numpy as np
+
+    from simulate.trajectory import make_trajectory
+
+    t = np.arange(float(n))
+    return make_trajectory(t, {"y": 2 * t}, paper="toy", system="line", source="test")
+
+
+def test_save_or_rescue_writes_the_result_elsewhere_and_says_where(tmp_path):
+    import xarray as xr
+
+    from simulate.trajectory import WriteFailed, load, save_or_rescue
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")  # writing "into" it fails with an OSError, as a full disk does
+    rescue = tmp_path / "rescue"
+    rescue.mkdir()
+    ds = _line()
+    with pytest.raises(WriteFailed) as err:
+        save_or_rescue(ds, blocker / "run.nc", fallbacks=[tmp_path / "missing", rescue])
+    got = err.value.rescued
+    assert got is not None and got.parent.parent == rescue and got.name == "run.nc"
+    assert str(err.value) == f"out: cannot write {blocker / 'run.nc'} (Not a directory); the result was written to {got} instead"
+    xr.testing.assert_identical(load(got), ds)
+    # nowhere takes it: said so, and nothing is left behind
+    with pytest.raises(WriteFailed, match=r"^out: cannot write .* the result is lost: no room in ") as err:
+        save_or_rescue(ds, blocker / "run.nc", fallbacks=[blocker])
+    assert err.value.rescued is None and sorted(p.name for p in tmp_path.iterdir()) == ["not-a-dir", "rescue"]
+
+
+_FULL_DISK = textwrap.dedent(r"""
+    import os, resource, signal, sys
+    from click.testing import CliRunner
+    from figures.cli import main
+    import figures.papers, h5py, xarray  # imported before the limit
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384))  # every file of this process, as a full disk
+    res = CliRunner().invoke(main, sys.argv[1:])
+    sys.stdout.write(f"CODE {res.exit_code}\n")
+    sys.stderr.write(res.stderr)
+""")
+
+
+def test_cli_out_on_a_refusing_disk_is_one_line_and_no_crash(tmp_path):
+    """``simulate --out`` where every write past 16 KiB fails (RLIMIT_FSIZE, EFBIG): one line naming
+    ``out`` and where the result went (here nowhere: the limit is everywhere), exit 2, no segfault,
+    no temporary file left."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg",
+           "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.run([sys.executable, "-c", _FULL_DISK, "simulate", "scb", "--backend", "scipy", "--out", "x.nc"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]  # the child itself exited normally (no segfault)
+    assert "CODE 2" in proc.stdout, proc.stdout[-500:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: out: cannot write x.nc (File too large); "), proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"] and list((tmp_path / "tmp").iterdir()) == []
