@@ -103,6 +103,12 @@ ROWS += [
       for paper in ("scb", "scan-snap", "topic", "joma")],
 ]
 
+# item 9 (the part in shared code): a corpus that is not text is refused before any work
+ROWS += [
+    ("corpus-random-bytes", [], [("binary", "c/wiki.test.tokens"), ("write", "c/wiki.valid.tokens", "x y z")],
+     ["figures", "topic", "--corpus", "c", "--outdir", "o"], "corpus"),
+]
+
 _CHILD = textwrap.dedent(r"""
     import json, os, resource, signal, sys, time
     from pathlib import Path
@@ -126,6 +132,9 @@ _CHILD = textwrap.dedent(r"""
             for i in range(len(data) // 4, 3 * len(data) // 4):
                 data[i] ^= 0xFF
             p.write_bytes(bytes(data))
+        elif op == "binary":  # bytes that are no UTF-8 text
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(bytes(range(128, 256)) * 8)
         elif op == "empty-dir":
             for q in p.iterdir():
                 q.unlink()
