@@ -246,6 +246,12 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
 
     try:
         _run_todo(fn_ref, todo, root, workers, ray, done)
+    except BaseException:  # an interrupt: the index says which cells did finish before it
+        for c in todo:
+            if c.key not in status and cell_problem(root / "cells" / f"{c.key}.nc", c.key) is None:
+                status[c.key] = ("ok", "")
+        _write_index(root, unique, status)
+        raise
     finally:
         if bar is not None:
             bar.close()
@@ -262,7 +268,8 @@ def _run_todo(fn_ref, todo, root, workers, ray, done):
         import multiprocessing as mp
         from concurrent.futures.process import BrokenProcessPool
 
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+        try:
             futs = {pool.submit(_run_cell, fn_ref, c, str(root)): c for c in todo}
             for fut in as_completed(futs):
                 c = futs[fut]
@@ -272,6 +279,30 @@ def _run_todo(fn_ref, todo, root, workers, ray, done):
                     msg = f"worker process died: {exc}"
                     _write_error(root, c.key, msg)
                     done(c.key, "failed", msg)
+        except BaseException:
+            _stop_pool(pool)  # an interrupt: no queued cell starts, the running ones stop now
+            raise
+        pool.shutdown(wait=True)
+
+
+def _stop_pool(pool, grace: float = 5.0) -> None:
+    """Cancel the queued cells and stop the workers: SIGTERM (a training cell stops at the end of
+    its step), then SIGKILL after ``grace`` seconds; returns once they are gone."""
+    import time
+
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        try:
+            p.terminate()
+        except (OSError, ValueError):
+            pass
+    deadline = time.monotonic() + grace
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=1.0)
 
 
 def check_ray_address(address: str, timeout: float = 5.0) -> None:

@@ -565,3 +565,38 @@ def test_cli_out_on_a_refusing_disk_is_one_line_and_no_crash(tmp_path):
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: out: cannot write x.nc (File too large); "), proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"] and list((tmp_path / "tmp").iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# item 7: SIGTERM to `sweep --workers 2` stops at once: no queued cell starts, the running ones
+# stop, the index is true (the finished cell ok), exit 143 in one line
+# ------------------------------------------------------------------------------------------------
+def test_sigterm_stops_a_parallel_sweep_at_once_with_a_true_index(tmp_path):
+    import time
+
+    import pandas as pd
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "figures.cli", "sweep", "scb", "--workers", "2", "--grid",
+         "steps=20,10000000,10000001,10000002", "--set", "log_every=10", "--store", "S", "--no-progress"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    index = tmp_path / "S" / "index.csv"
+    try:
+        deadline = time.monotonic() + 180
+        while not (index.exists() and "ok" in set(pd.read_csv(index)["status"])):  # the short cell finished
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        time.sleep(1.0)  # the long cells are training
+        t0 = time.monotonic()
+        proc.send_signal(15)
+        out, err = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert elapsed < 10, f"stopped {elapsed:.0f} s after SIGTERM"
+    assert proc.returncode == 143 and err.count("\n") == 1 and err.startswith("error: interrupted: stopped by SIGTERM"), err
+    idx = pd.read_csv(index, keep_default_na=False)
+    assert dict(zip(idx["steps"], idx["status"])) == {20: "ok", 10000000: "pending", 10000001: "pending",
+                                                       10000002: "pending"}
