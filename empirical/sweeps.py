@@ -305,22 +305,62 @@ def _stop_pool(pool, grace: float = 5.0) -> None:
             p.join(timeout=1.0)
 
 
+def ray_cluster_file() -> Path:
+    """Where ``ray start`` records the running cluster's address (what ``--ray auto`` resolves to):
+    ``$RAY_TMPDIR/ray/ray_current_cluster``, by default under ``/tmp`` (as Ray reads it)."""
+    import os
+
+    return Path(os.environ.get("RAY_TMPDIR") or "/tmp") / "ray" / "ray_current_cluster"
+
+#: the HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS and its client
+#: server) answers with a SETTINGS frame (type 4) at once; anything else is not Ray
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
 def check_ray_address(address: str, timeout: float = 5.0) -> None:
-    """Refuse a Ray address that cannot work, in ``timeout`` seconds instead of ``ray.init``'s minutes
-    of retries: ``"auto"``/``"local"`` pass (ray resolves them); ``HOST:PORT`` or
-    ``ray://HOST:PORT`` must accept a TCP connection. Raises :class:`ConfigError` (field ``ray``)."""
-    if address in ("auto", "local"):
+    """Refuse a Ray address that cannot work, within ``timeout`` seconds instead of ``ray.init``'s
+    minutes of retries: ``HOST:PORT`` or ``ray://HOST:PORT`` must accept a TCP connection and answer
+    as a gRPC server does (an HTTP/2 SETTINGS frame: Ray's GCS and client server do; a web server or
+    a silent port do not); ``"auto"`` must resolve (``RAY_ADDRESS``, else the cluster file ``ray
+    start`` writes, :func:`ray_cluster_file`) to such an address where it resolves at all;
+    ``"local"`` passes (a new local instance). Raises
+    :class:`ConfigError` (field ``ray``)."""
+    if address == "local":
+        return
+    if address == "auto":
+        import os
+
+        resolved, source = os.environ.get("RAY_ADDRESS", "").strip(), "RAY_ADDRESS"
+        if not resolved or resolved == "auto":
+            source = str(ray_cluster_file())
+            try:
+                resolved = ray_cluster_file().read_text().strip()
+            except OSError:  # no cluster file: ray looks for a local GCS itself and fails fast
+                return
+        try:
+            check_ray_address(resolved, timeout)
+        except ConfigError as err:
+            raise ConfigError("ray", f"--ray auto resolves to {resolved} (from {source}): {err.message}") from None
         return
     m = re.fullmatch(r"(?:ray://)?\[?([^\[\]\s]+?)\]?:(\d{1,5})", address)
     if m is None:
         raise ConfigError("ray", f"{address!r} is not 'auto', 'local', HOST:PORT or ray://HOST:PORT")
     host, port = m.group(1), int(m.group(2))
+    hint = "start the head node (`ray start --head`) or pass --ray auto"
     try:
-        socket.create_connection((host, port), timeout=timeout).close()
+        with socket.create_connection((host, port), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            conn.sendall(_H2_HELLO)
+            head = conn.recv(9)
+    except (socket.timeout, TimeoutError):
+        raise ConfigError("ray", f"{address} accepts connections but does not answer as Ray does within "
+                                 f"{timeout:g} s (is it a Ray head node?); {hint}") from None
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
-        raise ConfigError("ray", f"cannot reach {address} ({why}) within {timeout:g} s; start the head node "
-                                 "(`ray start --head`) or pass --ray auto") from None
+        raise ConfigError("ray", f"cannot reach {address} ({why}) within {timeout:g} s; {hint}") from None
+    if len(head) < 9 or head[3] != 0x04:
+        seen = head[:16].decode("ascii", "replace").split("\r")[0] if head else "nothing, then closed"
+        raise ConfigError("ray", f"{address} is not a Ray server (it answered {seen!r}, not gRPC); {hint}")
 
 
 def _run_ray(fn_ref: str, todo: Sequence[Cell], root: Path, address: str, done) -> None:
@@ -331,7 +371,11 @@ def _run_ray(fn_ref: str, todo: Sequence[Cell], root: Path, address: str, done) 
 
         raise ConfigError("ray", "ray is not installed (from the checkout: pip install -e \".[cluster]\")") from None
     if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=False, include_dashboard=False)
+        try:
+            ray.init(address=address, log_to_driver=False, include_dashboard=False)
+        except Exception as exc:  # noqa: BLE001 - ray raises ConnectionError, RuntimeError, ValueError, ...
+            raise ConfigError("ray", f"cannot connect to {address}: "
+                                     f"{' '.join(f'{type(exc).__name__}: {exc}'.split())[:300]}") from None
     remote = ray.remote(num_cpus=1, max_retries=0)(_run_cell)
     refs = {remote.remote(fn_ref, c, str(root)): c for c in todo}
     pending = list(refs)

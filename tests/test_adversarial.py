@@ -600,3 +600,86 @@ def test_sigterm_stops_a_parallel_sweep_at_once_with_a_true_index(tmp_path):
     idx = pd.read_csv(index, keep_default_na=False)
     assert dict(zip(idx["steps"], idx["status"])) == {20: "ok", 10000000: "pending", 10000001: "pending",
                                                        10000002: "pending"}
+
+
+# ------------------------------------------------------------------------------------------------
+# item 8: Ray addresses that are not Ray are refused in one line within seconds, before any file
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture
+def fake_servers():
+    """``{"http": port, "silent": port, "closing": port}``: a web server, a port that accepts and
+    never answers, one that accepts and closes — none of them Ray."""
+    import socket
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Hello(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # connections wait in the backlog: accepted by the kernel, never answered
+    closing = socket.socket()
+    closing.bind(("127.0.0.1", 0))
+    closing.listen(8)
+    stop = threading.Event()
+
+    def close_them():
+        closing.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                c, _ = closing.accept()
+                c.close()
+            except OSError:
+                pass
+
+    threading.Thread(target=close_them, daemon=True).start()
+    yield {"http": http.server_address[1], "silent": silent.getsockname()[1], "closing": closing.getsockname()[1]}
+    stop.set()
+    http.shutdown()
+    silent.close()
+    closing.close()
+
+
+@pytest.mark.parametrize("kind, words", [("http", "is not a Ray server"), ("silent", "does not answer as Ray does"),
+                                         ("closing", "is not a Ray server|Connection reset|Broken pipe")])
+def test_a_port_that_is_not_ray_is_refused_in_one_line_before_anything(tmp_path, fake_servers, kind, words):
+    import time
+
+    from click.testing import CliRunner
+
+    from figures.cli import main
+
+    t0 = time.monotonic()
+    res = CliRunner().invoke(main, ["sweep", "scb", "--kind", "ode", "--grid", "steps=50,60", "--store",
+                                    str(tmp_path / "S"), "--ray", f"127.0.0.1:{fake_servers[kind]}"])
+    assert time.monotonic() - t0 < 10
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.exit_code == 2 and len(lines) == 1, res.output
+    import re
+
+    assert lines[0].startswith("error: ray: ") and f"127.0.0.1:{fake_servers[kind]} " in lines[0], lines[0]
+    assert re.search(words, lines[0]), lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ray_auto_with_a_stale_cluster_file_is_refused(tmp_path, fake_servers, monkeypatch):
+    """``--ray auto`` resolves through the cluster file ``ray start`` leaves behind; one naming a
+    port that is no Ray head is refused in seconds (``RAY_TMPDIR`` points Ray and tdyn at a
+    private folder)."""
+    from empirical.sweeps import check_ray_address, ray_cluster_file
+    from theory.errors import ConfigError
+
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    (tmp_path / "ray").mkdir()
+    ray_cluster_file().write_text(f"127.0.0.1:{fake_servers['silent']}")
+    with pytest.raises(ConfigError, match=r"^ray: --ray auto resolves to 127\.0\.0\.1:\d+ \(from .*ray_current_cluster\): "):
+        check_ray_address("auto", timeout=1.0)
