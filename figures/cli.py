@@ -702,6 +702,7 @@ def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, 
     output is printed when it finishes. A paper that fails is reported in one line and the others
     finish; then exit 1."""
     import subprocess
+    import threading
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from . import progress
@@ -717,9 +718,25 @@ def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, 
     # longest first (each row's measured quick_seconds): the least time to the last paper's end
     names = sorted(PAPERS, key=lambda n: -PAPERS[n].quick_seconds)
     failed = []
+    running: dict[str, subprocess.Popen] = {}
+    lock = threading.Lock()
+    stopping = threading.Event()
+
+    def run_one(name):
+        with lock:
+            if stopping.is_set():
+                return None
+            proc = subprocess.Popen(command(name), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            running[name] = proc
+        out, err = proc.communicate()
+        with lock:
+            running.pop(name, None)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
     bar = progress.bar(total=len(names), desc="papers", unit="paper")
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(subprocess.run, command(n), capture_output=True, text=True): n for n in names}
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = {pool.submit(run_one, n): n for n in names}
         for fut in as_completed(futures):
             name, res = futures[fut], fut.result()
             click.echo(f"== {name}")
@@ -729,7 +746,23 @@ def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, 
             if res.returncode != 0:
                 failed.append(name)
             bar.update(1)
-    bar.close()
+    except BaseException as exc:  # Ctrl-C / SIGTERM: stop the papers still running, at once
+        with lock:
+            stopping.set()
+            procs = list(running.values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        sig = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM
+        for proc in procs:
+            proc.send_signal(sig)
+        for proc in procs:
+            try:
+                proc.wait(timeout=8)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        raise
+    finally:
+        bar.close()
+    pool.shutdown(wait=True)
     if failed:
         click.echo(f"error: reproduce: the figures of {', '.join(failed)} failed (output above)", err=True)
         sys.exit(1)

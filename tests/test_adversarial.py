@@ -683,3 +683,59 @@ def test_ray_auto_with_a_stale_cluster_file_is_refused(tmp_path, fake_servers, m
     ray_cluster_file().write_text(f"127.0.0.1:{fake_servers['silent']}")
     with pytest.raises(ConfigError, match=r"^ray: --ray auto resolves to 127\.0\.0\.1:\d+ \(from .*ray_current_cluster\): "):
         check_ray_address("auto", timeout=1.0)
+
+
+def test_sigterm_to_reproduce_jobs_stops_the_paper_processes_at_once(monkeypatch, tmp_path):
+    """``tdyn reproduce --jobs 2`` on SIGTERM: the running papers' processes get the signal at once
+    (no paper waits for the others), no queued paper starts, one line, exit 143."""
+    import signal
+    import threading
+    import time
+
+    from click.testing import CliRunner
+
+    from figures import core
+    from figures.cli import main
+
+    started, signalled = [], []
+    first = threading.Event()
+
+    class SlowPopen:  # a paper's `tdyn figures P` that runs until it is signalled
+        def __init__(self, cmd, **kw):
+            self.args, self.returncode = cmd, None
+            self.paper = cmd[cmd.index("figures", 3) + 1]
+            self._done = threading.Event()
+            started.append(self.paper)
+            first.set()
+
+        def communicate(self):
+            self._done.wait(60)
+            return "", ""
+
+        def send_signal(self, sig):
+            signalled.append((self.paper, sig))
+            self.returncode = -sig
+            self._done.set()
+
+        def wait(self, timeout=None):
+            self._done.wait(timeout)
+            return self.returncode
+
+        def kill(self):
+            self.send_signal(signal.SIGKILL)
+
+    monkeypatch.setattr(subprocess, "Popen", SlowPopen)
+    monkeypatch.setattr(core, "OUT_DIR", tmp_path)
+
+    def terminate_when_running():
+        first.wait(60)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=terminate_when_running, daemon=True).start()
+    t0 = time.monotonic()
+    res = CliRunner().invoke(main, ["reproduce", "--quick", "--jobs", "2", "--device", "cpu", "--no-progress"])
+    assert time.monotonic() - t0 < 10
+    assert res.exit_code == 143, res.output
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("error: interrupted: stopped by SIGTERM"), res.stderr
+    assert len(started) == 2 and sorted(signalled) == sorted((p, signal.SIGTERM) for p in started)
