@@ -656,12 +656,27 @@ def sweep(paper, grid, seeds, workers, ray_address, store, job, variant, device,
         bars.echo(f"{key} {status}{': ' + err if err else ''}")
 
     with bars.enabled(show_progress):
-        idx = run_cells(JOBS[job], cells, store, workers=workers, ray=ray_address, progress=progress)
+        try:
+            idx = run_cells(JOBS[job], cells, store, workers=workers, ray=ray_address, progress=progress)
+        except BaseException:  # an interrupt: say what finished (stdout), then the one error line
+            _report_finished(store)
+            raise
     n_ok, n = int((idx["status"] == "ok").sum()), len(idx)
     click.echo(f"{n_ok}/{n} cells done in {Path(store) / 'index.csv'}")
     if n_ok < n:
         click.echo(f"error: sweep: {n - n_ok} cell(s) failed (see index.csv); rerun to retry them", err=True)
         sys.exit(1)
+
+
+def _report_finished(store) -> None:
+    """``k/n cells done in STORE/index.csv`` from the index run_cells left (nothing if unreadable)."""
+    from empirical.sweeps import read_index
+
+    try:
+        idx = read_index(store)
+    except Exception:  # noqa: BLE001 - a report only
+        return
+    click.echo(f"{int((idx['status'] == 'ok').sum())}/{len(idx)} cells done in {Path(store) / 'index.csv'}")
 
 
 @main.command()

@@ -597,6 +597,7 @@ def test_sigterm_stops_a_parallel_sweep_at_once_with_a_true_index(tmp_path):
             proc.kill()
     assert elapsed < 10, f"stopped {elapsed:.0f} s after SIGTERM"
     assert proc.returncode == 143 and err.count("\n") == 1 and err.startswith("error: interrupted: stopped by SIGTERM"), err
+    assert out.strip().splitlines()[-1] == "1/4 cells done in S/index.csv", out  # what finished, said
     idx = pd.read_csv(index, keep_default_na=False)
     assert dict(zip(idx["steps"], idx["status"])) == {20: "ok", 10000000: "pending", 10000001: "pending",
                                                        10000002: "pending"}
