@@ -5,8 +5,10 @@ besides what the case itself prepared, and no hang (each case under a time limit
 The table runs in one child process (an address-space limit, a per-row alarm): every row gets a
 fresh folder (its cwd); ``pre`` commands (untimed) and ``mutate`` steps (truncate, flip bytes,
 touch, ...) prepare the damage, then the row's command is timed. The store's cell-validity check
-(a damaged cell is recomputed with a warning) and the ``--set``/``--grid`` parsing (hypothesis)
-are tested below the table.
+(a damaged cell is recomputed with a warning), the ``--set``/``--grid`` parsing and the SDE
+step estimate (hypothesis), a disk that refuses the write, signals (sweep with 1 and 2 workers,
+reproduce --jobs), two sweeps on one store and Ray addresses that are not Ray are tested below the
+table, each in seconds.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -345,7 +348,6 @@ def test_trainer_resume_from_a_damaged_checkpoint_is_a_config_error(tmp_path, ho
 # ------------------------------------------------------------------------------------------------
 # item 10: --set parsing (hypothesis): every value given is applied, a repeated key is refused
 # ------------------------------------------------------------------------------------------------
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
 def _scb_fields():
