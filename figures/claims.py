@@ -702,7 +702,7 @@ def _decidable(p: MapPoint) -> str:
         return f"{len(p.values)} seed(s): a verdict needs >= {MIN_SEEDS}"
     bad = sum(not math.isfinite(v) for v in p.values)
     if bad:
-        return f"{bad} of {len(p.values)} seeds have no finite statistic (diverged?)"
+        return f"{bad} of {len(p.values)} seeds have no finite statistic (a diverged run, or a statistic undefined there)"
     return ""
 
 
