@@ -8,10 +8,14 @@ same cell on the same code is computed once. The store (a folder) holds
 
 * ``cells/<key>.nc`` — the cell's trajectory (NetCDF, written atomically by the worker);
 * ``errors/<key>.json`` — a failed cell's error (type, message); retried on the next run;
+* ``locks/<key>.lock`` — held while a cell computes, so that two sweeps on one store compute it once;
 * ``index.csv`` — one row per cell of the sweep: key, status (``ok``/``failed``), error, the swept
   values, file; written by the driver only (atomically), so concurrent workers never race on it.
 
-Finished cells (their ``.nc`` exists) are skipped on rerun; a failing cell — an exception, or a
+Finished cells are skipped on rerun. A cell counts as finished only when its file opens, every
+variable in it reads back and its ``sweep_key`` attribute is the cell's key (:func:`cell_problem`):
+a damaged file (truncated, overwritten, another cell's) is removed and the cell recomputed, with a
+:class:`~theory.errors.TdynWarning` naming it. A failing cell — an exception, or a
 worker process that died — is recorded and does not stop the others. :func:`open_sweep` reads the
 index and the cells as one ``xarray.Dataset`` with a ``cell`` dimension (swept values as coords).
 
@@ -31,6 +35,8 @@ import json
 import re
 import socket
 import traceback
+import warnings
+from contextlib import contextmanager
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -40,11 +46,11 @@ from typing import Any
 import pandas as pd
 
 from simulate.trajectory import jsonable, atomic_write, code_version
-from theory.errors import ConfigError, TdynError
+from theory.errors import ConfigError, TdynError, TdynWarning
 from theory.refs import resolve_ref
 
 __all__ = ["Cell", "grid_cells", "run_cells", "check_ray_address", "open_sweep", "read_index", "load_cells",
-           "CellsFailed"]
+           "CellsFailed", "cell_problem", "check_store"]
 
 
 @dataclass(frozen=True)
@@ -80,9 +86,38 @@ def grid_cells(paper: str, base: Mapping[str, Any], grid: Mapping[str, Sequence[
     return cells
 
 
+@contextmanager
+def _cell_lock(root: Path, key: str):
+    """Hold ``root/locks/<key>.lock`` (``flock``, blocking) inside the block: two sweeps on one store
+    never compute the same cell at once — the second waits, then finds the cell finished. Where
+    ``fcntl`` or the lock file is unavailable (Windows, a read-only store) nothing is locked."""
+    try:
+        import fcntl
+
+        (root / "locks").mkdir(parents=True, exist_ok=True)
+        fh = open(root / "locks" / f"{key}.lock", "a")
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+    finally:
+        fh.close()  # releases the lock
+
+
 def _run_cell(fn_ref: str, cell: Cell, store: str) -> tuple[str, str, str]:
-    """Worker side: run one cell, write its file or its error; never raises for a cell's failure."""
+    """Worker side: run one cell, write its file or its error; never raises for a cell's failure.
+    Under the cell's lock; a cell another sweep finished meanwhile is not recomputed."""
     key, root = cell.key, Path(store)
+    with _cell_lock(root, key):
+        if cell_problem(root / "cells" / f"{key}.nc", key) is None:
+            return key, "ok", ""
+        return _compute_cell(fn_ref, cell, root)
+
+
+def _compute_cell(fn_ref: str, cell: Cell, root: Path) -> tuple[str, str, str]:
+    key = cell.key
     try:
         ds = resolve_ref(fn_ref)(cell.paper, dict(cell.config), **dict(cell.options))
         ds.attrs["sweep_key"] = key
@@ -102,6 +137,62 @@ def _write_error(root: Path, key: str, message: str, trace: str = "") -> None:
     (root / "errors").mkdir(parents=True, exist_ok=True)
     atomic_write(root / "errors" / f"{key}.json",
                  lambda tmp: Path(tmp).write_text(json.dumps({"error": message, "traceback": trace})))
+
+
+def cell_problem(path: str | Path, key: str) -> str | None:
+    """Why the file ``path`` is not the finished cell ``key`` (``None`` when it is): it must be a
+    file that opens as HDF5/NetCDF, whose every variable reads back, and whose ``sweep_key``
+    attribute is ``key``. The one validity check of the store (rerun, :func:`load_cells`,
+    :func:`open_sweep`)."""
+    import h5py
+
+    path = Path(path)
+    if not path.is_file():
+        return "missing" if not path.exists() else "not a file"
+    try:
+        with h5py.File(path, "r") as f:
+            stored = f.attrs.get("sweep_key")
+            stored = stored.decode() if isinstance(stored, bytes) else stored
+            if stored != key:
+                return f"its key is {stored!r}, not {key!r}"
+            datasets = []
+            f.visititems(lambda name, obj: datasets.append(obj) if isinstance(obj, h5py.Dataset) else None)
+            for d in datasets:
+                d[()]  # reading every chunk finds a truncated or corrupted payload
+    except Exception as exc:  # noqa: BLE001 - any reader failure means a damaged cell
+        return "unreadable: " + " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+    return None
+
+
+def check_store(store: str | Path, field: str = "store") -> Path:
+    """``store`` as a usable result folder: it, ``cells/`` and ``errors/`` are folders where they
+    exist and ``index.csv`` is not a folder; else ``ConfigError(field, ...)``. Creates nothing."""
+    root = Path(store)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(field, f"not a directory: {root}")
+    for sub in ("cells", "errors"):
+        if (root / sub).exists() and not (root / sub).is_dir():
+            raise ConfigError(field, f"{root / sub} is a file, not the store's {sub} folder (move it away)")
+    if (root / "index.csv").is_dir():
+        raise ConfigError(field, f"{root / 'index.csv'} is a folder, not the store's index (move it away)")
+    return root
+
+
+def _finished(root: Path, cell: Cell) -> bool:
+    """Whether ``cell`` is finished in ``root`` (:func:`cell_problem`); a damaged file is removed
+    with a :class:`~theory.errors.TdynWarning` so the cell is recomputed."""
+    path = root / "cells" / f"{cell.key}.nc"
+    if not path.exists():
+        return False
+    why = cell_problem(path, cell.key)
+    if why is None:
+        return True
+    warnings.warn(TdynWarning("store", f"cell {path} is damaged ({why}); recomputing it"), stacklevel=3)
+    try:
+        path.unlink()
+    except OSError as exc:
+        raise ConfigError("store", f"cannot remove the damaged cell {path}: {exc.strerror}") from None
+    return False
 
 
 def _write_index(root: Path, cells: Sequence[Cell], status: Mapping[str, tuple[str, str]]) -> pd.DataFrame:
@@ -129,13 +220,13 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
     A Ray address that does not answer is refused before anything is written (:func:`check_ray_address`)."""
     if ray is not None:
         check_ray_address(ray)
-    root = Path(store)
+    root = check_store(store)
     (root / "cells").mkdir(parents=True, exist_ok=True)
     unique = list({c.key: c for c in cells}.values())  # a cell given twice runs once
     status: dict[str, tuple[str, str]] = {}
     todo = []
     for c in unique:
-        if (root / "cells" / f"{c.key}.nc").exists():
+        if _finished(root, c):
             status[c.key] = ("ok", "")
         else:
             todo.append(c)
@@ -155,6 +246,12 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
 
     try:
         _run_todo(fn_ref, todo, root, workers, ray, done)
+    except BaseException:  # an interrupt: the index says which cells did finish before it
+        for c in todo:
+            if c.key not in status and cell_problem(root / "cells" / f"{c.key}.nc", c.key) is None:
+                status[c.key] = ("ok", "")
+        _write_index(root, unique, status)
+        raise
     finally:
         if bar is not None:
             bar.close()
@@ -171,7 +268,8 @@ def _run_todo(fn_ref, todo, root, workers, ray, done):
         import multiprocessing as mp
         from concurrent.futures.process import BrokenProcessPool
 
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+        try:
             futs = {pool.submit(_run_cell, fn_ref, c, str(root)): c for c in todo}
             for fut in as_completed(futs):
                 c = futs[fut]
@@ -181,24 +279,88 @@ def _run_todo(fn_ref, todo, root, workers, ray, done):
                     msg = f"worker process died: {exc}"
                     _write_error(root, c.key, msg)
                     done(c.key, "failed", msg)
+        except BaseException:
+            _stop_pool(pool)  # an interrupt: no queued cell starts, the running ones stop now
+            raise
+        pool.shutdown(wait=True)
+
+
+def _stop_pool(pool, grace: float = 5.0) -> None:
+    """Cancel the queued cells and stop the workers: SIGTERM (a training cell stops at the end of
+    its step), then SIGKILL after ``grace`` seconds; returns once they are gone."""
+    import time
+
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        try:
+            p.terminate()
+        except (OSError, ValueError):
+            pass
+    deadline = time.monotonic() + grace
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=1.0)
+
+
+def ray_cluster_file() -> Path:
+    """Where ``ray start`` records the running cluster's address (what ``--ray auto`` resolves to):
+    ``$RAY_TMPDIR/ray/ray_current_cluster``, by default under ``/tmp`` (as Ray reads it)."""
+    import os
+
+    return Path(os.environ.get("RAY_TMPDIR") or "/tmp") / "ray" / "ray_current_cluster"
+
+#: the HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS and its client
+#: server) answers with a SETTINGS frame (type 4) at once; anything else is not Ray
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 
 
 def check_ray_address(address: str, timeout: float = 5.0) -> None:
-    """Refuse a Ray address that cannot work, in ``timeout`` seconds instead of ``ray.init``'s minutes
-    of retries: ``"auto"``/``"local"`` pass (ray resolves them); ``HOST:PORT`` or
-    ``ray://HOST:PORT`` must accept a TCP connection. Raises :class:`ConfigError` (field ``ray``)."""
-    if address in ("auto", "local"):
+    """Refuse a Ray address that cannot work, within ``timeout`` seconds instead of ``ray.init``'s
+    minutes of retries: ``HOST:PORT`` or ``ray://HOST:PORT`` must accept a TCP connection and answer
+    as a gRPC server does (an HTTP/2 SETTINGS frame: Ray's GCS and client server do; a web server or
+    a silent port do not); ``"auto"`` must resolve (``RAY_ADDRESS``, else the cluster file ``ray
+    start`` writes, :func:`ray_cluster_file`) to such an address where it resolves at all;
+    ``"local"`` passes (a new local instance). Raises
+    :class:`ConfigError` (field ``ray``)."""
+    if address == "local":
+        return
+    if address == "auto":
+        import os
+
+        resolved, source = os.environ.get("RAY_ADDRESS", "").strip(), "RAY_ADDRESS"
+        if not resolved or resolved == "auto":
+            source = str(ray_cluster_file())
+            try:
+                resolved = ray_cluster_file().read_text().strip()
+            except OSError:  # no cluster file: ray looks for a local GCS itself and fails fast
+                return
+        try:
+            check_ray_address(resolved, timeout)
+        except ConfigError as err:
+            raise ConfigError("ray", f"--ray auto resolves to {resolved} (from {source}): {err.message}") from None
         return
     m = re.fullmatch(r"(?:ray://)?\[?([^\[\]\s]+?)\]?:(\d{1,5})", address)
     if m is None:
         raise ConfigError("ray", f"{address!r} is not 'auto', 'local', HOST:PORT or ray://HOST:PORT")
     host, port = m.group(1), int(m.group(2))
+    hint = "start the head node (`ray start --head`) or pass --ray auto"
     try:
-        socket.create_connection((host, port), timeout=timeout).close()
+        with socket.create_connection((host, port), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            conn.sendall(_H2_HELLO)
+            head = conn.recv(9)
+    except (socket.timeout, TimeoutError):
+        raise ConfigError("ray", f"{address} accepts connections but does not answer as Ray does within "
+                                 f"{timeout:g} s (is it a Ray head node?); {hint}") from None
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
-        raise ConfigError("ray", f"cannot reach {address} ({why}) within {timeout:g} s; start the head node "
-                                 "(`ray start --head`) or pass --ray auto") from None
+        raise ConfigError("ray", f"cannot reach {address} ({why}) within {timeout:g} s; {hint}") from None
+    if len(head) < 9 or head[3] != 0x04:
+        seen = head[:16].decode("ascii", "replace").split("\r")[0] if head else "nothing, then closed"
+        raise ConfigError("ray", f"{address} is not a Ray server (it answered {seen!r}, not gRPC); {hint}")
 
 
 def _run_ray(fn_ref: str, todo: Sequence[Cell], root: Path, address: str, done) -> None:
@@ -209,7 +371,11 @@ def _run_ray(fn_ref: str, todo: Sequence[Cell], root: Path, address: str, done) 
 
         raise ConfigError("ray", "ray is not installed (from the checkout: pip install -e \".[cluster]\")") from None
     if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=False, include_dashboard=False)
+        try:
+            ray.init(address=address, log_to_driver=False, include_dashboard=False)
+        except Exception as exc:  # noqa: BLE001 - ray raises ConnectionError, RuntimeError, ValueError, ...
+            raise ConfigError("ray", f"cannot connect to {address}: "
+                                     f"{' '.join(f'{type(exc).__name__}: {exc}'.split())[:300]}") from None
     remote = ray.remote(num_cpus=1, max_retries=0)(_run_cell)
     refs = {remote.remote(fn_ref, c, str(root)): c for c in todo}
     pending = list(refs)
@@ -238,6 +404,10 @@ def open_sweep(store: str | Path):
     ok = idx[idx["status"] == "ok"].reset_index(drop=True)
     if ok.empty:
         return xr.Dataset()
+    for key, f in zip(ok["key"], ok["file"]):
+        why = cell_problem(root / f, str(key))
+        if why is not None:
+            raise ConfigError("store", f"cell {root / f} is damaged ({why}); rerun the sweep to recompute it")
     dss = [xr.load_dataset(root / f, engine="h5netcdf") for f in ok["file"]]
     ds = xr.concat(dss, dim="cell", join="outer", combine_attrs="drop_conflicts", data_vars="all",
                    coords="different", compat="equals")
@@ -267,6 +437,6 @@ def load_cells(store: str | Path, cells: Sequence[Cell]) -> list:
 
     root = Path(store)
     files = [root / "cells" / f"{c.key}.nc" for c in cells]
-    if not all(f.exists() for f in files):
+    if any(cell_problem(f, c.key) is not None for f, c in zip(files, cells)):
         raise CellsFailed(root, read_index(root))
     return [xr.load_dataset(f, engine="h5netcdf") for f in files]

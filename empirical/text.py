@@ -148,7 +148,13 @@ def check_corpus(corpus: str | Path | None = None) -> str | Path:
         f = path / name
         if not f.is_file():
             raise ConfigError("corpus", f"{path} has no {name}")
-        if not f.read_text(encoding="utf-8").strip():
+        try:
+            content = f.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise ConfigError("corpus", f"{f} is not UTF-8 text (byte {err.start}: {err.reason})") from None
+        except OSError as err:
+            raise ConfigError("corpus", f"cannot read {f} ({err.strerror or err})") from None
+        if not content.strip():
             raise ConfigError("corpus", f"{f} is empty")
     return path
 

@@ -57,7 +57,7 @@ from simulate.trajectory import atomic_write, code_version, jsonable, make_traje
 from theory.errors import ConfigError, DivergenceError
 
 __all__ = ["Trainer", "Experiment", "ModuleState", "resolve_device", "stack_runs", "torch_threads",
-           "checkpoint_paths", "read_fingerprint", "fingerprint_mismatch", "parse_every", "TrainingInterrupted",
+           "checkpoint_paths", "read_fingerprint", "fingerprint_mismatch", "checkpoint_problem", "parse_every", "TrainingInterrupted",
            "DEFAULT_CHECKPOINT_EVERY"]
 
 #: checkpoint interval when none is given: a time interval, so that saving stays a small cost
@@ -197,6 +197,25 @@ def read_fingerprint(checkpoint: str | os.PathLike) -> dict[str, Any] | None:
     return {k: v for k, v in saved.items() if k not in _PROGRESS_KEYS}
 
 
+def checkpoint_problem(state: str | os.PathLike) -> str | None:
+    """Why the checkpoint file ``state`` cannot be resumed (``None`` when it can): it must be the
+    zip archive ``torch.save`` writes, every member intact (CRC-checked). Reads the file once;
+    loads nothing."""
+    import zipfile
+
+    state = Path(state)
+    if not state.is_file():
+        return "missing" if not state.exists() else "not a file"
+    try:
+        if not zipfile.is_zipfile(state):
+            return "truncated, or not a file torch.save wrote"
+        with zipfile.ZipFile(state) as z:
+            bad = z.testzip()
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as err:
+        return "unreadable: " + " ".join(f"{type(err).__name__}: {err}".split())[:200]
+    return None if bad is None else f"corrupted member {bad}"
+
+
 def fingerprint_mismatch(saved: dict[str, Any], current: dict[str, Any]) -> str | None:
     """A one-line description of how two fingerprints differ (``None`` when they match)."""
     diffs = []
@@ -270,7 +289,14 @@ class Trainer:
             why = fingerprint_mismatch(read_fingerprint(self.checkpoint), fp)
             if why:
                 raise ConfigError("resume", why)
-            state = torch.load(ckpt, map_location=dev, weights_only=False)
+            why = checkpoint_problem(ckpt)
+            try:
+                state = torch.load(ckpt, map_location=dev, weights_only=False) if why is None else None
+            except Exception as err:  # noqa: BLE001 - a damaged file is the user's to remove
+                why = "unreadable: " + " ".join(f"{type(err).__name__}: {err}".split())[:200]
+            if why is not None:
+                raise ConfigError("resume", f"checkpoint {ckpt} is damaged ({why}); remove it to start the run "
+                                            "again") from None
             try:
                 experiment.load_state_dict(state["experiment"])
             except (RuntimeError, KeyError, ValueError) as err:

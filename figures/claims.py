@@ -702,7 +702,7 @@ def _decidable(p: MapPoint) -> str:
         return f"{len(p.values)} seed(s): a verdict needs >= {MIN_SEEDS}"
     bad = sum(not math.isfinite(v) for v in p.values)
     if bad:
-        return f"{bad} of {len(p.values)} seeds have no finite statistic (diverged?)"
+        return f"{bad} of {len(p.values)} seeds have no finite statistic (a diverged run, or a statistic undefined there)"
     return ""
 
 
@@ -764,7 +764,8 @@ def _where_it_breaks(points: Sequence[MapPoint], null: NullResult | None = None)
         parts.append(f"NOT DISCRIMINATING: the null control ({null.description}) passes the criterion too")
     theory_bad = [p for p in inside if p.theory_decision is not None and p.theory_decision.verdict != "holds"]
     if theory_bad:
-        parts.append(f"CRITERION INVALID: the theory's own trajectory does not pass it at {_list_points(theory_bad)}")
+        parts.append(f"THEORY MISSES ITS OWN CRITERION: the theory's trajectory does not pass it at "
+                     f"{_list_points(theory_bad)} (the statement fails on the theory itself, or the criterion is wrong)")
     fails_in = [p for p in inside if p.verdict == "fails"]
     if fails_in:
         parts.append(f"fails inside the regime at {_list_points(fails_in)}")

@@ -153,6 +153,16 @@ def fig_claim_map(r: Any, outdir: str | Path | None, name: str | None = None) ->
     d = _doc(r)
     axes = d["map"]["axes"]
     rows = map_table(d)
+    if not rows:  # nothing run (untested): say so instead of an empty map
+        import textwrap
+
+        fig, ax = plt.subplots(figsize=(6.4, 2.2))
+        ax.axis("off")
+        ax.set_title(_title(d), fontsize=9)
+        ax.text(0.5, 0.45, textwrap.fill(f"not run: {d.get('untested_reason') or d['where_it_breaks']}", 90),
+                ha="center", va="center", fontsize=8, transform=ax.transAxes)
+        finish_figure(fig, None if outdir is None else Path(outdir) / "claims", f"{name or d['name']}.png")
+        return {"rows": rows, "axes": [a["name"] for a in axes]}
     if len(axes) == 1:
         fig = _line_map(plt, d, axes[0], rows)
     else:

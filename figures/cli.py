@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from click.core import ParameterSource
 from theory.errors import ConfigError, DivergenceError, SolverError, TdynError
 
 from .papers import PAPERS, get
-from .validation import check_out, check_outdir, check_writable_dir, read_from
+from .validation import check_out, check_outdir, check_path, check_writable_dir, read_from
 
 __all__ = ["main"]
 
@@ -33,6 +34,19 @@ def _fail(err: Exception) -> None:
     msg = err.one_line() if isinstance(err, TdynError) else " ".join(str(err).split())
     click.echo(f"error: {msg}", err=True)
     sys.exit(2)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """``warnings.showwarning`` of the CLI: a :class:`~theory.errors.TdynWarning` is one line
+    ``warning: <field>: <message>`` on stderr; any other warning as Python prints it."""
+    import warnings
+
+    from theory.errors import TdynWarning
+
+    if isinstance(message, TdynWarning):
+        click.echo(f"warning: {' '.join(str(message).split())}", err=True)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def _usage_field(err: click.UsageError) -> str:
@@ -51,10 +65,13 @@ class _Group(click.Group):
     """Map user errors raised anywhere below to one line and exit code 2."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        import warnings
+
         from simulate.trajectory import Terminated, terminate_as_exception
 
         try:
-            with terminate_as_exception():
+            with terminate_as_exception(), warnings.catch_warnings():
+                warnings.showwarning = _show_warning
                 rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as err:
             if err.ctx is not None and type(err).__name__ == "NoArgsIsHelpError":
@@ -65,7 +82,12 @@ class _Group(click.Group):
         except click.ClickException as err:
             click.echo(f"error: {' '.join(err.format_message().split())}", err=True)
             sys.exit(err.exit_code)
-        except (click.Abort, KeyboardInterrupt):
+        except (click.Abort, KeyboardInterrupt, _Interrupted) as err:
+            if getattr(err, "signum", None) == signal.SIGTERM:  # deferred by the Trainer to a step's end
+                click.echo("error: interrupted: stopped by SIGTERM (files written so far are complete)", err=True)
+                sys.exit(143)
+            if sys.stderr.isatty():  # end the terminal's "^C" echo; a pipe gets exactly one line
+                click.echo("", err=True)
             click.echo("error: interrupted: stopped by Ctrl-C (files written so far are complete)", err=True)
             sys.exit(130)
         except Terminated:
@@ -80,6 +102,17 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (TdynError, ValueError, FloatingPointError) as err:
             _fail(err)
+        except KeyboardInterrupt as err:  # past click's handler, which prints a blank line first
+            raise _Interrupted(getattr(err, "signum", signal.SIGINT)) from err
+
+
+class _Interrupted(BaseException):
+    """Ctrl-C (or a SIGTERM the Trainer deferred: ``TrainingInterrupted.signum``) below the group:
+    reported by :meth:`_Group.main` in one line, exit 130 (SIGINT) or 143 (SIGTERM)."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signum)
+        self.signum = int(signum)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -181,7 +214,10 @@ def _keep_partial(err, run: _Run):
         raise err
     if err.partial is None or err.partial.sizes.get("time", 0) < 1:
         raise err.with_note("no finite time point, nothing written") from None
-    sim.save(_stamp(err.partial, run), _partial_path(run.out))
+    try:
+        sim.save_or_rescue(_stamp(err.partial, run), _partial_path(run.out))
+    except sim.WriteFailed as failed:  # a full disk: say where the partial went (or that it is lost)
+        raise err.with_note(f"partial trajectory not kept: {failed.message}") from None
     raise err.with_note(f"partial trajectory kept in {_partial_path(run.out)}") from None
 
 
@@ -286,7 +322,7 @@ def _report(traj, out_path):
     for n, v in sorted(last.items()):
         click.echo(f"  {n:40s} {v: .6g}")
     if out_path is not None:
-        sim.save(traj, out_path)
+        sim.save_or_rescue(traj, out_path)  # a full disk: WriteFailed says where the result went
         click.echo(f"wrote {out_path}")
 
 
@@ -297,24 +333,47 @@ def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
         if resume:
             raise ConfigError("resume", "needs --checkpoint DIR")
         return {}
-    from empirical.trainer import checkpoint_paths, fingerprint_mismatch, read_fingerprint
+    from empirical.trainer import checkpoint_paths, checkpoint_problem, fingerprint_mismatch, read_fingerprint
     from simulate.trajectory import jsonable, code_version
 
     fn = run.row.slot("train")
     if "checkpoint" not in inspect.signature(fn).parameters:
         raise ConfigError("checkpoint", f"{run.row.name}'s train slot does not take checkpoints yet")
-    d = Path(checkpoint)
+    d = check_path("checkpoint", checkpoint)
     if d.exists() and not d.is_dir():
         raise ConfigError("checkpoint", f"not a directory: {checkpoint}")
     check_outdir(checkpoint, "checkpoint")
-    saved = read_fingerprint(d) if resume and d.is_dir() else None
+    where = checkpoint_paths(d)[0].parent  # the folder the train slot is given
+    state, meta = checkpoint_paths(where)
+    if not resume:  # a new run never replaces another run's checkpoint without a word
+        if state.exists() or meta.exists():
+            raise ConfigError("checkpoint", f"{checkpoint} already holds the checkpoint of a run{_checkpoint_step(meta)}; "
+                                            "continue it with --resume, or remove it (or choose another DIR) to "
+                                            "start a new run")
+        return {"checkpoint": str(where)}
+    if not state.exists():
+        raise ConfigError("resume", f"no checkpoint to resume in {checkpoint} (it holds no {state.name}); "
+                                    "drop --resume to start a new run there")
+    why = checkpoint_problem(state)
+    if why is not None:
+        raise ConfigError("resume", f"checkpoint {state} is damaged ({why}); remove it to start the run again")
+    saved = read_fingerprint(where)
     if saved is not None:
         why = fingerprint_mismatch({k: saved.get(k) for k in ("paper", "config", "code_version")},
                                    {"paper": run.row.name, "config": jsonable(run.cfg.to_dict()),
                                     "code_version": code_version()})
         if why:
             raise ConfigError("resume", why)
-    return {"checkpoint": str(checkpoint_paths(d)[0].parent)}
+    return {"checkpoint": str(where)}
+
+
+def _checkpoint_step(meta: Path) -> str:
+    """`` (step 16989 of 30000)`` from a checkpoint's JSON, or ``""`` when unreadable."""
+    try:
+        info = json.loads(meta.read_text())
+        return f" (step {int(info['step'])} of {int(info['steps'])})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
 
 
 @_command()
@@ -388,8 +447,12 @@ def _train_interrupted(err, run: _Run, *, paper, checkpoint, argv):
     parts = [f"error: interrupted: stopped by {name} at step {err.step}"]
     if run.out is not None and err.partial is not None and err.partial.sizes.get("time", 0) >= 1:
         path = _partial_path(run.out)
-        sim.save(_stamp(err.partial, run), path)
-        parts.append(f"trajectory to step {int(err.partial['step'].values[-1])} kept in {path}")
+        try:
+            sim.save_or_rescue(_stamp(err.partial, run), path)
+            parts.append(f"trajectory to step {int(err.partial['step'].values[-1])} kept in {path}")
+        except sim.WriteFailed as failed:
+            parts.append(f"trajectory to step {int(err.partial['step'].values[-1])} not kept in {path}: "
+                         f"{failed.message}")
     elif run.out is not None:
         parts.append(f"nothing logged yet, {run.out} not written")
     if checkpoint is not None:
@@ -483,6 +546,7 @@ def _checked_corpus(corpus):
     from empirical import text
 
     if corpus is not None:
+        check_path("corpus", corpus)
         text.check_corpus(corpus)
     return text.using_corpus(corpus)
 
@@ -580,23 +644,39 @@ def sweep(paper, grid, seeds, workers, ray_address, store, job, variant, device,
     """Run a grid of training runs (or ODE solves) into a resumable result store."""
     from . import progress as bars
     from .sweep import JOBS, plan
-    from empirical.sweeps import run_cells
+    from empirical.sweeps import check_store, run_cells
 
     with _checked_corpus(corpus):  # --kind text: the corpus of the real-text runs
         cells = plan(paper, grid, seeds=seeds, overrides=assignments, job=job, variant=variant, device=device,
                      backend=backend, allow_large=allow_large)
     check_outdir(store, "store")
+    check_store(store)
 
     def progress(key, status, err):
         bars.echo(f"{key} {status}{': ' + err if err else ''}")
 
     with bars.enabled(show_progress):
-        idx = run_cells(JOBS[job], cells, store, workers=workers, ray=ray_address, progress=progress)
+        try:
+            idx = run_cells(JOBS[job], cells, store, workers=workers, ray=ray_address, progress=progress)
+        except BaseException:  # an interrupt: say what finished (stdout), then the one error line
+            _report_finished(store)
+            raise
     n_ok, n = int((idx["status"] == "ok").sum()), len(idx)
     click.echo(f"{n_ok}/{n} cells done in {Path(store) / 'index.csv'}")
     if n_ok < n:
         click.echo(f"error: sweep: {n - n_ok} cell(s) failed (see index.csv); rerun to retry them", err=True)
         sys.exit(1)
+
+
+def _report_finished(store) -> None:
+    """``k/n cells done in STORE/index.csv`` from the index run_cells left (nothing if unreadable)."""
+    from empirical.sweeps import read_index
+
+    try:
+        idx = read_index(store)
+    except Exception:  # noqa: BLE001 - a report only
+        return
+    click.echo(f"{int((idx['status'] == 'ok').sum())}/{len(idx)} cells done in {Path(store) / 'index.csv'}")
 
 
 @main.command()
@@ -637,6 +717,7 @@ def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, 
     output is printed when it finishes. A paper that fails is reported in one line and the others
     finish; then exit 1."""
     import subprocess
+    import threading
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from . import progress
@@ -652,9 +733,25 @@ def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, 
     # longest first (each row's measured quick_seconds): the least time to the last paper's end
     names = sorted(PAPERS, key=lambda n: -PAPERS[n].quick_seconds)
     failed = []
+    running: dict[str, subprocess.Popen] = {}
+    lock = threading.Lock()
+    stopping = threading.Event()
+
+    def run_one(name):
+        with lock:
+            if stopping.is_set():
+                return None
+            proc = subprocess.Popen(command(name), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            running[name] = proc
+        out, err = proc.communicate()
+        with lock:
+            running.pop(name, None)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
     bar = progress.bar(total=len(names), desc="papers", unit="paper")
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(subprocess.run, command(n), capture_output=True, text=True): n for n in names}
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = {pool.submit(run_one, n): n for n in names}
         for fut in as_completed(futures):
             name, res = futures[fut], fut.result()
             click.echo(f"== {name}")
@@ -664,7 +761,23 @@ def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, 
             if res.returncode != 0:
                 failed.append(name)
             bar.update(1)
-    bar.close()
+    except BaseException as exc:  # Ctrl-C / SIGTERM: stop the papers still running, at once
+        with lock:
+            stopping.set()
+            procs = list(running.values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        sig = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM
+        for proc in procs:
+            proc.send_signal(sig)
+        for proc in procs:
+            try:
+                proc.wait(timeout=8)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        raise
+    finally:
+        bar.close()
+    pool.shutdown(wait=True)
     if failed:
         click.echo(f"error: reproduce: the figures of {', '.join(failed)} failed (output above)", err=True)
         sys.exit(1)
@@ -674,7 +787,7 @@ def _read_trajectory(path: str, field: str):
     """A saved trajectory, or ``ConfigError(field, ...)`` naming why it cannot be read."""
     import simulate
 
-    p = Path(path)
+    p = check_path(field, path)
     if not p.is_file():
         raise ConfigError(field, f"no such file: {path}")
     try:
@@ -697,11 +810,16 @@ def plot(file, others, out, observables):
     from .plot import plot_file
 
     _read_trajectory(file, "file")
+    if out is None:  # FILE.png and FILE.pdf beside FILE.nc
+        check_path("file", file, derived=(".png", ".pdf"))
     for o in others:
         _read_trajectory(o, "vs")
     if out is not None:
         if Path(out).suffix.lower() != ".png":
             raise ConfigError("out", f"expected a .png file name, got {out!r}")
+        check_path("out", out, derived=(".pdf",))
+        if Path(out).is_dir():
+            raise ConfigError("out", f"is a directory: {out}")
         check_writable_dir("out", Path(out).parent)
     names = [n.strip() for n in observables.split(",") if n.strip()] if observables else None
     click.echo(f"wrote {plot_file(file, others, out, names)} (+ .pdf)")

@@ -82,15 +82,35 @@ def parse_grid(row, specs: Sequence[str], base=None) -> dict[str, list[Any]]:
     on ``base``, default the row's Config)."""
     base = row.Config() if base is None else base
     grid: dict[str, list[Any]] = {}
+    raws: dict[str, str] = {}
     for spec in specs:
         if "=" not in spec:
             raise ConfigError("grid", f"expected key=v1,v2,..., got {spec!r}")
         key, raw = (s.strip() for s in spec.split("=", 1))
+        if key in grid:  # never drop one of two grids silently
+            raise ConfigError(key, f"--grid given twice ({key}={raws[key]} and {key}={raw}); "
+                                   f"list every value once: --grid {key}={raws[key]},{raw}")
         values = [v.strip() for v in raw.split(",") if v.strip()]
         if not values:
             raise ConfigError(key, "the grid gives no values")
-        grid[key] = [getattr(base.with_overrides([f"{key}={v}"]), key) for v in values]
+        grid[key] = _distinct(key, [getattr(base.with_overrides([f"{key}={v}"]), key) for v in values])
+        raws[key] = raw
     return grid
+
+
+def _distinct(key: str, values: list[Any]) -> list[Any]:
+    """``values`` unless one repeats (a cell would silently run once for two grid points)."""
+    import json
+
+    from simulate.trajectory import jsonable
+
+    seen: set[str] = set()
+    for v in values:
+        doc = json.dumps(jsonable(v), sort_keys=True)
+        if doc in seen:
+            raise ConfigError(key, f"the grid lists {v!r} twice")
+        seen.add(doc)
+    return values
 
 
 def text_base(paper: str, overrides: Sequence[str] = ()):
@@ -117,6 +137,14 @@ def plan(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, seeds
     base = text_base(row.name, overrides) if job == "text" else row.make_config(overrides, variant=variant)
     if not isinstance(grid, Mapping):
         grid = parse_grid(row, grid, base)
+    else:
+        grid = {k: _distinct(k, list(v)) for k, v in grid.items()}
+    for item in overrides:  # --set of a swept field would be ignored: refuse it
+        key = item.split("=", 1)[0].strip()
+        if key in grid:
+            raise ConfigError(key, f"both swept (--grid {key}=...) and fixed (--set {item.strip()}); give one")
+    if seeds and "seed" in grid:
+        raise ConfigError("seed", "both swept (--grid seed=...) and repeated (--seeds); give one")
     if seeds and not hasattr(base, "seed"):
         raise ConfigError("seeds", f"{paper}'s config has no seed field")
     train = {"device": device} if row.config_has_variant else {"variant": variant, "device": device}

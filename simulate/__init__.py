@@ -13,9 +13,12 @@ from .ode import BACKENDS, ODE_METHODS, enable_x64, first_crossing, solve
 from .noise_sde import NoiseSDE, noise_sde
 from .sde import SDE_BACKENDS, ReducedSDE, solve_sde
 from .sweep import sweep
-from .trajectory import atomic_write, code_version, config_of, load, make_trajectory, parameter_values_of, save
+from .trajectory import (WriteFailed, atomic_write, code_version, config_of, load, make_trajectory, parameter_values_of,
+                         save, save_or_rescue)
 
 __all__ = [
+    "save_or_rescue",
+    "WriteFailed",
     "solve",
     "solve_sde",
     "sweep",

@@ -34,7 +34,7 @@ import xarray as xr
 
 from theory.errors import ConfigError
 
-__all__ = ["make_trajectory", "save", "load", "versions", "git_commit", "code_version", "atomic_write",
+__all__ = ["make_trajectory", "save", "save_or_rescue", "WriteFailed", "to_bytes", "load", "versions", "git_commit", "code_version", "atomic_write",
            "parameter_values_of", "config_of", "jsonable", "Terminated"]
 
 Trajectory = xr.Dataset
@@ -205,7 +205,9 @@ def atomic_write(path: str | os.PathLike, write_fn) -> Path:
     with terminate_as_exception():
         tmp = None
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+            # the temporary name stays within the file system's 255 bytes however long ``path``'s is
+            stem = os.fsdecode(os.fsencode(path.name)[:200])
+            fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".tmp", dir=parent)
             os.close(fd)
             write_fn(tmp)
             os.chmod(tmp, 0o666 & ~_umask())
@@ -217,9 +219,75 @@ def atomic_write(path: str | os.PathLike, write_fn) -> Path:
     return path
 
 
+def to_bytes(ds: xr.Dataset) -> bytes:
+    """``ds`` as the bytes of a NetCDF file (h5netcdf engine), built in memory: the disk is then
+    written by plain file I/O, so a full disk is an ``OSError`` and never an HDF5 library state."""
+    return bytes(ds.to_netcdf(engine="h5netcdf"))
+
+
 def save(ds: xr.Dataset, path: str | os.PathLike) -> Path:
-    """Write NetCDF (h5netcdf engine) atomically."""
-    return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))
+    """Write NetCDF (h5netcdf engine) atomically (serialised in memory first, :func:`to_bytes`)."""
+    data = to_bytes(ds)
+    return atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
+
+
+def _why(err: OSError) -> str:
+    """The reason of an ``OSError`` in a few words (h5py's messages carry ``errno = N``)."""
+    import re
+
+    code = err.errno
+    if code is None:
+        m = re.search(r"errno = (\d+)", str(err))
+        code = int(m.group(1)) if m else None
+    return os.strerror(code) if code else " ".join(str(err).split())[:120]
+
+
+class WriteFailed(ConfigError):
+    """``--out`` could not be written (a full disk, a quota, ...). ``rescued`` is where the result
+    went instead (``None``: nowhere). One line: ``out: cannot write X (why); the result was
+    written to Y instead`` — the finished work is not lost."""
+
+    def __init__(self, field: str, message: str, rescued: Path | None):
+        super().__init__(field, message)
+        self.rescued = rescued
+
+
+def rescue_dirs() -> list[Path]:
+    """Where :func:`save_or_rescue` puts a result it could not write: the temporary folder
+    (``TMPDIR``), then the home folder."""
+    return [Path(tempfile.gettempdir()), Path.home()]
+
+
+def save_or_rescue(ds: xr.Dataset, path: str | os.PathLike, field: str = "out",
+                   fallbacks: list[Path] | None = None) -> Path:
+    """:func:`save`, and where the disk refuses (``OSError``: full, quota, I/O error) the same bytes
+    into a new ``tdyn-rescue-*`` folder of the first of ``fallbacks`` (default :func:`rescue_dirs`)
+    that takes them; then raise :class:`WriteFailed` saying where the result is (or that nowhere
+    took it). ``path`` is left as it was."""
+    path = Path(path)
+    data = to_bytes(ds)
+    try:
+        return atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
+    except OSError as err:
+        why = _why(err)
+    tried = []
+    for d in rescue_dirs() if fallbacks is None else fallbacks:
+        tried.append(str(d))
+        folder = None
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="tdyn-rescue-", dir=d))
+            target = atomic_write(folder / path.name, lambda tmp: Path(tmp).write_bytes(data))
+        except (OSError, ConfigError):
+            if folder is not None:
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass
+            continue
+        raise WriteFailed(field, f"cannot write {path} ({why}); the result was written to {target} instead",
+                          target) from None
+    raise WriteFailed(field, f"cannot write {path} ({why}); the result is lost: no room in {', '.join(tried)} "
+                             "either (free some space and rerun)", None) from None
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:

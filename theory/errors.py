@@ -26,6 +26,17 @@ class ConfigError(TdynError, ValueError):
         super().__init__(f"{field}: {message}")
 
 
+class TdynWarning(UserWarning):
+    """Something the user should know that did not stop the command (a damaged store cell
+    recomputed, ...): names the field like :class:`ConfigError`. The CLI prints it as one line
+    ``warning: <field>: <message>`` on stderr."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
 class SolverError(TdynError, RuntimeError):
     """An ODE/SDE solver failed. Carries the last time at which the state was finite
     (``t_reached``) and, when available, the partial result up to it. One line:

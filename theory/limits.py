@@ -100,17 +100,29 @@ def _generic(config: Any, paper: str, command: str, paths: int, dt: float) -> li
     lead = max(paths, 1) if command == "sde" else 1
     terms.append(Term("memory", 64 * F64 * points * lead, "steps"))  # ~64 logged variables
     if command == "sde":
-        n = _horizon(config) / dt
-        field = "lr" if paper == "joma" and field_value(config, "lr") > 1 else "steps"
-        terms.append(Term("sde_steps", n, field))
-        terms.append(Term("sde_path_steps", n * max(paths, 1), field))
+        n = _horizon(config) / (_step_time(config) if dt is None else dt)
+        terms.append(Term("sde_steps", n, "steps"))
+        terms.append(Term("sde_path_steps", n * max(paths, 1), "steps"))
     return terms
 
 
-def estimate(paper: str, config: Any, command: str, *, paths: int = 0, dt: float = 1.0,
+def _step_time(config: Any) -> float:
+    """The Euler–Maruyama step of a paper's SDE: one optimiser step in ODE time
+    (``ode_time(1) - ode_time(0)``: ``lr`` for JoMA, 1 for SCB), as the SDE models use; 1.0 for a
+    config without a usable ``ode_time``. (Scan & Snap with momentum takes ``ceil(1/(1 - mu))``
+    Euler steps per optimiser step: a factor of a few, within the estimates' roughness.)"""
+    try:
+        dt = float(config.ode_time(1)) - float(config.ode_time(0))
+    except Exception:  # noqa: BLE001 - an estimate must not fail where the run would not
+        return 1.0
+    return dt if math.isfinite(dt) and dt > 0 else 1.0
+
+
+def estimate(paper: str, config: Any, command: str, *, paths: int = 0, dt: float | None = None,
              estimator: Callable[[Any, str, int], list[Term]] | None = None) -> dict[str, list[Term]]:
     """All terms of ``command`` (one of :data:`COMMANDS`) grouped by resource: the generic rules
-    plus ``estimator(config, command, paths)`` (the paper row's ``estimate`` slot)."""
+    plus ``estimator(config, command, paths)`` (the paper row's ``estimate`` slot). ``dt``: the SDE's
+    Euler step in ODE time (default: one optimiser step of ``config``, :func:`_step_time`)."""
     if command not in COMMANDS:
         raise ValueError(f"command must be one of {COMMANDS}, got {command!r}")
     terms = _generic(config, paper, command, paths, dt)
@@ -131,13 +143,15 @@ def _fmt(resource: str, amount: float) -> str:
     return f"{amount:.3g} {names.get(resource, resource)}"
 
 
-def check(paper: str, config: Any, command: str, *, paths: int = 0, dt: float = 1.0, allow_large: bool = False,
+def check(paper: str, config: Any, command: str, *, paths: int = 0, dt: float | None = None, allow_large: bool = False,
           limits: Mapping[str, float] | None = None,
           estimator: Callable[[Any, str, int], list[Term]] | None = None) -> dict[str, float]:
     """Raise ``ConfigError(field, ...)`` when an estimate exceeds its limit (unless ``allow_large``);
-    return the totals per resource."""
+    return the totals per resource. The field named is that of the largest term — or ``paths``
+    where the same command with one path would fit (the ensemble's size is what is too large)."""
     limits = {**LIMITS, **(limits or {})}
     totals = {}
+    single = None
     for resource, terms in estimate(paper, config, command, paths=paths, dt=dt, estimator=estimator).items():
         total = sum(t.amount for t in terms)
         if math.isnan(total):
@@ -146,7 +160,14 @@ def check(paper: str, config: Any, command: str, *, paths: int = 0, dt: float = 
         limit = limits.get(resource, math.inf)
         if total > limit and not allow_large:
             worst = max(terms, key=lambda t: t.amount if not math.isnan(t.amount) else math.inf)
+            field = worst.field
+            if paths > 1:
+                if single is None:
+                    single = estimate(paper, config, command, paths=1, dt=dt, estimator=estimator)
+                one = sum(t.amount for t in single.get(resource, ()))
+                if one <= limit:
+                    field = "paths"
             lim = f"{limit / GiB:.3g} GiB" if resource == "memory" else f"{limit:.3g}"
-            raise ConfigError(worst.field, f"needs an estimated {_fmt(resource, total)} "
+            raise ConfigError(field, f"needs an estimated {_fmt(resource, total)} "
                                            f"(limit {lim}; pass --allow-large to run anyway)")
     return totals

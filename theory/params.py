@@ -230,15 +230,19 @@ class ParamsBase:
 
     def with_overrides(self, assignments: Sequence[str]) -> "ParamsBase":
         """Apply ``["key=value", ...]`` with values parsed as Python/JSON literals and coerced to
-        the field's type."""
+        the field's type. A key given twice is ``ConfigError(key, "set twice ...")``."""
         fields = {f.name: f for f in dataclasses.fields(self)}
         changes: dict[str, Any] = {}
+        given: dict[str, str] = {}
         for item in assignments:
             if "=" not in item:
                 raise ConfigError("set", f"expected key=value, got {item!r}")
             key, raw = (s.strip() for s in item.split("=", 1))
             if key not in fields:
                 raise ConfigError(key, f"unknown parameter; known: {', '.join(sorted(fields))}")
+            if key in given:  # never keep one of two values silently
+                raise ConfigError(key, f"set twice ({key}={given[key]} and {key}={raw}); give it once")
+            given[key] = raw
             current = getattr(self, key)
             try:
                 value = ast.literal_eval(raw)

@@ -159,7 +159,7 @@ def _hyper(config: ScanSnapConfig, lr_Y: torch.Tensor, lr_Z: torch.Tensor) -> di
 # The seeds of one setting in one call (a claim's map point)
 # ------------------------------------------------------------------------------------------------
 def train_seeds(config: ScanSnapConfig, *, seeds, device: str = "cpu", z_rows: bool = False,
-                attention_only: bool = False):
+                attention_only: bool = False, shuffle_labels: bool = False, lr_scale: tuple = (1.0, 1.0)):
     """Every seed of ``config`` in one vectorised run: a trajectory with dims ``(seed, time)``,
     logged at ``config.log_steps()`` (time ``config.ode_times()``), the variables of
     :func:`logged_observables` (``z_rows``: also every moving logit; ``attention_only``: the
@@ -171,7 +171,10 @@ def train_seeds(config: ScanSnapConfig, *, seeds, device: str = "cpu", z_rows: b
     and the same algorithm as the Trainer's :func:`train` (same init law, count law, batch-mean
     gradient and PyTorch momentum; given the Trainer's minibatches it reproduces the Trainer's
     parameters: tests); only the random streams differ (numpy's, not torch's). Float64, CPU
-    (``device`` is accepted for the ``runs`` signature). Other settings (Adam, token sequences)
+    (``device`` is accepted for the ``runs`` signature). Null controls of the claims (count-vector
+    SGD only): ``shuffle_labels`` draws every sample's next token independently of its context
+    ("shuffled data"); ``lr_scale = (a, b)`` trains at ``(a eta_Y, b eta_Z)`` on the same steps
+    (0 freezes a layer). Other settings (Adam, token sequences)
     train each seed with :func:`train` and stack the runs. A run that diverges leaves NaN from its
     last finite log on (for every seed of the call: they share the engine's steps)."""
     import xarray as xr
@@ -184,6 +187,8 @@ def train_seeds(config: ScanSnapConfig, *, seeds, device: str = "cpu", z_rows: b
     if not seeds:
         raise ConfigError("seeds", "give at least one seed")
     if config.optimizer != "sgd" or config.variant != "counts":
+        if shuffle_labels or tuple(lr_scale) != (1.0, 1.0):
+            raise ConfigError("variant", "the null controls (shuffled labels, scaled rates) run count-vector SGD only")
         runs = [train(config.replace(seed=s), device=device, log_z_rows=z_rows)[0].drop_vars("loss", errors="ignore")
                 for s in seeds]
         if attention_only:
@@ -192,8 +197,9 @@ def train_seeds(config: ScanSnapConfig, *, seeds, device: str = "cpu", z_rows: b
         return xr.concat(runs, "seed").assign_coords(seed=seeds)
     task = make_task(config)
     R = len(seeds)
-    eng = CountSGD(task, [config.eta_Y] * R, [config.eta_Z] * R, batch=config.batch, momentum=config.momentum,
-                   zero_init=config.zero_init, rng=[np.random.default_rng(s) for s in seeds])
+    eng = CountSGD(task, [lr_scale[0] * config.eta_Y] * R, [lr_scale[1] * config.eta_Z] * R, batch=config.batch,
+                   momentum=config.momentum, zero_init=config.zero_init, rng=[np.random.default_rng(s) for s in seeds],
+                   shuffle_labels=shuffle_labels)
     logs = [int(s) for s in config.log_steps()]
     rows: list[dict[str, np.ndarray]] = []
     message = ""

@@ -53,6 +53,10 @@ class Batch:
     m: np.ndarray
     counts: np.ndarray
     mask: np.ndarray
+    #: (R, K, P) the output id of each slot's next token when the labels are shuffled (the null
+    #: control "shuffled data": the next token drawn independently of the context); None: the
+    #: class's own label (the generator)
+    labels: np.ndarray | None = None
 
     def per_sample(self):
         """``(n (R, B) classes, counts (R, B, S))`` in slot order (for checks against the torch model)."""
@@ -104,10 +108,11 @@ def _logits(Y, Z, counts, m, sup, query, F, A, ys):
 
 
 @njit(cache=True, error_model="numpy")  # x / 0 -> inf or nan (caught as divergence)
-def _backward(E, F, ys, m, sup, qi, label, inv_b, gY, gZ):
+def _backward(E, F, ys, m, sup, qi, labs, inv_b, gY, gZ):
     """Batch-mean ascent gradient of J (spec §1.3, §2.4) from :func:`_logits`' ``F``, ``ys`` and
     ``E = exp(A)``: ``gY`` (R, C + K U, M_out) on the common + DT rows, ``gZ`` (R, n_query, M_in)
-    on the query rows (``qi[k]``: class ``k``'s among them). ``E`` is overwritten. Returns False
+    on the query rows (``qi[k]``: class ``k``'s among them); ``labs`` (R, K, P) the output id of each
+    slot's next token. ``E`` is overwritten. Returns False
     (gradients unfinished) when a decoder softmax is not finite: a parameter is no longer finite."""
     R, K, P, S = F.shape
     Mo = E.shape[3]
@@ -128,7 +133,7 @@ def _backward(E, F, ys, m, sup, qi, label, inv_b, gY, gZ):
                 c = -inv_b / tot
                 for o in range(Mo):
                     D[p, o] *= c
-                D[p, label[k]] += inv_b
+                D[p, labs[r, k, p]] += inv_b
             f = F[r, k, :n]
             G = np.dot(D, ys[r, k].T)  # dJ/df = Y (e_n - alpha) on the support
             gys = np.dot(f.T, D)  # sum_p f (e_n - alpha)^T / B
@@ -172,8 +177,11 @@ class CountSGD:
     batched runs are exactly the runs made one at a time (tested)."""
 
     def __init__(self, task: ScanSnapTask, lr_Y, lr_Z, *, batch: int, momentum: float, zero_init: bool,
-                 rng, dtype=np.float64):
+                 rng, dtype=np.float64, shuffle_labels: bool = False):
         self.task, self.B, self.mu, self.dtype = task, batch, momentum, np.dtype(dtype)
+        #: the null control "shuffled data": every sample's next token drawn uniformly over the K
+        #: labels, independently of its context (drawn after the block's counts, from the same stream)
+        self.shuffle_labels = bool(shuffle_labels)
         self.lr_Y, self.lr_Z = np.asarray(lr_Y, self.dtype), np.asarray(lr_Z, self.dtype)
         R, Mi, Mo, K = self.lr_Y.shape[0], task.M_in, task.M_out, task.K
         self.R = R
@@ -220,8 +228,8 @@ class CountSGD:
         if self._block is None or self._next == len(self._block[0]):
             self._draw_block()
         i, self._next = self._next, self._next + 1
-        m, counts, mask = self._block
-        return Batch(m[i], counts[i], mask[i])
+        m, counts, mask, labels = self._block
+        return Batch(m[i], counts[i], mask[i], None if labels is None else labels[i])
 
     def _draw_block(self):
         if self._rngs is not None:
@@ -235,7 +243,8 @@ class CountSGD:
         # slot p of (step, r, k) is row offset + p; slots past m hold any other row (a placeholder,
         # weight 0)
         counts = rows[np.minimum(offset[..., None] + slot, len(rows) - 1)]  # (steps, R, K, P, S)
-        self._block, self._next = (m, counts, (slot < m[..., None]).astype(self.dtype)), 0
+        labels = (self.task.label[self.rng.integers(0, K, size=counts.shape[:4])] if self.shuffle_labels else None)
+        self._block, self._next = (m, counts, (slot < m[..., None]).astype(self.dtype), labels), 0
 
     def _draw_block_per_run(self):
         """:meth:`_draw_block` with one generator per run: run ``r`` draws ``steps`` minibatches'
@@ -253,7 +262,10 @@ class CountSGD:
         for r, (mr, xr) in enumerate(zip(ms, rows)):
             off = (np.cumsum(mr.reshape(-1)) - mr.reshape(-1)).reshape(mr.shape)
             counts[:, r] = xr[np.minimum(off[..., None] + slot, len(xr) - 1)]
-        self._block, self._next = (m, counts, (slot < m[..., None]).astype(self.dtype)), 0
+        labels = None
+        if self.shuffle_labels:  # after the counts, from each run's own stream
+            labels = np.stack([self.task.label[g.integers(0, K, size=(m.shape[0], K, slot.size))] for g in self._rngs], 1)
+        self._block, self._next = (m, counts, (slot < m[..., None]).astype(self.dtype), labels), 0
 
     # -- gradient --------------------------------------------------------------------------------
     def _parts(self, batch: Batch):
@@ -264,7 +276,10 @@ class CountSGD:
         gY, gZ = self._g
         F, A = np.empty_like(batch.counts), np.empty(batch.counts.shape[:3] + (self.task.M_out,), self.dtype)
         _logits(self.Y, self.Z, batch.counts, batch.m, self.sup, self.task.query, F, A, self._ys)
-        if not _backward(np.exp(A, out=A), F, self._ys, batch.m, self.sup, self._qi, self.task.label,
+        labs = batch.labels
+        if labs is None:
+            labs = np.ascontiguousarray(np.broadcast_to(self.task.label[None, :, None], batch.mask.shape))
+        if not _backward(np.exp(A, out=A), F, self._ys, batch.m, self.sup, self._qi, labs.astype(np.int64, copy=False),
                          1.0 / self.B, gY, gZ):
             raise DivergenceError(-1, "non-finite parameters in count-vector SGD")
         return gY, gZ

@@ -29,7 +29,8 @@ from ..realtext import FULL_VOCAB, TextProtocol
 from ..textrun import TextExperiment, TextRunConfig, corpus_for, train_text
 from ..trainer import resolve_device
 
-__all__ = ["TopicTextConfig", "topic_protocol", "lda_topic_words", "topic_assignment", "topic_ratios"]
+__all__ = ["TopicTextConfig", "topic_protocol", "lda_topic_words", "topic_assignment", "topic_ratios", "pair_gaps",
+           "PERMUTATIONS"]
 
 
 @dataclass(frozen=True)
@@ -97,64 +98,95 @@ def topic_assignment(beta: np.ndarray, words: list[str], fraction: float) -> dic
     return {words[w]: t for t, ws in enumerate(lists) for w in ws if counts[w] == 1}
 
 
-def _gap_z(s_sum, s_sq, n_s, d_sum, d_sq, n_d) -> float:
-    """``(mean_same - mean_diff) / standard error`` of two groups given sums and sums of squares
-    (pairs treated as independent: a rough scale for "is the gap beyond noise")."""
-    ms, md = s_sum / n_s, d_sum / n_d
-    var = (s_sq / n_s - ms**2) / n_s + (d_sq / n_d - md**2) / n_d
-    return float((ms - md) / np.sqrt(var)) if var > 0 else float("nan")
+#: label permutations of the per-seed permutation null (:func:`pair_gaps`)
+PERMUTATIONS = 200
 
 
-def _pair_stats(name: str, sim: np.ndarray, topic: np.ndarray) -> dict[str, float]:
-    same = topic[:, None] == topic[None, :]
-    s, d = sim[same & ~np.eye(len(topic), dtype=bool)], sim[~same]
-    return {f"{name}_same": s.mean(), f"{name}_diff": d.mean(), f"{name}_ratio": s.mean() / d.mean(),
-            f"{name}_gap_z": _gap_z(s.sum(), (s * s).sum(), s.size, d.sum(), (d * d).sum(), d.size)}
+def _gaps(S: np.ndarray, N: np.ndarray, labels: np.ndarray) -> tuple[float, float, float]:
+    """``(mean_same, mean_diff, gap)`` of word-pair sums ``S`` and counts ``N`` (``W x W``, distinct
+    word pairs only) under the word -> topic ``labels``."""
+    same = labels[:, None] == labels[None, :]
+    s_same, n_same = S[same].sum(), N[same].sum()
+    s_diff, n_diff = S[~same].sum(), N[~same].sum()
+    ms = s_same / n_same if n_same else np.nan
+    md = s_diff / n_diff if n_diff else np.nan
+    return float(ms), float(md), float(ms - md)
+
+
+def pair_gaps(name: str, S: np.ndarray, N: np.ndarray, topic: np.ndarray, *, rng: np.random.Generator,
+              permutations: int = PERMUTATIONS) -> dict[str, float]:
+    """Same-topic and different-topic means of a statistic given its word-pair sums ``S`` and
+    counts ``N`` (``W x W`` over the assigned words; each distinct pair once for the embeddings,
+    every query-key position pair for the attention), their ratio and gap, and the gap's
+    **permutation null**: the topic labels permuted over the words (topic sizes kept)
+    ``permutations`` times, with every dependence of the pairs kept (pairs sharing a word, a query,
+    a sequence). ``<name>_perm_z`` = (gap - null mean) / null SD, a calibrated z: standard under
+    exchangeable labels whatever the dependence, unlike a z treating the pairs as independent."""
+    ms, md, gap = _gaps(S, N, topic)
+    perms = [_gaps(S, N, rng.permutation(topic)) for _ in range(permutations)]
+    null = np.array([g for _, _, g in perms])
+    sd = float(null.std(ddof=1))
+    return {f"{name}_same": ms, f"{name}_diff": md, f"{name}_ratio": ms / md, f"{name}_gap": gap,
+            f"{name}_shuffled_same": perms[0][0], f"{name}_shuffled_diff": perms[0][1],
+            f"{name}_perm_z": (gap - float(null.mean())) / sd if sd > 0 else float("nan"),
+            f"{name}_perm_p": float((1 + np.sum(np.abs(null) >= abs(gap))) / (1 + permutations))}
 
 
 @torch.no_grad()
-def topic_ratios(exp: TextExperiment, assigns: list[dict[str, int]], chunks: int = 0) -> list[dict[str, float]]:
-    """For each word -> topic assignment: same-topic / different-topic ratios of the average
-    embedding cosine, embedding dot product (distinct word pairs) and attention weight (query-key
-    pairs of distinct positions whose words are both assigned; mean over layers and heads; eval
-    mode, no masking; the first ``chunks`` validation chunks, 0 = all), with each gap's z-score."""
+def topic_ratios(exp: TextExperiment, assigns: list[dict[str, int]], chunks: int = 0, *,
+                 seed: int = 0) -> list[dict[str, float]]:
+    """For each word -> topic assignment: same-topic / different-topic ratios and gaps of the
+    average embedding cosine, embedding dot product (each distinct word pair once) and attention
+    weight (query-key pairs of distinct positions whose words are both assigned; mean over layers
+    and heads; eval mode, no masking; the first ``chunks`` validation chunks, 0 = all), each with
+    its per-seed permutation null (:func:`pair_gaps`, generator seeded with ``seed``)."""
     stoi, dev = exp.corpus.vocab.stoi, exp.device
     out, lookups = [], []
     for assign in assigns:
         ids = torch.as_tensor([stoi[w] for w in assign], device=dev)
-        topic = np.array(list(assign.values()))
         E = exp.model.emb.weight[ids].double().cpu().numpy()
-        dot = E @ E.T
-        nrm = np.linalg.norm(E, axis=1)
-        out.append({**_pair_stats("cosine", dot / np.outer(nrm, nrm), topic), **_pair_stats("dot", dot, topic),
-                    "n_words": len(assign), "n_topics": len(set(assign.values()))})
         lookup = torch.full((len(exp.corpus.vocab),), -1, dtype=torch.long, device=dev)
-        lookup[ids] = torch.as_tensor(topic, device=dev)
+        lookup[ids] = torch.arange(len(assign), device=dev)  # position in the assignment's word list
         lookups.append(lookup)
-    acc = torch.zeros(len(assigns), 3, 2, dtype=torch.float64)  # (assignment, sum/sumsq/count, same/diff)
+        out.append({"E": E})
+    W = [len(a) for a in assigns]
+    att_sum = [torch.zeros(w, w, dtype=torch.float64) for w in W]
+    att_cnt = [torch.zeros(w, w, dtype=torch.float64) for w in W]
     n = text.num_chunks(exp.valid_streams, exp.config.bptt)
     for i in range(min(chunks, n) if chunks else n):
         x, _ = text.chunk(exp.valid_streams, i, exp.config.bptt)
         att = torch.stack(exp.attention(x)).mean((0, 2))  # (B, T, T): mean over layers, heads
         off = ~torch.eye(x.shape[1], dtype=torch.bool, device=dev)
         for a_i, lookup in enumerate(lookups):
-            t = lookup[x]  # (B, T) topic of each position, -1 if unassigned
-            both = (t[:, :, None] >= 0) & (t[:, None, :] >= 0) & off
-            same = both & (t[:, :, None] == t[:, None, :])
-            for k, m in enumerate((same, both & ~same)):
-                a = att[m].double().cpu()
-                acc[a_i, :, k] += torch.stack([a.sum(), (a * a).sum(), torch.tensor(float(a.numel()))])
-    for res, (tot, sq, cnt) in zip(out, acc.numpy()):
-        res.update({"attention_same": tot[0] / cnt[0], "attention_diff": tot[1] / cnt[1],
-                    "attention_ratio": (tot[0] / cnt[0]) / (tot[1] / cnt[1]),
-                    "attention_gap_z": _gap_z(tot[0], sq[0], cnt[0], tot[1], sq[1], cnt[1]),
-                    "attention_pairs_same": int(cnt[0]), "attention_pairs_diff": int(cnt[1])})
-    return out
+            w = lookup[x]  # (B, T) word index of each position, -1 if unassigned
+            both = (w[:, :, None] >= 0) & (w[:, None, :] >= 0) & off
+            wq = w[:, :, None].expand_as(both)[both]
+            wk = w[:, None, :].expand_as(both)[both]
+            flat = (wq * W[a_i] + wk).cpu()
+            att_sum[a_i].view(-1).index_add_(0, flat, att[both].double().cpu())
+            att_cnt[a_i].view(-1).index_add_(0, flat, torch.ones(flat.numel(), dtype=torch.float64))
+    rng = np.random.default_rng(seed)
+    res = []
+    for assign, o, S_att, N_att in zip(assigns, out, att_sum, att_cnt):
+        topic = np.array(list(assign.values()))
+        E = o["E"]
+        dot = E @ E.T
+        nrm = np.linalg.norm(E, axis=1)
+        upper = np.triu(np.ones_like(dot, dtype=bool), 1)  # each distinct pair once
+        r = {"n_words": len(assign), "n_topics": len(set(assign.values()))}
+        r.update(pair_gaps("cosine", np.where(upper, dot / np.outer(nrm, nrm), 0.0), upper.astype(float), topic, rng=rng))
+        r.update(pair_gaps("dot", np.where(upper, dot, 0.0), upper.astype(float), topic, rng=rng))
+        S_a, N_a = S_att.numpy(), N_att.numpy()
+        r.update(pair_gaps("attention", S_a, N_a, topic, rng=rng))
+        same = topic[:, None] == topic[None, :]
+        r.update({"attention_pairs_same": int(N_a[same].sum()), "attention_pairs_diff": int(N_a[~same].sum())})
+        res.append(r)
+    return res
 
 
 def topic_protocol(cfg: TopicTextConfig, *, device: str = "auto", progress: bool = False) -> dict[str, Any]:
     """Returns ``table`` (DataFrame: seed, model in {trained, control}, threshold, the three
-    ratios, their numerators/denominators and gap z-scores; one block per seed of ``cfg.seeds``),
+    ratios, their numerators/denominators, gaps and permutation z; one block per seed of ``cfg.seeds``),
     ``traj`` (the first seed's masked-LM run), ``topics`` (word lists at the first threshold),
     ``seconds`` (training of every seed plus the LDA fit) and ``lda_seconds``."""
     import time
@@ -178,7 +210,7 @@ def topic_protocol(cfg: TopicTextConfig, *, device: str = "auto", progress: bool
             control.setup(resolve_device(device), gen)
             rows += [{"seed": seed, "model": name, "threshold": thr, **r}
                      for name, exp in (("trained", trained), ("control", control))
-                     for thr, r in zip(cfg.thresholds, topic_ratios(exp, assigns, cfg.attention_chunks))]
+                     for thr, r in zip(cfg.thresholds, topic_ratios(exp, assigns, cfg.attention_chunks, seed=seed))]
         trajs.append(traj)
         seconds += sec
     return {"table": pd.DataFrame(rows), "traj": trajs[0], "topics": assigns[0], "seconds": seconds,

@@ -128,6 +128,18 @@ def train_seeds(config: ss.ScanSnapConfig, *, seeds, device: str = "cpu"):
     return xr.concat(runs, "seed").assign_coords(seed=list(seeds))
 
 
+def null_runs(config: ss.ScanSnapConfig, *, seeds, device: str = "cpu"):
+    """The null control: the claim's runs with the population frequencies in place of the count
+    vectors (T = inf, the same minibatch class draws): no finite-T shift, which the statistic, judged
+    at the point's T, must not take for one."""
+    import xarray as xr
+
+    from empirical.scan_snap.fast import count_sgd_runs
+
+    runs = [count_sgd_runs(config, 1, seed=int(s) * 7919 + int(config.seed), t_inf=True).isel(run=0) for s in seeds]
+    return xr.concat(runs, "seed").assign_coords(seed=list(seeds))
+
+
 def _sde_final(config, name="dt_entropy") -> np.ndarray:
     return sde_paths(config.replace(seed=0), CLAIM_PATHS)[name].values[:, -1]
 

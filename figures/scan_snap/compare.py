@@ -52,11 +52,12 @@ def theory_trajectory(config: ss.ScanSnapConfig, t: np.ndarray | None = None):
     return sim.solve(ss.problem(config), t=t, backend="scipy")
 
 
-def reduced_trajectory(config: ss.ScanSnapConfig, t: np.ndarray):
-    """The reduced Lemma-4 system (:func:`theory.scan_snap.reduced_system`) from zero init."""
+def reduced_trajectory(config: ss.ScanSnapConfig, t: np.ndarray, *, remark1: bool = False):
+    """The reduced Lemma-4 system (:func:`theory.scan_snap.reduced_system`, ``remark1``: h at Remark
+    1's effective rate) from zero init."""
     import simulate as sim
 
-    sysm = ss.reduced_system(config)
+    sysm = ss.reduced_system(config, remark1=remark1)
     return sim.solve(sysm, ss.reduced_parameters(config), np.zeros(len(sysm.state)), t, backend="scipy",
                      **ss.SOLVE_OPTIONS["scipy"])
 

@@ -38,7 +38,7 @@ from ..calibration import LEVELS, calibration_map, coverage, variance_ratio
 from ..core import band
 
 __all__ = ["calibration", "calibration_rows", "band_coverage_statistic", "sde_quantities", "sde_theory",
-           "sde_ensemble", "svag", "svag_config", "svag_json", "svag_weak_errors", "BAND_PATHS", "CLAIM_LEVEL", "MAP_GRID", "SVAG"]
+           "sde_ensemble", "null_runs", "NULL_BATCH_DIVISOR", "svag", "svag_config", "svag_json", "svag_weak_errors", "BAND_PATHS", "CLAIM_LEVEL", "MAP_GRID", "SVAG"]
 
 #: paths of the reference ensemble whose quantiles are the bands
 BAND_PATHS = 512
@@ -156,6 +156,21 @@ def sde_quantities(config: scb.SCBConfig, coords) -> dict[str, float]:
     stability bound 2, spec §3.3)."""
     task = scb.make_task(config)
     return {"attention_step": float(config.eta_A) * float(task.m2) * float(task.T)}
+
+
+#: the null control's batch divisor: SGD at batch B / NULL_BATCH_DIVISOR (NULL_BATCH_DIVISOR times the
+#: gradient-noise variance) judged against the batch-B SDE band
+NULL_BATCH_DIVISOR = 4
+
+
+def null_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> list[xr.Dataset]:
+    """The SDE claim's null control: real SGD (the claim's own train slot, one run per seed) at a
+    quarter of the batch, judged by the statistic against the SDE of ``config`` (batch B): a noise
+    model off by a factor 4 in variance, which a calibrated band must not cover at 80%."""
+    from empirical.scb.experiment import run
+
+    cfg = config.replace(batch=max(1, config.batch // NULL_BATCH_DIVISOR))
+    return [run(cfg.replace(seed=int(s)), device=device, progress=False) for s in seeds]
 
 
 def sde_theory(config: scb.SCBConfig, paths: int = 256) -> list[xr.Dataset]:

@@ -4,27 +4,36 @@
 ``claims`` (the row's ``claims`` slot) decides the registry ``claims.toml`` beside this module
 (the schema: ``docs/claims.md``); the functions it names are below, one group per protocol:
 
-* **l1 vs SGD** (spec §6 item 1, §6.1) — ``l1_beats_sgd``, ``l1_recovers_ground_truth`` (the
-  paper's sense of recovery: early-stopped distance), ``l1_exact_support`` (exact support, a
-  stricter claim). :func:`l1_runs` / :func:`l1_sgd_runs` train every seed of a map point
-  (T, batch, lambda) in one batched call (:func:`empirical.scb.l1.train_seeds`);
-  :func:`l1_theory` is the noise-free population map of the same methods.
+* **l1 vs SGD** (spec §6 item 1, §6.1) — ``l1_beats_sgd``, ``l1_recovers_ground_truth`` (recovery
+  to the accuracy eps the paper's lambda = eps K/(Q^2 N^3) is set for, :func:`l1_recovery_error`),
+  ``l1_exact_support`` (exact support, a stricter claim). :func:`l1_runs` / :func:`l1_sgd_runs`
+  train every seed of a map point (T, batch, lambda) in one batched call
+  (:func:`empirical.scb.l1.train_runs`); :func:`l1_theory` is the noise-free population map of the
+  same methods on the full (V, A); :func:`sgd_null_runs` is the null control (vanilla SGD in the
+  l1 method's place).
 * **escape** (spec §3.4) — ``escape_time_log_t``: :func:`escape_runs` trains real SGD (the fused
   numba engine, :mod:`empirical.scb.fast`) at T/4 and T; :func:`escape_slope` is the slope of the
-  scaled escape time against ln T; :func:`escape_theory` the 4-D ODE on the same tasks.
+  scaled escape time against ln T; :func:`escape_theory` the exact population map of the full
+  (V, A) on the same tasks; :func:`escape_null_runs` the null (a start already correlated with P).
 * **transfer** (spec §5) — ``transfer_skips_stage1``: :func:`transfer_runs` pretrains, snapshots
-  V, and fine-tunes on a correlated task from each snapshot and from scratch.
+  V, and fine-tunes on a correlated task from each snapshot and from scratch;
+  :func:`transfer_null_runs` pretrains on shuffled data instead; :func:`transfer_theory` is the
+  exact population map of the same protocol.
 
-The learning-rate rules (spec §2 stability bound, Decision 6): the escape and transfer protocols
-run the preconditioned method at half its bound, ``eta_V = eta_A = 1/(m2 T)``; the l1 protocols run
-each method on a grid of :data:`LR_FRACTIONS` of *its own* bound (``2/(m2 T)`` preconditioned,
-``2/(max_k mu_k m2 T)`` vanilla SGD: the Hessian of plain GD along ``1_T`` in ``a_k`` is
-``mu_k m2 T``), the grid rate chosen per seed by the early-stopped population (validation) loss —
-never by the distances a claim tests. The l1 horizon comes from the theory's two time scales: the
+The learning-rate rules (spec §2 stability bound, Decision 6): every protocol runs each method at
+half *its own* bound: ``eta_V = eta_A = 1/(m2 T)`` preconditioned, ``1/(max_k mu_k m2 T)`` for
+vanilla SGD (the Hessian of plain GD along ``1_T`` in ``a_k`` is ``mu_k m2 T``). No rate is chosen
+from a grid: with a horizon in e-folds at the rate used, the early-stopped population loss falls
+monotonically as the rate falls (measured at T = 16, batch 64, rates 1/16 to 3/4 of the bound, both
+methods), so a validation-chosen rate always lands at the grid's lower edge and no grid gives a
+verdict. The l1 horizon comes from the theory's two time scales at the l1 method's rate: the
 stage-1 escape ``t* = ln(T sqrt(rho))/(eta sqrt(rho K))`` plus one e-fold of the reduced flow's
-slowest stage-2 mode at the ground truth (:func:`l1_horizon`). The protocol config's ``eta_V``,
-``eta_A``, ``steps`` and ``log_every`` are therefore set by these rules (a config that moves them
-is refused: :class:`ConfigError`).
+slowest stage-2 mode at the ground truth (:func:`l1_horizon`); both methods get the same samples;
+the runs cover :data:`HORIZON_MAX` horizons and the statistics' ``horizon`` keyword (1: the
+protocol; 4: a robustness variant) truncates them, ``stop`` picks the early stop (population loss,
+or the claim's own distance). The protocol config's ``eta_V``, ``eta_A``, ``steps`` and
+``log_every`` are therefore set by these rules (a config that moves them is refused:
+:class:`ConfigError`).
 
 Runs are cached per process (:func:`functools.lru_cache`): the three l1 claims, the figures and
 the compare report share one computation per map point.
@@ -44,15 +53,16 @@ import numpy as np
 import xarray as xr
 
 from theory import scb
-from theory.errors import ConfigError
+from theory.errors import ConfigError, check_choice
 
 from ..claims import registry_claims
 
 __all__ = [
     "claims",
     "l1_runs", "l1_sgd_runs", "l1_theory", "l1_quantities", "l1_horizon", "learning_rates",
-    "l1_vs_sgd_log_ratio", "l1_recovery_radius", "l1_exact_support", "early_stopped",
-    "escape_runs", "escape_theory", "escape_slope", "escape_quantities", "stage1_noise", "escape_context",
+    "l1_vs_sgd_log_ratio", "l1_recovery_error", "l1_exact_support", "early_stopped", "accuracy_eps",
+    "sgd_null_runs", "l1_steps", "HORIZON_MAX", "STOPS",
+    "escape_runs", "escape_theory", "escape_null_runs", "WARM_ZETA", "transfer_null_runs", "escape_slope", "escape_quantities", "stage1_noise", "escape_context",
     "escape_formula", "map_runs",
     "attention_noise", "transfer_runs", "transfer_theory", "transfer_log_ratio", "transfer_quantities", "transfer_tasks",
     "PRETRAIN", "LR_FRACTIONS", "TRANSFER_MIX",
@@ -62,8 +72,14 @@ __all__ = [
 #: the row's claims slot: the registry beside this module, decided over seeds with its maps
 claims = registry_claims("scb", Path(__file__).with_name("claims.toml"))
 
-#: each method's learning rates, as fractions of its own stability bound (module docstring)
-LR_FRACTIONS = (0.25, 0.5, 0.75)
+#: each method's learning rate, as a fraction of its own stability bound (module docstring): one
+#: rate, not a grid chosen by validation loss (with a horizon in e-folds at the rate used the
+#: early-stopped loss falls monotonically as the rate falls - measured at T = 16, batch 64 for
+#: rates 1/16..3/4 of the bound - so a validation choice always sits at the grid's lower edge)
+LR_FRACTIONS = (0.5,)
+#: the l1 runs cover HORIZON_MAX x (t* + one e-fold at the rate used); the statistics' ``horizon``
+#: keyword (1 = the protocol, 4 = the robustness variant) truncates them (the same minibatches)
+HORIZON_MAX = 4.0
 #: pretraining lengths of the transfer protocol, in units of the pretraining task's t* (formula)
 PRETRAIN = (0.25, 0.5, 1.0, 3.0)
 #: the downstream transition of the transfer protocol: mix * P_pre + (1 - mix) * P_indep (Decision 10)
@@ -114,11 +130,18 @@ def _slowest_rate(task: scb.SCBTask) -> float:
     return float(np.min(rates[rates > 1e-9 * np.max(rates)]))
 
 
-def l1_horizon(task: scb.SCBTask, lr: float) -> tuple[int, int]:
-    """``(steps, log_every)``: the stage-1 escape ``t*`` plus one e-fold of the slowest stage-2
-    mode of the reduced flow (:func:`_slowest_rate`), at the rate ``lr``; logged at ~100 points."""
-    steps = int(math.ceil(escape_formula(task, lr) + 1.0 / (lr * _slowest_rate(task))))
-    return steps, max(1, steps // 100)
+def l1_horizon(task: scb.SCBTask, lr: float) -> float:
+    """The protocol's horizon in steps: the stage-1 escape ``t*`` plus one e-fold of the slowest
+    stage-2 mode of the reduced flow (:func:`_slowest_rate`), both at the rate ``lr`` the l1 method
+    uses (half its stability bound)."""
+    return escape_formula(task, lr) + 1.0 / (lr * _slowest_rate(task))
+
+
+def l1_steps(task: scb.SCBTask, lr: float) -> tuple[int, int]:
+    """``(steps, log_every)`` of the l1 runs: :data:`HORIZON_MAX` horizons, logged at ~400 points
+    (~100 per horizon)."""
+    steps = int(math.ceil(HORIZON_MAX * l1_horizon(task, lr)))
+    return steps, max(1, steps // 400)
 
 
 def learning_rates(task: scb.SCBTask, method: str) -> tuple[float, ...]:
@@ -137,7 +160,7 @@ def _grid_runs(config: scb.SCBConfig, seeds: tuple[int, ...], device: str, popul
 
     task = scb.make_task(config)
     method = el1.method_of(config)
-    steps, every = l1_horizon(task, _lr(task))
+    steps, every = l1_steps(task, _lr(task))
     lrs = learning_rates(task, method)
     seeds = seeds if not population else (0,)
     runs = [el1.RunSpec(method, lr, float(config.lam), s) for lr in lrs for s in seeds]
@@ -164,70 +187,116 @@ def _prefixed(ds: xr.Dataset, prefix: str) -> xr.Dataset:
 
 def _l1_dataset(config, seeds, device, *, sgd: bool, population: bool) -> xr.Dataset:
     _check_ruled(config, "l1")
-    key = config.replace(seed=0, variant="preconditioned", batch=1 if population else config.batch)
-    parts = [_prefixed(_grid_runs(key, tuple(seeds), device, population), "l1_")]
+    base = config.replace(seed=0, batch=1 if population else config.batch)
+    sgd_key = base.replace(variant="sgd", lam=0.0, lam_switch=2.0, normalise="end")
+    if config.variant == "sgd":  # the null control of a claim on the l1 method: vanilla SGD in its place
+        parts = [_prefixed(_grid_runs(sgd_key, tuple(seeds), device, population), "l1_")]
+    else:
+        key = base.replace(variant="preconditioned")
+        parts = [_prefixed(_grid_runs(key, tuple(seeds), device, population), "l1_")]
     if sgd:
-        base = key.replace(variant="sgd", lam=0.0, lam_switch=2.0, normalise="end")
-        parts.append(_prefixed(_grid_runs(base, tuple(seeds), device, population), "sgd_"))
+        parts.append(_prefixed(_grid_runs(sgd_key, tuple(seeds), device, population), "sgd_"))
     return xr.merge(parts, combine_attrs="drop_conflicts")
 
 
 def l1_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> xr.Dataset:
-    """The l1 method (preconditioned proximal SGD, the config's normalisation and lambda; each rate of
-    :func:`learning_rates`, module docstring) on every seed: ``l1_*`` variables over (l1_lr, seed, time)."""
+    """The l1 method (preconditioned proximal SGD, the config's normalisation and lambda, at half its
+    stability bound, module docstring) on every seed: ``l1_*`` variables over (l1_lr, seed, time).
+    With ``variant="sgd"`` (a null control) vanilla SGD stands in the l1 method's place."""
     return _l1_dataset(config, seeds, device, sgd=False, population=False)
 
 
 def l1_sgd_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> xr.Dataset:
-    """:func:`l1_runs` plus vanilla SGD on the same minibatches (paired seeds) at each rate of
-    :func:`learning_rates`: ``sgd_*`` variables over (sgd_lr, seed, time)."""
+    """:func:`l1_runs` plus vanilla SGD on the same minibatches (paired seeds) at half its own
+    stability bound: ``sgd_*`` variables over (sgd_lr, seed, time)."""
     return _l1_dataset(config, seeds, device, sgd=True, population=False)
 
 
+def sgd_null_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> xr.Dataset:
+    """The null control of the l1 claims: vanilla SGD (no preconditioner, no prox) on the same
+    minibatches, in the l1 method's place (``l1_*`` variables), the point's config (and so its
+    lambda, which sets the accuracy eps the recovery criterion asks for) unchanged."""
+    return _l1_dataset(config.replace(variant="sgd", lam=0.0, lam_switch=2.0, normalise="end"), seeds, device,
+                       sgd=False, population=False)
+
+
 def l1_theory(config: scb.SCBConfig) -> xr.Dataset:
-    """The theory's trajectory: the same methods on the exact population gradient (the noise-free
-    discrete maps, spec §3.2-3.5), one deterministic path with the variables of :func:`l1_sgd_runs`."""
+    """The theory's trajectory: the same methods on the exact population gradient of the full
+    (V, A) model at finite T (the noise-free discrete maps, spec §3.2-3.5; no reduction), one
+    deterministic path with the variables of :func:`l1_sgd_runs`."""
     return _l1_dataset(config, (0,), "cpu", sgd=True, population=True)
 
 
-def early_stopped(traj: xr.Dataset, prefix: str) -> dict[str, float]:
-    """The logged point of minimal population loss of one seed's runs (spec §6.1 decision: early
-    stopping on the exact population loss = an infinite validation set), over the method's rates
-    and logged steps (the rate is chosen the same way): its variables, without the prefix, and
-    ``lr_index``."""
-    loss = traj[f"{prefix}population_loss"]
-    L = np.where(np.isfinite(loss.values), loss.values, np.inf)
+STOPS = ("loss", "distance")
+_DISTANCES = ("value_relative_distance_to_truth", "attention_distance_to_truth")
+
+
+def _window(traj: xr.Dataset, config: scb.SCBConfig, horizon: float) -> np.ndarray:
+    """The logged times within ``horizon`` x (t* + one e-fold at the l1 method's rate)."""
+    if not (0 < horizon <= HORIZON_MAX):
+        raise ConfigError("horizon", f"the runs cover {HORIZON_MAX} horizons; got {horizon}")
+    task = scb.make_task(config.replace(seed=0))
+    return traj["time"].values <= horizon * l1_horizon(task, _lr(task)) + 1e-9
+
+
+def early_stopped(traj: xr.Dataset, prefix: str, config: scb.SCBConfig | None = None, *, horizon: float = 1.0,
+                  stop: str = "loss") -> dict[str, float]:
+    """One seed's early stop within ``horizon`` horizons (:func:`l1_horizon`; the whole run without
+    ``config``): ``stop="loss"`` the logged point of minimal population loss (spec §6.1 decision:
+    early stopping on the exact population loss = an infinite validation set); ``stop="distance"``
+    each distance to the ground truth at its own minimum (the claim's own distance, an oracle
+    stop). Returns the variables without the prefix and ``lr_index`` (the method's one rate)."""
+    check_choice("stop", stop, STOPS)
+    loss = traj[f"{prefix}population_loss"].values
+    L = np.where(np.isfinite(loss), loss, np.inf)
+    if config is not None:
+        L = np.where(_window(traj, config, horizon)[None, :], L, np.inf)
     if not np.isfinite(L).any():
-        return {k: float("nan") for k in _KEEP}
+        return {k: float("nan") for k in _KEEP} | {"lr_index": float("nan")}
     j, i = np.unravel_index(int(np.argmin(L)), L.shape)  # (lr, time)
-    return {k: float(traj[f"{prefix}{k}"].values[j, i]) for k in _KEEP} | {"lr_index": float(j)}
+    out = {k: float(traj[f"{prefix}{k}"].values[j, i]) for k in _KEEP} | {"lr_index": float(j)}
+    if stop == "distance":
+        for k in _DISTANCES:
+            d = np.where(np.isfinite(L), traj[f"{prefix}{k}"].values, np.inf)
+            out[k] = float(np.min(d))
+    return out
 
 
 _FLOOR = 1e-12  # distances below the float noise floor count as this
 
 
-def l1_vs_sgd_log_ratio(traj: xr.Dataset, config: scb.SCBConfig) -> float:
-    """``max(ln(dist_P^l1 / dist_P^sgd), ln(dist_A^l1 / dist_A^sgd))`` at each method's early
-    stop (SGD at its validation-chosen rate): below 0 when l1 is closer to the ground truth on
-    both P and the attention."""
-    a, b = early_stopped(traj, "l1_"), early_stopped(traj, "sgd_")
-    ratios = [math.log(max(a[k], _FLOOR) / max(b[k], _FLOOR))
-              for k in ("value_relative_distance_to_truth", "attention_distance_to_truth")]
+def l1_vs_sgd_log_ratio(traj: xr.Dataset, config: scb.SCBConfig, *, horizon: float = 1.0, stop: str = "loss") -> float:
+    """``max(ln(dist_P^l1 / dist_P^sgd), ln(dist_A^l1 / dist_A^sgd))`` at each method's early stop
+    within ``horizon`` horizons (``stop``: :func:`early_stopped`): below 0 when l1 is closer to the
+    ground truth on both P and the attention."""
+    a, b = (early_stopped(traj, p, config, horizon=horizon, stop=stop) for p in ("l1_", "sgd_"))
+    ratios = [math.log(max(a[k], _FLOOR) / max(b[k], _FLOOR)) for k in _DISTANCES]
     return max(ratios) if all(map(math.isfinite, ratios)) else float("nan")
 
 
-def l1_recovery_radius(traj: xr.Dataset, config: scb.SCBConfig) -> float:
-    """``max(dist_P / (1/2), max_k |a_k/1'a_k - q_k| / (1/(sqrt 2 Q)))`` at the early stop: below 1
-    when the normalised V is closer to P than to the context-free start ``mu 1^T`` and every
-    normalised attention column lies within half the distance to the nearest other Q-sparse target."""
-    a = early_stopped(traj, "l1_")
-    return max(a["value_relative_distance_to_truth"] / 0.5,
-               a["attention_max_column_distance"] * math.sqrt(2) * config.Q)
+def accuracy_eps(config: scb.SCBConfig) -> float:
+    """The accuracy ``eps`` of the paper's regularisation scale ``lambda = eps K/(Q^2 N^3)`` (spec
+    §1.3, §6.1: ``lambda = Theta(eps K_P/(Q^2 N^3))``, the Theta's constant taken as 1) at the
+    config's lambda and task."""
+    task = scb.make_task(config.replace(seed=0))
+    return float(config.lam) * config.Q**2 * task.N**3 / task.K
 
 
-def l1_exact_support(traj: xr.Dataset, config: scb.SCBConfig) -> float:
-    """1 when, at the early stop, every attention column's non-zeros are exactly its support S_k."""
-    v = early_stopped(traj, "l1_")["support_exact"]
+def l1_recovery_error(traj: xr.Dataset, config: scb.SCBConfig, *, horizon: float = 1.0, stop: str = "loss") -> float:
+    """``max(d_P, d_Q) / eps`` at the l1 method's early stop: ``d_P = |V/colsum - P|_F / |P - mu
+    1^T|_F``, ``d_Q = |A/colsum - Q|_F`` (spec §4, after the final normalisation), ``eps`` the
+    accuracy the point's lambda is set for (:func:`accuracy_eps`). Below 1: recovered to eps."""
+    a = early_stopped(traj, "l1_", config, horizon=horizon, stop=stop)
+    eps = accuracy_eps(config)
+    if not eps > 0:
+        raise ConfigError("lam", "the recovery criterion needs lambda > 0 (its accuracy eps = lambda Q^2 N^3 / K)")
+    return max(a[k] for k in _DISTANCES) / eps
+
+
+def l1_exact_support(traj: xr.Dataset, config: scb.SCBConfig, *, horizon: float = 1.0) -> float:
+    """1 when, at the early stop (population loss, ``horizon`` horizons), every attention column's
+    non-zeros are exactly its support S_k."""
+    v = early_stopped(traj, "l1_", config, horizon=horizon)["support_exact"]
     return float("nan") if not math.isfinite(v) else float(v > 0.5)
 
 
@@ -264,23 +333,18 @@ def attention_noise(task_config: scb.SCBConfig) -> float:
 
 
 def l1_quantities(config: scb.SCBConfig, coords) -> dict[str, float]:
-    """The regime's derived quantities at a map point (claims.toml): ``lam_over_support_limit``
-    = lambda / (K min q) (spec §3.5: above 1 the prox zeroes the support at the ground truth) and
-    ``lam_over_noise_floor`` = lambda / (sigma_B sqrt(eta K / 2)) (the prox's pull against the
-    stationary minibatch fluctuation of an off-support coordinate, sigma_B =
-    :func:`attention_noise` / sqrt(B)); ``lam_over_max_noise`` = lambda /
-    (sigma_B sqrt(2 ln((T - Q) N))) (the prox above the largest of the off-support noises);
-    ``lam_over_formula`` = lambda Q^2 N^3 / (0.1 K) (the paper's scale, eps = 0.1; shown only)."""
+    """The regime's derived quantity at a map point (claims.toml): ``eps`` = lambda Q^2 N^3 / K, the
+    accuracy of the paper's regularisation scale lambda = Theta(eps K/(Q^2 N^3)) (spec §6.1). Shown
+    only: ``lam_over_support_limit`` = lambda / (K min q) (spec §3.5: above 1 the prox zeroes the
+    support at the ground truth; eps <= 1 keeps it below 1/(Q N^3)) and ``sigma_B``, the
+    off-support minibatch noise of the attention update at the ground truth
+    (:func:`attention_noise` / sqrt(B))."""
     task = scb.make_task(config)
     lam = float(config.lam)
     q_min = float(task.Qm[task.Qm > 0].min())
-    sigma = attention_noise(config.replace(seed=0, lam=0.0, lam_switch=2.0, batch=1, steps=400, log_every=5)) \
-        / math.sqrt(config.batch)
-    lr = _lr(task)
-    return {"lam_over_support_limit": lam / (task.K * q_min),
-            "lam_over_noise_floor": lam / (sigma * math.sqrt(lr * task.K / 2)),
-            "lam_over_max_noise": lam / (sigma * math.sqrt(2 * math.log((task.T - config.Q) * task.N))),
-            "lam_over_formula": lam * config.Q**2 * task.N**3 / (0.1 * task.K), "sigma_B": sigma}
+    sigma = attention_noise(config.replace(seed=0, lam=0.0, lam_switch=2.0, batch=1, steps=400, log_every=5,
+                                           variant="preconditioned", normalise="end")) / math.sqrt(config.batch)
+    return {"eps": accuracy_eps(config), "lam_over_support_limit": lam / (task.K * q_min), "sigma_B": sigma}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -319,12 +383,25 @@ def _escape_run(cfg: scb.SCBConfig, seed: int, device: str) -> xr.Dataset:
 
 
 @lru_cache(maxsize=64)
-def _escape_ode(cfg: scb.SCBConfig) -> float:
-    import simulate
+def _escape_population(cfg: scb.SCBConfig) -> float:
+    """Escape steps of the exact population-gradient map of the full (V, A) model at finite T
+    (:func:`empirical.scb.l1.train_runs` with ``population=True``; no reduction): the theory."""
+    return _escape_of_runs(cfg, [0], "cpu", population=True)[0]
 
-    ode = simulate.solve(scb.problem(cfg, task=scb.make_task(cfg), t=np.linspace(0, cfg.steps, 3001)),
-                         backend=_BACKEND)
-    return float(simulate.first_crossing(ode, "attention_target_coefficient", scb.ESCAPE_LEVEL))
+
+def _escape_of_runs(cfg: scb.SCBConfig, seeds, device: str, *, population: bool = False, init=None) -> list[float]:
+    """Escape steps (beta reaches 1/2) of the preconditioned method (lambda = 0) at the context
+    config ``cfg``, one batched call over ``seeds`` from ``init`` (default: the standard start)."""
+    import simulate
+    from empirical.scb import l1 as el1
+
+    task = scb.make_task(cfg)
+    runs = [el1.RunSpec("l1", float(cfg.eta_A), 0.0, int(s)) for s in seeds]
+    out = el1.train_runs(task, runs, batch=cfg.batch, steps=cfg.steps, log_every=cfg.log_every, device=device,
+                         population=population, init=init)
+    tr = el1.trajectory_of_runs(out, cfg, list(range(len(runs))), task=task, dim="run")
+    return [float(v) for v in np.atleast_1d(simulate.first_crossing(tr, "attention_target_coefficient",
+                                                                    scb.ESCAPE_LEVEL))]
 
 
 def _escape_dataset(config, values: dict[str, list[float]]) -> xr.Dataset:
@@ -357,8 +434,28 @@ def escape_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> list[xr
 
 
 def escape_theory(config: scb.SCBConfig) -> xr.Dataset:
-    """The 4-D ODE (spec §3.3) on the same tasks and learning rates: its escape steps at T/4, T."""
-    return _escape_values(config.replace(seed=0), _escape_ode)
+    """The exact population-gradient map of the full (V, A) model (no reduction, no noise) on the
+    same tasks and learning rates: its escape steps at T/4 and T."""
+    return _escape_values(config.replace(seed=0), _escape_population)
+
+
+#: the escape null's start: V = mu 1^T + WARM_ZETA P~ (a value matrix already correlated with P)
+WARM_ZETA = 0.5
+
+
+def escape_null_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> list[xr.Dataset]:
+    """The escape claim's null control: the same minibatch SGD at T/4 and T, started from a value
+    matrix already correlated with P (``V = mu 1^T + WARM_ZETA P~``, attention uniform): no 1/T drift
+    has to be amplified, so the escape does not grow like ln T (spec §3.4, §5)."""
+    _check_ruled(config, "escape")
+    key = config.replace(seed=0)
+    seeds = [int(s) for s in seeds]
+    per_context = {}
+    for T in _contexts(key):
+        cfg, task, _ = escape_context(key, T)
+        V0 = np.outer(task.mu, np.ones(task.N)) + WARM_ZETA * task.P_tilde
+        per_context[T] = _escape_of_runs(cfg, seeds, device, init=(V0, np.full((task.T, task.N), 1.0 / task.T)))
+    return [_escape_values(key, lambda cfg, i=i: per_context[cfg.T][i]) for i in range(len(seeds))]
 
 
 def escape_slope(traj: xr.Dataset, config: scb.SCBConfig) -> float:
@@ -435,15 +532,23 @@ def _transfer_plan(config: scb.SCBConfig):
     return pre, down, lr_pre, lr_down, quarter, snaps, steps_down
 
 
+def _shuffled(task: scb.SCBTask) -> scb.SCBTask:
+    """``task`` with its targets made independent of the context (``P = mu 1^T``: shuffled data)."""
+    P = np.outer(task.mu, np.ones(task.N))
+    return scb.SCBTask(P=P, mu=task.mu, Qm=task.Qm, support=task.support, config=task.config)
+
+
 @lru_cache(maxsize=16)
-def _transfer_dataset(config: scb.SCBConfig, seeds: tuple[int, ...], device: str) -> list[xr.Dataset]:
+def _transfer_dataset(config: scb.SCBConfig, seeds: tuple[int, ...], device: str, population: bool = False,
+                      shuffled: bool = False) -> list[xr.Dataset]:
     import simulate
     from empirical.scb import l1 as el1
 
     pre, down, lr_pre, lr_down, quarter, snaps, steps_down = _transfer_plan(config)
     S = len(seeds)
-    pre_out = el1.train_runs(pre, [el1.RunSpec("l1", lr_pre, 0.0, s) for s in seeds], batch=config.batch,
-                             steps=quarter * max(snaps), log_every=quarter, device=device)
+    pre_out = el1.train_runs(_shuffled(pre) if shuffled else pre, [el1.RunSpec("l1", lr_pre, 0.0, s) for s in seeds],
+                             batch=config.batch, steps=quarter * max(snaps), log_every=quarter, device=device,
+                             population=population)
     starts_V, starts_A = [], []
     for s in range(S):  # scratch, then one start per snapshot
         starts_V.append(np.outer(down.mu, np.ones(down.N)))
@@ -455,7 +560,7 @@ def _transfer_dataset(config: scb.SCBConfig, seeds: tuple[int, ...], device: str
     runs = [el1.RunSpec("l1", lr_down, 0.0, s) for s in seeds for _ in range(1 + len(snaps))]
     cfg = config.replace(eta_V=lr_down, eta_A=lr_down, steps=steps_down, log_every=max(1, steps_down // 200))
     out = el1.train_runs(down, runs, batch=config.batch, steps=cfg.steps, log_every=cfg.log_every, device=device,
-                         init=(np.stack(starts_V), np.stack(starts_A)))
+                         init=(np.stack(starts_V), np.stack(starts_A)), population=population)
     tr = el1.trajectory_of_runs(out, cfg, list(range(len(runs))), task=down, dim="run")
     esc = np.asarray(simulate.first_crossing(tr, "attention_target_coefficient", scb.ESCAPE_LEVEL))
     esc = esc.reshape(S, 1 + len(snaps))
@@ -474,37 +579,19 @@ def transfer_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> list[
     return list(_transfer_dataset(config.replace(seed=0), tuple(int(s) for s in seeds), device))
 
 
-@lru_cache(maxsize=16)
-def _transfer_ode(config: scb.SCBConfig) -> xr.Dataset:
-    import simulate
-
-    pre, down, lr_pre, lr_down, quarter, snaps, steps_down = _transfer_plan(config)
-    cfg_pre = config.replace(eta_V=lr_pre, eta_A=lr_pre)
-    ode_pre = simulate.solve(scb.problem(cfg_pre, task=pre, t=np.arange(max(snaps) + 1, dtype=float) * quarter),
-                             backend=_BACKEND)
-    cfg_down = config.replace(eta_V=lr_down, eta_A=lr_down)
-    t_down = np.linspace(0, steps_down, 4001)
-
-    def escape(init=None):
-        ode = simulate.solve(scb.problem(cfg_down, task=down, init=init, t=t_down), backend=_BACKEND)
-        return float(simulate.first_crossing(ode, "attention_target_coefficient", scb.ESCAPE_LEVEL))
-
-    Pt_pre = pre.P_tilde
-    esc, zeta0 = [], []
-    for j in snaps:  # the reduced state's V = zeta P~ + omega mu 1^T (spec §3.3)
-        z, w = (float(ode_pre[n].values[j]) for n in ("zeta", "omega"))
-        V = z * Pt_pre + w * np.outer(pre.mu, np.ones(pre.N))
-        start = transfer_start(V, down)
-        esc.append(escape(start))
-        zeta0.append(scb.initial_state(cfg_down, down, start)["zeta"])
-    return xr.Dataset({"escape_scratch": ((), escape()), "escape_transfer": ("pretrain", esc),
-                       "zeta0": ("pretrain", zeta0)}, coords={"pretrain": list(PRETRAIN)})
+def transfer_null_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> list[xr.Dataset]:
+    """The transfer claim's null control: :func:`transfer_runs` with the pretraining on shuffled
+    data (targets independent of the context, ``P = mu 1^T``; same schedule and minibatch draws):
+    the pretrained V carries no correlation with the downstream P, so nothing is transferred."""
+    _check_ruled(config, "transfer")
+    return list(_transfer_dataset(config.replace(seed=0), tuple(int(s) for s in seeds), device, shuffled=True))
 
 
 def transfer_theory(config: scb.SCBConfig) -> xr.Dataset:
-    """The 4-D ODE: pretraining from the standard start, its (zeta, omega) at each snapshot made
-    into V, fine-tuning from there and from scratch on the downstream task."""
-    return _transfer_ode(config.replace(seed=0))
+    """The exact population-gradient map of the full (V, A) model (no reduction, no noise):
+    pretraining from the standard start, snapshots, fine-tuning from each and from scratch on the
+    downstream task."""
+    return _transfer_dataset(config.replace(seed=0), (0,), "cpu", population=True)[0]
 
 
 def transfer_log_ratio(traj: xr.Dataset, config: scb.SCBConfig, *, pretrain: float) -> float:
@@ -517,11 +604,11 @@ def transfer_log_ratio(traj: xr.Dataset, config: scb.SCBConfig, *, pretrain: flo
 def transfer_quantities(config: scb.SCBConfig, coords) -> dict[str, float]:
     """``transfer_seed_ratio`` = x0 / (b/T) = zeta0 T sqrt(rho K): the transfer start's seed of the
     unstable stage-1 mode (x = sqrt(eta K) zeta) over the seed the 1/T drift makes from scratch
-    (b/T = sqrt(eta/rho)/T, spec §3.4); zeta0 from the theory's pretraining (:func:`transfer_theory`)."""
+    (b/T = sqrt(eta/rho)/T, spec §3.4); zeta0 from the exact population flow's pretraining (:func:`transfer_theory`)."""
     key = config.replace(seed=0)
-    ode = _transfer_ode(key)
+    th = transfer_theory(key)
     _, down = transfer_tasks(key)
-    zeta0 = float(ode["zeta0"].sel(pretrain=coords["pretrain"]).values)
+    zeta0 = float(th["zeta0"].sel(pretrain=coords["pretrain"]).values)
     return {"transfer_seed_ratio": zeta0 * down.T * math.sqrt(float(down.rho.mean()) * down.K), "zeta0": zeta0}
 
 
@@ -545,7 +632,7 @@ def l1_cost(config: scb.SCBConfig, seeds: int, *, methods: int = 1) -> float:
     """Estimated CPU core-seconds of one l1 map cell: every rate of :func:`learning_rates` x
     ``seeds`` (x ``methods``) for :func:`l1_horizon` steps of ``batch x T`` positions."""
     task = scb.make_task(config)
-    steps, _ = l1_horizon(task, _lr(task))
+    steps, _ = l1_steps(task, _lr(task))
     return methods * len(LR_FRACTIONS) * seeds * _positions(task, steps, config.batch) * POSITION_SECONDS
 
 
@@ -583,4 +670,6 @@ def map_runs(name: str, *, quick: bool = True, device: str = "cpu") -> list[tupl
     spec = claims.registry().get(name)
     plan = plan_claim(spec, quick=quick)
     runs = resolve_ref(spec.runs, f"{spec.field}.runs")
-    return [(coords, cfg, runs(cfg, seeds=list(plan.seeds), device=device)) for coords, cfg in plan.configs]
+    used = sorted({p[1] for p in plan.points})  # the map's own cells (grid and demonstration points)
+    cells = [plan.cells[i] for i in used]
+    return [(dict(c.coords), c.config, runs(c.config, seeds=list(plan.seeds), device=device)) for c in cells]

@@ -181,7 +181,9 @@ def escape_time_table(quick: bool = True, *, device: str = "auto") -> pd.DataFra
     * ``source == "ode"``: ODE and formula on the spec's setting for T = 1e2..1e4 (1e5 with --full);
     * ``"sgd_fast"``: the ``escape_time_log_t`` claim's runs (:func:`figures.scb.claims.escape_runs`:
       real SGD, fused kernels, lr = half the stability bound 2/(m2 T)), every context T of its map
-      at every batch and seed, with its task's ODE escape (``ode_same_task``) and the formula."""
+      at every batch and seed, with the escape of its task's exact population-gradient map of the full
+      (V, A) (``ode_same_task``: the claim's theory, :func:`figures.scb.claims.escape_theory`) and the
+      formula."""
     return _escape_time_table(quick, _device(device)).copy()
 
 
@@ -213,7 +215,8 @@ def transfer_table(quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
     """The ``transfer_skips_stage1`` claim's runs (:func:`figures.scb.claims.transfer_runs`) as rows
     ``T, start, seed, escape_steps, samples, ode_escape_steps, zeta0, batch, mix``: per seed the
     escape (beta >= 1/2) on the downstream task from scratch and from V pretrained for
-    ``pretrain`` x t* (attention uniform), with the ODE's escape from the theory's start."""
+    ``pretrain`` x t* (attention uniform), with the theory's escape from the theory's start (the exact
+    population-gradient map of the full (V, A), :func:`figures.scb.claims.transfer_theory`)."""
     return _transfer_table(quick, _device(device)).copy()
 
 

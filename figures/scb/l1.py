@@ -10,8 +10,7 @@ population (validation) loss; distances after the final normalisation (spec §3.
 
 The figure: distance to the ground truth (row 1: P, row 2: the attention Q) vs samples at the
 map's largest T, one column per batch (at most three: the smallest, a middle and the largest); the
-median over seeds of SGD and of the l1 method at each lambda of the map, each seed at its
-validation-chosen rate. The claim's own map figure and table (where it
+median over seeds of SGD and of the l1 method at each lambda of the map (the whole 4-horizon run). The claim's own map figure and table (where it
 holds, where it breaks) are written by ``figures.claims_report``; this module also writes the
 early-stopped numbers per (T, batch, lambda, seed) as ``scb_l1_vs_sgd.csv``.
 """
@@ -37,8 +36,8 @@ _DIST = {"P": "value_relative_distance_to_truth", "Q": "attention_distance_to_tr
 
 
 def _chosen(ds, prefix: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per seed, the rate chosen by the early-stopped population loss: its distance curves
-    (seeds, time) for P and Q."""
+    """Per seed, the distance curves (seeds, time) for P and Q of the method's rate (the rate whose
+    early-stopped population loss is lowest, when a grid is run)."""
     loss = ds[f"{prefix}population_loss"].transpose(f"{prefix}lr", "seed", "time").values
     best = np.argmin(np.where(np.isfinite(loss), loss, np.inf).min(-1), axis=0)  # (seed,)
     out = []
@@ -50,14 +49,15 @@ def _chosen(ds, prefix: str) -> tuple[np.ndarray, np.ndarray]:
 
 def l1_table(quick: bool = True, *, device: str = "cpu") -> pd.DataFrame:
     """Early-stopped numbers of the claim's runs: one row per (T, batch, lambda, method, seed) with
-    the chosen rate, ``dist_P``, ``dist_Q``, ``support_exact`` and the claim's statistic."""
+    the rate, ``dist_P``, ``dist_Q``, ``support_exact`` at the claim's early stop (one horizon) and
+    the claim's statistic."""
     rows = []
     for coords, cfg, ds in C.map_runs(CLAIM, quick=quick, device=device):
         for i, seed in enumerate(ds["seed"].values):
             one = ds.isel(seed=i)
             stat = C.l1_vs_sgd_log_ratio(one, cfg)
             for method in ("l1", "sgd"):
-                e = C.early_stopped(one, f"{method}_")
+                e = C.early_stopped(one, f"{method}_", cfg)
                 lrs = one[f"{method}_lr"].values
                 rows.append({**coords, "method": method, "seed": int(seed),
                              "lr": float(lrs[int(e["lr_index"])]) if np.isfinite(e["lr_index"]) else np.nan,

@@ -37,7 +37,7 @@ from theory.topic.sde import OBSERVABLES, sde
 from ..calibration import LEVELS, calibration_map, coverage, variance_ratio
 from ..core import band as sde_band
 
-__all__ = ["OBSERVABLE", "TOTAL", "SEEDS", "PATHS", "MAP", "sgd_run", "sgd_runs", "runs_dataset", "sde_ensemble",
+__all__ = ["OBSERVABLE", "TOTAL", "SEEDS", "PATHS", "MAP", "sgd_run", "sgd_runs", "wide_batch_runs", "runs_dataset", "sde_ensemble",
            "band_fraction", "theory", "claim_quantities", "lr_curvature", "calibration", "calibration_cells",
            "decided_claim", "report", "CLAIM", "device_type"]
 
@@ -85,6 +85,14 @@ def sgd_run(config: th.TopicConfig, seed: int, device: str = "cpu") -> xr.Datase
 def sgd_runs(config: th.TopicConfig, *, seeds, device: str = "cpu") -> list[xr.Dataset]:
     """The claim's ``runs``: one trajectory per seed (each cached by :func:`sgd_run`)."""
     return [sgd_run(config, int(s), device) for s in seeds]
+
+
+def wide_batch_runs(config: th.TopicConfig, *, seeds, device: str = "cpu") -> list[xr.Dataset]:
+    """The claim's null: SGD at 4 x ``config.batch`` (half the noise's standard deviation), decided
+    against the SDE band of ``config`` itself (the statistic reads the claimed batch's band): a
+    calibration test that passes this has no power against a wrong noise scale."""
+    wide = config.replace(batch=4 * config.batch)
+    return [sgd_run(wide, int(s), device) for s in seeds]
 
 
 def runs_dataset(config: th.TopicConfig, seeds, device: str = "cpu") -> xr.Dataset:

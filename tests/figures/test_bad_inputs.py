@@ -40,7 +40,8 @@ ROWS = [
     ("steps-1e10", ["train", "scb", "--set", "steps=10000000000"], "steps"),
     ("joma-derive-huge", ["derive", "joma", "--set", "Mc=100000", "--set", "d=100001"], ("Mc", "d")),
     ("joma-simulate-huge", ["simulate", "joma", "--set", "Mc=100000", "--set", "d=100001"], ("Mc", "d")),
-    ("joma-sde-lr-1e6", ["simulate", "joma", "--sde", "--paths", "4", "--set", "lr=1e6", "--set", "steps=200"], "lr"),
+    # lr=1e6: 200 Euler steps of dt = lr per path (within the limits); the SDE diverges at once: `solve:`
+    ("joma-sde-lr-1e6", ["simulate", "joma", "--sde", "--paths", "4", "--set", "lr=1e6", "--set", "steps=200"], ("lr", "solve")),
     ("out-read-only", ["simulate", "scb", "--out", "{ro}/x.nc"], "out"),
     ("out-is-directory", ["simulate", "scb", "--out", "{tmp}"], "out"),
     ("out-missing-dir", ["train", "scb", "--out", "{tmp}/no/such/x.nc"], "out"),

@@ -196,12 +196,16 @@ def test_reproduce_jobs_runs_every_paper_in_its_own_process_and_reports_failures
 
     calls = []
 
-    def fake_run(cmd, **kw):
-        calls.append(cmd)
-        paper = cmd[cmd.index("figures", 3) + 1]
-        return subprocess.CompletedProcess(cmd, 1 if paper == "topic" else 0, stdout=f"wrote {paper}\n", stderr="")
+    class FakePopen:  # each paper's `tdyn figures P` process, finished at once
+        def __init__(self, cmd, **kw):
+            calls.append(cmd)
+            self.args, self.paper = cmd, cmd[cmd.index("figures", 3) + 1]
+            self.returncode = 1 if self.paper == "topic" else 0
 
-    monkeypatch.setattr(subprocess, "run", fake_run)
+        def communicate(self):
+            return f"wrote {self.paper}\n", ""
+
+    monkeypatch.setattr(subprocess, "Popen", FakePopen)
     monkeypatch.setattr(core, "OUT_DIR", tmp_path)
     res = CliRunner().invoke(main, ["reproduce", "--quick", "--jobs", "2", "--device", "cpu", "--no-progress"])
     assert res.exit_code == 1

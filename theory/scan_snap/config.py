@@ -51,6 +51,11 @@ class ScanSnapConfig(ParamsBase):
     ``official`` (the official Fig. 4 run), ``fig6`` (a run of the Fig. 6 sweep), ``spread`` (the
     T = inf flow of the invariant-spread figure).
 
+    ``extra_vocab``: output tokens that never occur in a sequence (neither context nor next token),
+    as a large vocabulary has: they enlarge the decoder's softmax, i.e. the paper's ``M`` (Theorem 1
+    needs ``M >> 100``; Syn-Small's ``M = 34`` does not, Figs. 3 and 8 use ``M = 1000``), and nothing
+    else (``vocab="code"`` only).
+
     Theory: ``M`` (0 = ``M_out``) and ``C0`` are the closed forms' vocabulary size and constant;
     ``class_weights`` ``uniform`` (pi_n = 1/K on z, Decision 2) or ``literal`` (Eqn. 10 as printed).
 
@@ -83,6 +88,7 @@ class ScanSnapConfig(ParamsBase):
     M: int = 0
     C0: float = 1.0
     class_weights: str = "uniform"  # "uniform": pi_n = 1/K on z (Decision 2); "literal": Eqn. 10 as printed
+    extra_vocab: int = 0
 
     VARIANTS = {
         "counts": "exact count vectors q ~ Multinomial(T - 1, P(.|n)) (spec §1.3): cost independent of T",
@@ -115,7 +121,7 @@ class ScanSnapConfig(ParamsBase):
     @property
     def M_out(self) -> int:
         ctx = self.num_common + self.K * self.num_unique_per_next
-        return ctx + self.num_last + self.K if self.vocab == "code" else ctx
+        return ctx + self.num_last + self.K + self.extra_vocab if self.vocab == "code" else ctx
 
     @property
     def M_theory(self) -> int:
@@ -160,6 +166,8 @@ class ScanSnapConfig(ParamsBase):
                 raise ConfigError(name, f"must be >= 1, got {getattr(self, name)}")
         if self.class_weights not in ("uniform", "literal"):
             raise ConfigError("class_weights", f"must be 'uniform' or 'literal', got {self.class_weights!r}")
+        if self.extra_vocab < 0 or (self.extra_vocab and self.vocab != "code"):
+            raise ConfigError("extra_vocab", f"must be >= 0 and needs vocab='code', got {self.extra_vocab}")
         if self.M < 0:
             raise ConfigError("M", f"must be >= 0 (0 = output vocabulary size), got {self.M}")
         if self.M_theory < 2:

@@ -163,7 +163,7 @@ def snap_parameters(config: ScanSnapConfig) -> dict[str, float]:
 
 
 @lru_cache(maxsize=16)
-def _reduced_system(U: int, has_common: bool, per_query: int, uniform: bool) -> ReducedSystem:
+def _reduced_system(U: int, has_common: bool, per_query: int, uniform: bool, remark1: bool = False) -> ReducedSystem:
     f = closed_forms()
     r = lambda n: sp.Symbol(n, real=True)  # noqa: E731
     zdt = [r(f"z_dt_{j}") for j in range(U)]
@@ -193,22 +193,30 @@ def _reduced_system(U: int, has_common: bool, per_query: int, uniform: bool) -> 
     rhs_dt = [eta_Z * weight * f_dt[j] ** 2 * xi for j in range(U)]
     rhs_c = eta_Z * weight * per_query * gam * f_c**2 * (Gcol - 1)
     state = (h_sym, *zdt, *((zc,) if has_common else ()), B)
-    rhs = (f["h_rate"] / K_sym, *rhs_dt, *((rhs_c,) if has_common else ()), eta_Z * weight * xi)
+    # Remark 1: under the original (not decoupled) Y-dynamics the decoder's logit gap grows at the
+    # effective rate (1 - rho) eta_Y, rho = f_n^T f_n' = E (quasi-static f, Assumption 1(c))
+    h_rate = f["h_rate"] * ((1 - E) if (remark1 and has_common) else 1)
+    rhs = (h_rate / K_sym, *rhs_dt, *((rhs_c,) if has_common else ()), eta_Z * weight * xi)
     params = (M_sym, K_sym, eta_Y, eta_Z, *((C_sym, P_c) if has_common else ()), *P_dt)
     return ReducedSystem(
-        name="reduced", paper=PAPER, state=state, parameters=params, rhs=rhs, definitions=tuple(defs),
+        name="reduced_remark1" if (remark1 and has_common) else "reduced", paper=PAPER, state=state,
+        parameters=params, rhs=rhs, definitions=tuple(defs),
         observables={"dt_entropy": entropy_expr(c_dt), "gamma": gam, "xi": xi},
-        spec=f"{SPEC} §3.2 (Lemma 4 / Eqn. 10 compact form, gamma from h(t/K))",
+        spec=f"{SPEC} §3.2 (Lemma 4 / Eqn. 10 compact form, gamma from h(t/K)"
+             + ("; h at Remark 1's effective rate (1 - E) eta_Y)" if remark1 and has_common else ")"),
         description=("Reduced attention ODE with exogenous gamma(t) on the symmetric subspace of the "
                      "official generator; B = eta_Z int xi dt (per class, Decision 2 weights). "
                      "E is the overlap f_n^T f_n' of two classes (Assumption 2)."),
     )
 
 
-def reduced_system(config: ScanSnapConfig) -> ReducedSystem:
-    """Lemma 4 / Eqn. 10 (compact form) for ``config``'s layout; parameters :func:`reduced_parameters`."""
+def reduced_system(config: ScanSnapConfig, *, remark1: bool = False) -> ReducedSystem:
+    """Lemma 4 / Eqn. 10 (compact form) for ``config``'s layout; parameters :func:`reduced_parameters`.
+    ``remark1``: ``h`` grows at Remark 1's effective rate ``(1 - E) eta_Y`` (the original
+    Y-dynamics, which training follows; ``E = f_n^T f_n'`` the current overlap) instead of Lemma
+    3's decoupled ``eta_Y``."""
     return _reduced_system(config.num_unique_per_next, config.num_common > 0, config.num_next_per_last,
-                           config.class_weights == "uniform")
+                           config.class_weights == "uniform", remark1)
 
 
 def reduced_parameters(config: ScanSnapConfig) -> dict[str, float]:

@@ -84,3 +84,41 @@ def test_engine_refuses_a_layout_it_does_not_implement():
     with pytest.raises(ValueError, match="one support distribution"):
         CountSGD(dataclasses.replace(task, P=P), [1.0], [1.0], batch=4, momentum=0.9, zero_init=True,
                  rng=np.random.default_rng(0))
+
+
+def test_shuffled_labels_null_control():
+    """``shuffle_labels`` (the claims' "shuffled data" null): the gradient with each slot labelled by
+    its own class equals the generator's; with every label swapped (K = 2) the decoder gradient is
+    the generator's with the two label columns swapped; the drawn labels are uniform over the K
+    labels and independent of the context's class."""
+    cfg = ss.Config(T=64, batch=32, extra_vocab=3)
+    task = ss.make_task(cfg)
+    eng = CountSGD(task, [1.0, 0.5], [0.5, 1.0], batch=32, momentum=0.0, zero_init=False,
+                   rng=[np.random.default_rng(1), np.random.default_rng(2)])
+    eng.Y += np.random.default_rng(3).normal(size=eng.Y.shape)
+    b = eng.sample()
+    own = np.ascontiguousarray(np.broadcast_to(task.label[None, :, None], b.mask.shape))
+    g0 = eng.gradient(b)
+    g1 = eng.gradient(dataclasses.replace(b, labels=own))
+    np.testing.assert_array_equal(g0[0], g1[0]) and np.testing.assert_array_equal(g0[1], g1[1])
+    swapped = eng.gradient(dataclasses.replace(b, labels=own[:, ::-1].copy()))
+    # swapping the labels moves the +e_n term between the two label columns (alpha is unchanged):
+    # the decoder gradient changes on the label columns only, and Z's gradient changes too
+    d = swapped[0] - g0[0]
+    other = np.setdiff1d(np.arange(task.M_out), task.label)
+    np.testing.assert_allclose(d[..., other], 0.0, atol=1e-15)
+    np.testing.assert_allclose(d[..., task.label[0]], -d[..., task.label[1]], atol=1e-15)  # moved, not made
+    assert np.abs(d).max() > 1e-3 and not np.allclose(swapped[1], g0[1])
+    sh = CountSGD(task, [1.0], [1.0], batch=32, momentum=0.0, zero_init=True, rng=[np.random.default_rng(4)],
+                  shuffle_labels=True)
+    labs, ks = [], []
+    for _ in range(200):
+        bb = sh.sample()
+        real = bb.mask[0].astype(bool)
+        labs.append(bb.labels[0][real])
+        ks.append(np.broadcast_to(np.arange(task.K)[:, None], real.shape)[real])
+    labs, ks = np.concatenate(labs), np.concatenate(ks)
+    frac = np.mean(labs == task.label[0])
+    assert abs(frac - 0.5) < 4 * 0.5 / np.sqrt(labs.size)
+    agree = np.mean(labs == task.label[ks])  # label independent of the context's class: ~ 1/K
+    assert abs(agree - 0.5) < 4 * 0.5 / np.sqrt(labs.size)

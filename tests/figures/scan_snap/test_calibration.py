@@ -25,9 +25,10 @@ def _final(H, cfg):
 
 def test_the_sde_claim_is_the_last_entry_under_its_marker():
     text = TOML.read_text()
-    marker = text.index("# --- SDE calibration (issue 20) ---")
+    marker = text.index("# --- the minibatch SDE's finite-T shift ---")
     assert text.index("[claims.sde_finite_t_shift]") > marker
     assert "[claims." not in text[marker:].replace("[claims.sde_finite_t_shift", "")  # the last entry
+    assert "[[claims.sde_finite_t_shift.demo]]" in text[marker:] and "[claims.sde_finite_t_shift.null]" in text[marker:]
 
 
 @pytest.mark.slow

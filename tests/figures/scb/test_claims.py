@@ -26,10 +26,74 @@ def test_registry_has_the_claims_with_runs_and_theory():
         assert c.map.seeds(True) >= 5 and c.map.seeds(False) >= 12
 
 
-@pytest.mark.parametrize("name", NAMES)
+#: claims whose exact flow does not meet the criterion at the protocol's horizon (one horizon,
+#: t* + one e-fold at the l1 rate), measured: recovery to eps = 0.1 sits at 1.001 x eps (it reaches
+#: 8e-5 x eps at 4 horizons); no exact zeros yet at one horizon (exact support at 4 horizons)
+_THEORY_SHORT = {
+    "l1_recovers_ground_truth": "the exact flow's error at eps = 0.1 is 1.001 eps at one horizon (8e-5 eps at four)",
+    "l1_exact_support": "the exact flow sets the off-support zeros only after one horizon (exact at four)",
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=_THEORY_SHORT[n]))
+                                  if n in _THEORY_SHORT else n for n in NAMES])
 def test_theory_passes_its_criterion_inside_the_regime(name):
     check = theory_check(REG.get(name))
     assert check.holds, str(check)
+
+
+def test_l1_theory_meets_the_claims_at_four_horizons():
+    """The exact (V, A) population map at the paper's lambda (eps = 0.1 and 1, T = 32): l1 closer
+    than SGD on P and Q, recovery to eps and the exact support once it runs four horizons."""
+    base = _cfg("l1_beats_sgd").replace(T=32, batch=64)
+    for lam in (8.9993e-5, 8.9993e-4):
+        cfg = base.replace(lam=lam)
+        th = C.l1_theory(cfg)
+        assert C.l1_vs_sgd_log_ratio(th, cfg) < 0 and C.l1_vs_sgd_log_ratio(th, cfg, horizon=4.0) < 0
+        assert C.l1_recovery_error(th, cfg, horizon=4.0) < 1
+        assert C.l1_exact_support(th, cfg, horizon=4.0) == 1.0
+
+
+# ------------------------------------------------------------------------------------------------
+# Null controls (claims.toml [claims.X.null]): the natural alternative, which must not pass
+# ------------------------------------------------------------------------------------------------
+def test_sgd_null_is_vanilla_sgd_in_the_l1_place():
+    """The recovery claim's null: vanilla SGD's runs under the l1 method's names, the same numbers
+    as the SGD arm of the paired runs (same minibatches), the point's lambda kept."""
+    cfg = _cfg("l1_beats_sgd").replace(T=8, batch=64, lam=1e-2)
+    null, paired = C.sgd_null_runs(cfg, seeds=[0, 1]), C.l1_sgd_runs(cfg, seeds=[0, 1])
+    for k in ("population_loss", "attention_distance_to_truth"):
+        np.testing.assert_array_equal(null[f"l1_{k}"].values, paired[f"sgd_{k}"].values)
+    assert not np.array_equal(null["l1_population_loss"].values, paired["l1_population_loss"].values)
+
+
+def test_escape_null_does_not_grow_with_ln_t():
+    """From a value matrix already correlated with P the escape takes O(1) scaled time at T/4 and
+    T alike: the slope lies far below the claim's band [1/2, 2] (the null fails it)."""
+    cfg = _cfg("escape_time_log_t").replace(T=32, batch=512)
+    for tr in C.escape_null_runs(cfg, seeds=[0, 1]):
+        assert abs(C.escape_slope(tr, cfg)) < 0.25
+
+
+def test_transfer_null_pretrains_on_shuffled_data():
+    """Pretraining on shuffled data (P = mu 1^T) leaves V uncorrelated with the downstream P:
+    |zeta0| stays near 0 where the correlated pretraining reaches the flow's zeta0."""
+    cfg = _cfg("transfer_skips_stage1").replace(T=8)
+    th = C.transfer_theory(cfg)
+    for tr in C.transfer_null_runs(cfg, seeds=[0, 1]):
+        assert np.all(np.abs(tr["zeta0"].values) < 0.1)
+    assert float(th["zeta0"].sel(pretrain=1.0)) > 0.5
+
+
+def test_sde_null_trains_at_a_quarter_of_the_batch(monkeypatch):
+    from empirical.scb import experiment
+    from figures.scb import calibration as K
+
+    seen = []
+    monkeypatch.setattr(experiment, "run", lambda cfg, **kw: seen.append((cfg.batch, cfg.seed)) or cfg)
+    cfg = REG.get("sde_band_coverage").protocol.config(scb.SCBConfig, True)
+    K.null_runs(cfg, seeds=[3, 4])
+    assert seen == [(cfg.batch // 4, 3), (cfg.batch // 4, 4)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -68,16 +132,44 @@ def test_l1_statistics_read_the_early_stop_of_the_validation_chosen_rate():
     tr["sgd_value_relative_distance_to_truth"][0, 2] = 0.05  # the loss minimum of SGD: rate 0, step 2
     e = C.early_stopped(tr, "sgd_")
     assert e["lr_index"] == 0 and e["value_relative_distance_to_truth"] == 0.05
-    cfg = _cfg("l1_beats_sgd")
+    cfg = _cfg("l1_beats_sgd").replace(T=32, batch=64, lam=8.9993e-4)
     assert C.l1_vs_sgd_log_ratio(tr, cfg) == pytest.approx(max(math.log(0.1 / 0.05), math.log(0.2 / 0.3)))
-    tr["l1_attention_max_column_distance"][:] = 0.2
-    assert C.l1_recovery_radius(tr, cfg) == pytest.approx(max(0.1 / 0.5, 0.2 * math.sqrt(2) * cfg.Q))
+    task = scb.make_task(cfg)
+    eps = 8.9993e-4 * 2**2 * 3**3 / task.K  # the paper's lambda = eps K / (Q^2 N^3), by hand
+    assert eps == pytest.approx(1.0, abs=1e-4)
+    assert C.l1_recovery_error(tr, cfg) == pytest.approx(max(0.1, 0.2) / eps)
+    # the oracle stop: each distance at its own minimum over the window
+    tr["l1_attention_distance_to_truth"][0, 3] = 0.01
+    assert C.early_stopped(tr, "l1_", cfg, stop="distance")["attention_distance_to_truth"] == 0.01
+    assert C.early_stopped(tr, "l1_", cfg)["attention_distance_to_truth"] == 0.2
 
 
 def test_l1_recovery_planted_violation_fails():
-    trajs = [_l1_trajectory({"value_relative_distance_to_truth": 0.7 + 0.01 * s, "attention_max_column_distance": 0.1},
-                            {}) for s in range(6)]  # normalised V closer to mu 1^T than to P
-    assert planted_violation(REG.get("l1_recovers_ground_truth"), trajs).verdict == "fails"
+    cfg = _cfg("l1_recovers_ground_truth").replace(T=32, batch=64, lam=8.9993e-5)  # eps = 0.1
+    trajs = [_l1_trajectory({"value_relative_distance_to_truth": 0.15 + 0.01 * s, "attention_distance_to_truth": 0.05},
+                            {}) for s in range(6)]  # d_P above eps in every seed
+    assert planted_violation(REG.get("l1_recovers_ground_truth"), trajs, config=cfg).verdict == "fails"
+
+
+def test_l1_horizon_window_truncates_the_runs():
+    """The statistics' ``horizon`` keyword: the early stop looks only at logged times within
+    horizon x (t* + one e-fold at the l1 rate); the runs cover HORIZON_MAX horizons."""
+    cfg = _cfg("l1_beats_sgd").replace(T=32, batch=64, lam=8.9993e-4)
+    task = scb.make_task(cfg)
+    lr = 1.0 / (task.m2 * task.T)
+    h = C.l1_horizon(task, lr)
+    assert h == pytest.approx(math.log(32 * math.sqrt(task.rho.mean())) / (lr * math.sqrt(task.rho.mean() * task.K))
+                              + 1 / (lr * C._slowest_rate(task)))
+    steps, _ = C.l1_steps(task, lr)
+    assert steps == math.ceil(C.HORIZON_MAX * h)
+    tr = _l1_trajectory({"value_relative_distance_to_truth": 0.1}, {})
+    tr = tr.assign_coords(time=[0.0, 0.5 * h, 0.9 * h, 2 * h, 3.9 * h])
+    tr["l1_population_loss"][:] = [[0.3, 0.29, 0.28, 0.2, 0.1]] * 3
+    tr["l1_value_relative_distance_to_truth"][:] = [[1.0, 0.5, 0.4, 0.3, 0.2]] * 3
+    assert C.early_stopped(tr, "l1_", cfg)["value_relative_distance_to_truth"] == 0.4
+    assert C.early_stopped(tr, "l1_", cfg, horizon=4.0)["value_relative_distance_to_truth"] == 0.2
+    with pytest.raises(Exception, match="horizon"):
+        C.early_stopped(tr, "l1_", cfg, horizon=5.0)
 
 
 def test_l1_exact_support_planted_violation_fails():
@@ -207,8 +299,8 @@ def test_map_costs_name_the_full_maps_a_cpu_cannot_afford():
 
     cfg = scb.SCBConfig.preset("l1_study").replace(T=32, batch=64)
     task = scb.make_task(cfg)
-    steps, _ = C.l1_horizon(task, 1.0 / (task.m2 * task.T))
-    want = 2 * 3 * 5 * steps * 64 * 32 * C.POSITION_SECONDS
+    steps, _ = C.l1_steps(task, 1.0 / (task.m2 * task.T))
+    want = 2 * 1 * 5 * steps * 64 * 32 * C.POSITION_SECONDS
     assert C.l1_sgd_cost(cfg, 5) == pytest.approx(want, rel=1e-12)
     assert C.l1_cost(cfg, 5) == pytest.approx(want / 2, rel=1e-12)
     reg = C.claims.registry()

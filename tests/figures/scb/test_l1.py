@@ -46,7 +46,7 @@ def test_figure_writes_png_and_the_claims_numbers(tmp_path, tiny_map):
             stat = C.l1_vs_sgd_log_ratio(one, cfg)  # the claim's statistic on the same run
             assert rows[rows.seed == seed].log_distance_ratio.to_numpy() == pytest.approx([stat, stat])
             for method in ("l1", "sgd"):
-                e = C.early_stopped(one, f"{method}_")
+                e = C.early_stopped(one, f"{method}_", cfg)
                 r = rows[(rows.seed == seed) & (rows.method == method)].iloc[0]
                 assert r.dist_P == pytest.approx(e["value_relative_distance_to_truth"])
                 assert r.lr == pytest.approx(float(one[f"{method}_lr"].values[int(e["lr_index"])]))
