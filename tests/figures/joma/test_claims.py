@@ -27,6 +27,15 @@ def test_registry_lists_the_papers_claims(registry):
         runs = "figures.joma.calibration:calibration_runs" if spec.name == "sde_band_covers_sgd" else \
             "empirical.joma.seeds:train_seeds"
         assert spec.runs == runs and spec.theory
+        assert spec.theory_flow.startswith("exact:") and spec.null is not None
+    practice = {s.name: s.practice for s in registry.claims}
+    assert practice == {"invariant_holds": "the paper's network", "invariant_holds_mixture": "the paper's network",
+                        "entropy_drops_then_bounces": "reduced model",
+                        "learning_order_lowest_lca_first": "reduced model", "sde_band_covers_sgd": "reduced model"}
+    # the paper's own Fig. 2 run (2000 SGD steps at lr 0.1: t = 200), both panels, and Fig. 4's step/length
+    demos = {s.name: [d.coords for d in s.demos] for s in registry.claims}
+    assert demos["invariant_holds"] == [{"t": 200, "lr": 0.1, "data": "gaussian"}, {"t": 200, "lr": 0.1, "data": "random"}]
+    assert demos["entropy_drops_then_bounces"] == [{"horizon": 5000, "lr": 0.02}]
 
 
 # ---- Theorem 1 -------------------------------------------------------------------------------------
