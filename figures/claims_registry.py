@@ -48,6 +48,9 @@ PRACTICE = ("reduced model", "the paper's network", "standard transformer")
 CRITERION_KINDS = ("theorem", "effect size")
 #: no verdict from fewer seeds; full mode needs at least MIN_SEEDS_FULL
 MIN_SEEDS, MIN_SEEDS_FULL = 5, 12
+#: the t-test of a mean is used only with this many seeds (runs), where its level holds for skewed
+#: per-seed values too (simulated: tests/figures/test_claims_stats.py); below it, the median's sign test
+MIN_SEEDS_MEAN = 500
 #: a derivation (and a falsifier) is words, not a number
 MIN_DERIVATION_WORDS, MIN_FALSIFIER_WORDS = 10, 6
 _PLACEHOLDER = re.compile(r"\b(todo|tbd|fixme|xxx|placeholder)\b", re.IGNORECASE)
@@ -495,6 +498,7 @@ def _claim(paper: str, name: str, body: Any, config: type | None) -> ClaimSpec:
     elif "theory_flow" in body:
         raise ConfigError(f"{f}.theory_flow", "given without a theory function")
     mp = _map(body["map"], f"{f}.map")
+    _mean_seeds(mp, statistic.estimator, f)
     regime = _regime(body["regime"], f"{f}.regime")
     if config is not None and protocol.config_class:
         config = resolve_ref(protocol.config_class, f"{f}.protocol.config")
@@ -728,6 +732,16 @@ def _map(t: Any, f: str) -> MapSpec:
     if len({a.name for a in axes}) != len(axes):
         raise ConfigError(f"{f}.axes", "axis names repeat")
     return MapSpec(tuple(axes), sq, sf, _cost(t["cost"], f"{f}.cost") if "cost" in t else None)
+
+
+def _mean_seeds(mp: "MapSpec", estimator: str, f: str) -> None:
+    """A mean is tested with Student's t only at >= MIN_SEEDS_MEAN seeds (quick and full)."""
+    if estimator != "mean":
+        return
+    for key, v in (("quick", mp.seeds_quick), ("full", mp.seeds_full)):
+        if v < MIN_SEEDS_MEAN:
+            raise ConfigError(f"{f}.map.seeds.{key}", f"the t-test of a mean needs >= {MIN_SEEDS_MEAN} seeds to hold "
+                                                      f"its level on skewed values, got {v}: use the median (sign test)")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -150,6 +150,7 @@ _DERIVATION = _BASE[_BASE.index('derivation = """'):_BASE.index('[claims.gap_shr
     ('function = "tiny.figures.claims:log_gap_ratio"', 'function = "tiny.figures.claims.log_gap_ratio"',
      "claims.gap_shrinks.statistic.function"),
     ('estimator = "median"', 'estimator = "mode"', "claims.gap_shrinks.statistic.estimator"),
+    ('estimator = "median"', 'estimator = "mean"', "claims.gap_shrinks.map.seeds.quick: the t-test of a mean needs >= 500"),
     ("settings = { a0 = 0.5 }", "settings = { p = 1.5 }", "claims.gap_shrinks.protocol"),
     ("quick = [0.5, 2.0, 8.0, 32.0]", "quick = [0.5, 2.0, 8.0]", "claims.gap_shrinks.map: every map point"),
     ('paper = "tiny"', 'paper = "scb"', "paper"),

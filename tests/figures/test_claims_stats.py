@@ -80,17 +80,30 @@ def test_power_at_a_stated_effect_is_the_binomial_closed_form(n, m):
           f"P(seed below) >= {mde['holds']['q']:.3f} per point")
 
 
-def test_proportion_and_mean_tests_at_the_boundary():
-    """The exact binomial test of a proportion at its boundary and the t-test on normal data:
-    false verdicts at most alpha over a family of 6 points."""
+def test_proportion_test_at_the_boundary():
+    """The exact binomial test of a proportion at its boundary: false 'fails' at most alpha over 6 points."""
     rng = np.random.default_rng(3)
     above = Criterion("above", 0.5, "more often than not: the proportion of seeds above one half")
     x = (rng.random((REPS, 6, 9)) < 0.5).astype(float)
     rate = np.mean([decide_family(list(r), above, estimator="proportion")[0] == "fails" for r in x])
     assert rate <= ALPHA + SLACK
-    x = rng.normal(0.0, 1.0, (REPS, 6, 7))
-    rate = np.mean([decide_family(list(r), BELOW0, estimator="mean")[0] == "fails" for r in x])
-    assert rate <= ALPHA + SLACK
+
+
+@pytest.mark.parametrize("law", ["beta", "exponential"])
+def test_the_t_test_of_a_mean_at_its_minimum_seeds(law):
+    """A mean is t-tested only with >= MIN_SEEDS_MEAN (500) runs (the loader refuses fewer): at 512
+    runs of a skewed per-run value (a coverage-like Beta(8, 2), skewness -0.9; an exponential,
+    skewness 2) at the boundary, each one-sided test errs at most alpha plus Monte-Carlo error. (At
+    32 runs the Beta's upper test errs 0.068, at 5 gamma(4) values 0.096: why fewer are refused.)"""
+    from figures.claims_registry import MIN_SEEDS_MEAN
+
+    rng = np.random.default_rng(5)
+    draw, mu = {"beta": (lambda s: rng.beta(8.0, 2.0, s), 0.8), "exponential": (lambda s: rng.exponential(1.0, s), 1.0)}[law]
+    x = draw((REPS, 1, MIN_SEEDS_MEAN + 12))
+    for direction in ("below", "above"):
+        crit = Criterion(direction, mu, "the mean itself is the claim: the boundary is the law's own mean here")
+        rate = np.mean([decide_family(list(r), crit, estimator="mean")[0] == "fails" for r in x])
+        assert rate <= ALPHA + SLACK, (law, direction, rate)
 
 
 def test_seeds_that_cannot_fire_are_named():
