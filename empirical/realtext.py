@@ -1,4 +1,4 @@
-"""The machinery every paper's real-text protocol shares (issue 10): :class:`TextProtocol`, the
+"""The machinery every paper's real-text protocol shares: :class:`TextProtocol`, the
 frozen, validated Config of a protocol with ``quick()`` (CPU, small vocabulary, short runs; what
 ``make figures`` runs) and ``full()`` (the papers' protocols, for a GPU) presets, and
 :func:`run_text_cells`, which runs a protocol's grid of independent runs as sweep cells of

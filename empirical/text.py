@@ -1,10 +1,10 @@
-"""The real-text pipeline shared by every paper that trains on WikiText (issue 10).
+"""The real-text pipeline shared by every paper that trains on WikiText.
 
 Read top to bottom: tokeniser -> vocabulary -> corpus (train/validation split) -> streams and
 bptt chunks -> masked-LM corruption.
 
 * **Tokeniser** — torchtext's ``basic_english`` (the official Scan & Snap and JoMA code use it,
-  papers/scan_snap.md §5.6, papers/joma.md "Fig. 6"): lower-case, split off ``' . , ( ) ! ?``,
+  docs/papers/scan_snap.md §5.6, docs/papers/joma.md "Fig. 6"): lower-case, split off ``' . , ( ) ! ?``,
   drop ``" ; :`` and ``<br />``, split on white space. ``<unk>`` of the ``.tokens`` files survives.
 * **Vocabulary** — built on the *training* split only, most frequent first (ties alphabetical, as
   torchtext's ``build_vocab_from_iterator``), ``<unk>`` at id 0, capped at ``vocab_size`` entries
@@ -244,7 +244,7 @@ def chunk(streams: torch.Tensor, i: int, bptt: int) -> tuple[torch.Tensor, torch
 
 
 # ------------------------------------------------------------------------------------------------
-# Masked-LM corruption (papers/topic.md §1.2, BERT style)
+# Masked-LM corruption (docs/papers/topic.md §1.2, BERT style)
 # ------------------------------------------------------------------------------------------------
 def mask_tokens(x: torch.Tensor, mask_id: int, vocab_size: int, generator: torch.Generator, *,
                 p_mask: float = 0.15, p_keep: float = 0.1, p_random: float = 0.1

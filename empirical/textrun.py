@@ -1,4 +1,4 @@
-"""Real-text training runs (issue 10): one language-model experiment on WikiText, run by the
+"""Real-text training runs: one language-model experiment on WikiText, run by the
 :class:`~empirical.trainer.Trainer` (tqdm bar with loss and tokens/s, periodic checkpoints,
 bit-identical resume), and the configurations of the three papers' protocols.
 
@@ -9,9 +9,9 @@ bit-identical resume), and the configurations of the three papers' protocols.
 * :class:`TextExperiment` — the Trainer's experiment. Step ``s`` trains on bptt chunk ``s`` of the
   training streams (in order, epoch after epoch, as the tutorial loop). Observables, in eval mode
   on the first ``eval_chunks`` validation chunks: ``val_loss``, ``entropy_layer{l}`` (attention
-  entropy -sum a log(a + 1e-8), mean over queries, papers/joma.md Decision 9), ``stable_rank_layer{l}``
-  (of each block's ``fc1``, papers/joma.md §2.6), and the lowest layer's attention map of batch
-  element 0 of training chunk ``snapshot_chunk`` (papers/scan_snap.md §5.6), kept in
+  entropy -sum a log(a + 1e-8), mean over queries, docs/papers/joma.md Decision 9), ``stable_rank_layer{l}``
+  (of each block's ``fc1``, docs/papers/joma.md §2.6), and the lowest layer's attention map of batch
+  element 0 of training chunk ``snapshot_chunk`` (docs/papers/scan_snap.md §5.6), kept in
   ``experiment.snapshots[step]``.
 * :func:`text_cell` — one run as a sweep cell (:mod:`empirical.sweeps`): the protocols run their
   grids of runs through the sweep runner (result store, resume, local processes or Ray).

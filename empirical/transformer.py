@@ -1,8 +1,8 @@
 """One small transformer for every real-text experiment, nanoGPT-style and readable, that exposes
-each layer's attention map (issue 10, item 2).
+each layer's attention map.
 
 It is the PyTorch word-language-model tutorial model the official Scan & Snap and JoMA code use
-(papers/scan_snap.md §5.6, papers/joma.md "Fig. 6"): embedding scaled by ``sqrt(d)`` plus
+(docs/papers/scan_snap.md §5.6, docs/papers/joma.md "Fig. 6"): embedding scaled by ``sqrt(d)`` plus
 sinusoidal positions, ``n_layer`` **post-LN** blocks ``x = LN(x + Drop(Attn(x)))``,
 ``x = LN(x + Drop(FFN(x)))`` with ``FFN = fc2(Drop(ReLU(fc1(x))))``, causal mask for language
 modelling (``causal=False`` gives the bidirectional masked-LM encoder of the topic paper), and a
@@ -26,7 +26,7 @@ from torch import nn
 __all__ = ["TransformerLM", "Block", "SelfAttention", "sinusoidal_positions", "attention_entropy",
            "uniform_causal_entropy", "stable_rank", "EPS"]
 
-#: the epsilon of the official entropy, -sum a log(a + eps) (papers/joma.md Decision 9)
+#: the epsilon of the official entropy, -sum a log(a + eps) (docs/papers/joma.md Decision 9)
 EPS = 1e-8
 
 
@@ -120,17 +120,17 @@ class TransformerLM(nn.Module):
 
 def attention_entropy(att: torch.Tensor, eps: float = EPS) -> torch.Tensor:
     """``-sum_j a_ij log(a_ij + eps)`` over keys, then the mean over queries (and every leading
-    axis: batch, heads). ``att`` ``(..., T, T)``; a scalar tensor (papers/joma.md Decision 9)."""
+    axis: batch, heads). ``att`` ``(..., T, T)``; a scalar tensor (docs/papers/joma.md Decision 9)."""
     return -(att * torch.log(att + eps)).sum(-1).mean()
 
 
 def uniform_causal_entropy(T: int) -> float:
     """Entropy of the uniform causal map, ``mean_{i=1..T} ln i`` (2.632 for ``T = 35``,
-    papers/joma.md §4 item 4): the maximum a causal attention map can reach."""
+    docs/papers/joma.md §4 item 4): the maximum a causal attention map can reach."""
     return float(sum(math.log(i) for i in range(1, T + 1)) / T)
 
 
 def stable_rank(W: torch.Tensor) -> float:
-    """``||W||_F^2 / sigma_max(W)^2`` (papers/joma.md §2.6, Decision 10)."""
+    """``||W||_F^2 / sigma_max(W)^2`` (docs/papers/joma.md §2.6, Decision 10)."""
     W = W.detach().double()
     return float((W * W).sum() / torch.linalg.matrix_norm(W, ord=2) ** 2)

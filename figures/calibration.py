@@ -1,4 +1,4 @@
-"""Calibration of an SDE ensemble against real SGD runs, and SVAG's weak error (issue 20).
+"""Calibration of an SDE ensemble against real SGD runs, and SVAG's weak error.
 
 Inputs are Trajectories: an SDE ensemble with dims ``(path, time)`` and SGD runs with dims
 ``(run, time)`` (``simulate.solve_sde`` / the Trainer on ``config.ode_times()``); the SDE is
@@ -19,7 +19,7 @@ run and path starts at the same point there, so it says nothing).
   a percentile bootstrap of the same ratio held the truth only 0.77 of the time.
 * :func:`calibration_map` — "where the approximation breaks": coverage and variance ratio over an
   (lr, batch) grid; each cell *holds* when every level's coverage interval lies within
-  ``nominal ± tolerance`` (issue 20: ±5 points), *breaks* when some interval misses that window
+  ``nominal ± tolerance``, *breaks* when some interval misses that window
   entirely, else *inconclusive*; rows convert to :class:`figures.report.Break`.
 * :func:`weak_error` — SVAG (:mod:`empirical.svag`) against the SDE at fixed times, for
   amplifications ``l``: the error per ``l`` and the fitted slope of ``log error`` vs ``log l``
@@ -244,7 +244,7 @@ def calibration_map(cell: Callable[[float, int], tuple[xr.Dataset, xr.Dataset]],
                     seed: int = 0) -> list[CalibrationCell]:
     """Coverage and variance ratio on every ``(lr, batch)``: ``cell(lr, batch) -> (sde, runs)``
     returns the SDE ensemble and the SGD runs of that setting. ``tolerance``: the coverage window
-    ``nominal ± tolerance`` (issue 20's ±5 points)."""
+    ``nominal ± tolerance``."""
     rows = []
     for lr in lrs:
         for B in batches:

@@ -55,7 +55,7 @@ __all__ = ["Paper", "PAPERS", "SLOTS", "TRANSITIONAL", "get", "register", "paper
 Ref = str | Callable[..., Any] | type
 SLOTS = ("config", "systems", "problem", "sde", "train", "compare", "figures", "estimate", "text", "claims")
 #: slots a row may still leave empty without a reason of its own (the reason given instead)
-TRANSITIONAL = {"claims": "no claims registry yet (figures/<paper>/claims.toml, issue 19)"}
+TRANSITIONAL = {"claims": "no claims registry yet (figures/<paper>/claims.toml)"}
 
 
 class _Variants:
@@ -182,7 +182,7 @@ def get(name: str) -> Paper:
 register(Paper(
     name="scb",
     title="Sparse contextual bigrams: linear transformer, preconditioned l1-proximal SGD, two stages",
-    spec="papers/scb.md",
+    spec="docs/papers/scb.md",
     config="theory.scb:SCBConfig",
     systems="theory.scb:systems",
     problem="theory.scb:problem",
@@ -200,11 +200,11 @@ register(Paper(
 register(Paper(
     name="scan-snap",
     title="Scan and snap: 1-layer transformer, scan then snap (T = infinity objective)",
-    spec="papers/scan_snap.md",
+    spec="docs/papers/scan_snap.md",
     config="theory.scan_snap:ScanSnapConfig",
     systems="theory.scan_snap:systems",
     problem="theory.scan_snap:problem",
-    sde="theory.scan_snap.sde:sde",  # finite-T count-vector SGD on the symmetric subspace (issue 20)
+    sde="theory.scan_snap.sde:sde",  # finite-T count-vector SGD on the symmetric subspace
     train="empirical.scan_snap.experiment:run",
     compare="figures.scan_snap.compare:compare",
     figures="figures.scan_snap.figures:FIGURES",
@@ -218,7 +218,7 @@ register(Paper(
 register(Paper(
     name="topic",
     title="Topic structure (LDA): masked-LM two-stage dynamics",
-    spec="papers/topic.md",
+    spec="docs/papers/topic.md",
     config="theory.topic:TopicConfig",
     systems="theory.topic:systems",
     problem="theory.topic:problem",
@@ -236,7 +236,7 @@ register(Paper(
 register(Paper(
     name="joma",
     title="JoMA: joint MLP/attention dynamics, invariants, entropy drop and bounce, hierarchy",
-    spec="papers/joma.md",
+    spec="docs/papers/joma.md",
     config="theory.joma:JomaConfig",
     systems="theory.joma:systems",
     problem="theory.joma:problem",

@@ -1,4 +1,4 @@
-"""The machinery every paper's real-text figures and claims share (issue 10): the protocol config
+"""The machinery every paper's real-text figures and claims share: the protocol config
 of a paper (its row's ``text`` slot, quick or full, on a corpus), :func:`results` (each protocol
 runs at most once per process and setting, its runs kept as sweep cells in a store), the regime
 line of a real-text claim and whether a corpus is present. The figures and claims themselves are

@@ -7,7 +7,7 @@ trajectory up to the last good time.
 
 Methods: :data:`ODE_METHODS` (scipy ``METHODS`` style), one table per backend, its default first.
 Defaults are stiff solvers (scipy Radau; diffrax Kvaerno5 with a PID controller), because reduced
-flows such as SCB's have a fast "mean" block next to a slow escape (papers/scb.md §3.4). (The SDE
+flows such as SCB's have a fast "mean" block next to a slow escape (docs/papers/scb.md §3.4). (The SDE
 schemes' table is :data:`simulate.METHODS`; hence the name ``ODE_METHODS``.)
 
 Shared with :mod:`simulate.sde`, :mod:`simulate.sweep` and the SDE engines: :func:`enable_x64`,

@@ -1,4 +1,4 @@
-"""Minibatch noise derived from a paper's per-sample loss (issue 20): ``ℓ(θ; x)`` → ``g(θ; x)`` →
+"""Minibatch noise derived from a paper's per-sample loss: ``ℓ(θ; x)`` → ``g(θ; x)`` →
 drift check ``E_x[g] = rhs`` → ``Cov_x[g]`` → the SDE's diffusion.
 
 A paper states, in sympy, its per-sample loss ``ℓ(θ; x)`` (the expression its drift is derived

@@ -1,4 +1,4 @@
-"""JoMA in PyTorch (papers/joma.md §5 and §3): one entry point, :func:`run` (``tdyn train joma
+"""JoMA in PyTorch (docs/papers/joma.md §5 and §3): one entry point, :func:`run` (``tdyn train joma
 --variant V``; the variants are :attr:`theory.joma.JomaConfig.VARIANTS`).
 
 * :mod:`.data` — HBLT bags and the Table-1 random-combination hierarchy;

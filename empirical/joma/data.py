@@ -1,4 +1,4 @@
-"""JoMA's sampled data sets (papers/joma.md §3): HBLT bags for the one-block learning-order toy
+"""JoMA's sampled data sets (docs/papers/joma.md §3): HBLT bags for the one-block learning-order toy
 (§3.2-3.4) and the official Table-1 random-combination hierarchy (§3.5).
 
 The block's class rows ``X = P(. | y)`` and the headline network's mixture sequences are theory

@@ -1,4 +1,4 @@
-"""JoMA's experiments (papers/joma.md §5, §3): each reads every setting from one
+"""JoMA's experiments (docs/papers/joma.md §5, §3): each reads every setting from one
 :class:`~theory.joma.JomaConfig` (``config.variant`` picks the experiment), trains with the
 :class:`~empirical.trainer.Trainer` and logs the theory's observables under the theory's names.
 

@@ -1,4 +1,4 @@
-"""JoMA's networks in PyTorch, readable top to bottom (papers/joma.md §1.1, §3.5).
+"""JoMA's networks in PyTorch, readable top to bottom (docs/papers/joma.md §1.1, §3.5).
 
 * :class:`JomaBlock` — one block of spec §1.1: fixed orthonormal embeddings ``U`` (d x (Mc+1),
   identity block as in the official toy), free attention logits ``z`` (Mc,), linear / exp /

@@ -1,4 +1,4 @@
-"""JoMA on real text (papers/joma.md §5 Figs. 6 and 8; the paper row's ``text`` slot).
+"""JoMA on real text (docs/papers/joma.md §5 Figs. 6 and 8; the paper row's ``text`` slot).
 
 :class:`JomaTextConfig` — Fig. 6: per-layer validation attention entropy and fc1 stable rank over
 training for several depths (Adam 1e-4, emsize 200, one head, bptt 35, dropout 0.2, untied
@@ -50,7 +50,7 @@ class JomaTextConfig(TextProtocol):
 
 def per_layer_summary(traj, prefix: str = "entropy_layer") -> pd.DataFrame:
     """Per layer: initial value, minimum, its step, final value, ``drop = initial - min`` and
-    ``bounce = final - min`` (papers/joma.md Fig. 8 quantities)."""
+    ``bounce = final - min`` (docs/papers/joma.md Fig. 8 quantities)."""
     steps = traj["step"].values
     rows = []
     for name in sorted((n for n in traj.data_vars if n.startswith(prefix)), key=lambda n: int(n[len(prefix):])):

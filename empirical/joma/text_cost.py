@@ -1,4 +1,4 @@
-"""What the paper's real-text protocol (papers/joma.md §5 Figs. 6 and 8: 20 epochs, 6900 minibatches
+"""What the paper's real-text protocol (docs/papers/joma.md §5 Figs. 6 and 8: 20 epochs, 6900 minibatches
 per run, full vocabulary, every validation chunk at each checkpoint) costs: :func:`time_runs` times a
 few minibatches and one full validation pass per depth on a device, :func:`protocol_cost`
 extrapolates to the whole protocol (every depth and learning rate of

@@ -1,4 +1,4 @@
-"""Scan & Snap in PyTorch: the official sequence-class data (papers/scan_snap.md §1.4), the direct
+"""Scan & Snap in PyTorch: the official sequence-class data (docs/papers/scan_snap.md §1.4), the direct
 (Y, Z) model of §2.2 (``Model2``), its two optimisers, and two data paths that must agree.
 
 Modules, read in this order:

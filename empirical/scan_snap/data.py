@@ -1,4 +1,4 @@
-"""Scan & Snap data (papers/scan_snap.md §1.2-1.4): class ``n`` uniform; ``T - 1`` i.i.d.
+"""Scan & Snap data (docs/papers/scan_snap.md §1.2-1.4): class ``n`` uniform; ``T - 1`` i.i.d.
 contextual tokens from ``P(.|n)``; the query ``psi(n)``; the label ``n``'s output token.
 
 Two data paths (the config's ``variant``) that must agree:

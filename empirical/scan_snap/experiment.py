@@ -1,4 +1,4 @@
-"""Scan & Snap training (papers/scan_snap.md §5): one run for the Trainer
+"""Scan & Snap training (docs/papers/scan_snap.md §5): one run for the Trainer
 (:class:`ScanSnapExperiment`, :func:`train`, :func:`run` = the paper row's ``train`` slot), every
 seed of a setting in one call (:func:`train_seeds`, the claims' runs), many runs as one batched
 computation (:func:`train_grid`, Fig. 6), and the same finite-T SGD as a jax stochastic map

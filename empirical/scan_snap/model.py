@@ -1,4 +1,4 @@
-"""The reparameterised 1-layer transformer of Scan & Snap (papers/scan_snap.md §2.2, the official
+"""The reparameterised 1-layer transformer of Scan & Snap (docs/papers/scan_snap.md §2.2, the official
 ``Model2``): ``logits = Y^T LN(X^T b)``, ``b = softmax_t(z_{x_T, x_t})``, and its loss.
 
 Read top to bottom: the model (:class:`DirectYZ`, ``R`` independent copies), the loss

@@ -1,4 +1,4 @@
-"""Scan & Snap on real text (papers/scan_snap.md §5.6; the paper row's ``text`` slot).
+"""Scan & Snap on real text (docs/papers/scan_snap.md §5.6; the paper row's ``text`` slot).
 
 Fig. 7: lowest-layer attention maps of 1- and 3-layer models at iterations 0, 500, 1000, 1500
 (SGD lr 5, FFN lr 10, StepLR 0.95 per epoch, clip 0.5, dropout 0.3, as the official notebook).

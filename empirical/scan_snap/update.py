@@ -1,4 +1,4 @@
-"""Scan & Snap's update rule, optax style (papers/scan_snap.md §2.3, §7).
+"""Scan & Snap's update rule, optax style (docs/papers/scan_snap.md §2.3, §7).
 
 The official code steps the decoder ``Y`` and the attention ``Z`` with two optimisers of the same
 kind and their own learning rates ``eta_Y``, ``eta_Z``: PyTorch's SGD (momentum ``mu``, dampening

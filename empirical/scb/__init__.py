@@ -1,4 +1,4 @@
-"""SCB in PyTorch (papers/scb.md): the real network on the paper's data, logging the theory's
+"""SCB in PyTorch (docs/papers/scb.md): the real network on the paper's data, logging the theory's
 observables. Read in this order:
 
 * :mod:`.data` — the sampler of spec §1.2 and the transfer task's correlated transition;

@@ -1,4 +1,4 @@
-"""SCB data (papers/scb.md §1.2): ``x_1..x_T ~ mu`` iid, the query ``k ~ mu`` outside the context
+"""SCB data (docs/papers/scb.md §1.2): ``x_1..x_T ~ mu`` iid, the query ``k ~ mu`` outside the context
 (Decision 1 A; option B: the query is ``x_T``), the position ``s ~ q^(k)``, the target
 ``x_o ~ P[:, x_s]``; and the downstream transition of the transfer task (Decision 10)."""
 

@@ -1,4 +1,4 @@
-"""SCB training runs (papers/scb.md §2, §6): :class:`SCBExperiment` (one network on one task, for
+"""SCB training runs (docs/papers/scb.md §2, §6): :class:`SCBExperiment` (one network on one task, for
 the :class:`~empirical.trainer.Trainer`), :func:`train` and :func:`run` (the paper table's train
 slot). Variants: preconditioned proximal SGD, plain SGD, softmax attention; transfer through
 ``init``.

@@ -1,4 +1,4 @@
-"""SCB models (papers/scb.md §2): ``yhat = V X a^(k)``, a one-layer linear transformer with one-hot
+"""SCB models (docs/papers/scb.md §2): ``yhat = V X a^(k)``, a one-layer linear transformer with one-hot
 embeddings and query-dependent positional attention, its softmax-attention variant, and the
 squared loss. ``X a`` is a scatter-add (a weighted histogram of the tokens), never a dense one-hot."""
 

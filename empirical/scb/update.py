@@ -1,4 +1,4 @@
-"""SCB's update rule, optax style (papers/scb.md §2 pseudo-code, Decisions 4-7): pure functions of
+"""SCB's update rule, optax style (docs/papers/scb.md §2 pseudo-code, Decisions 4-7): pure functions of
 arrays, ``xp`` = numpy or torch.
 
     state = init(params, xp=torch)

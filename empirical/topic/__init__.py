@@ -1,4 +1,4 @@
-"""Topic structure in PyTorch (papers/topic.md): the documents of §1, BERT-style masking, the
+"""Topic structure in PyTorch (docs/papers/topic.md): the documents of §1, BERT-style masking, the
 one-layer transformer of §2 and the observables of §6. Modules, read in this order:
 
 * :mod:`.data` — vocabulary layouts, documents (tau-topic model, LDA), masking;

@@ -1,4 +1,4 @@
-"""The topic paper's data: vocabulary layouts, documents (papers/topic.md §1.1 tau-topic model,
+"""The topic paper's data: vocabulary layouts, documents (docs/papers/topic.md §1.1 tau-topic model,
 §1.3 LDA) and BERT-style masking (§1.2). Numpy, seeded; token ids are int64.
 
 Vocabulary layouts (``config.vocab``):

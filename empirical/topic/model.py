@@ -1,4 +1,4 @@
-"""The one-layer transformer of papers/topic.md §2.1, its loss on the selected positions and the
+"""The one-layer transformer of docs/papers/topic.md §2.1, its loss on the selected positions and the
 attention statistics of §5.6 (read top to bottom). Float64 by default.
 
 ``f = W_pred (W_V Z) Attn + b``, ``Z = W_E X``, column-wise softmax over keys; no FFN, LayerNorm

@@ -1,4 +1,4 @@
-"""The topic paper's real-text protocol (papers/topic.md §5 items 1 and 7; the paper row's
+"""The topic paper's real-text protocol (docs/papers/topic.md §5 items 1 and 7; the paper row's
 ``text`` slot): LDA topics of the WikiText-2 training text, the top fraction of words per topic
 (non-overlapping), and same-topic / different-topic ratios of embedding cosine, embedding dot
 product and attention weight, for a masked-LM-trained model and its random initialisation (the

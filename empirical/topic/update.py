@@ -2,7 +2,7 @@
 of mappings ``name -> array`` (parameters, gradients, state), written once for any array module
 ``xp`` (``numpy`` or ``torch``).
 
-The official code's optimisers (papers/topic.md §2.2), picked by ``config.optimizer`` with step
+The official code's optimisers (docs/papers/topic.md §2.2), picked by ``config.optimizer`` with step
 size ``config.lr`` (``config.kq_lr_ratio * config.lr`` for ``W_K`` and ``W_Q``: the two-stage
 map's learning-rate ratio, :func:`learning_rates`):
 

@@ -1,4 +1,4 @@
-"""JoMA figures and the theory-vs-practice comparison (papers/joma.md §2, §3, §5).
+"""JoMA figures and the theory-vs-practice comparison (docs/papers/joma.md §2, §3, §5).
 
 * :mod:`.compare` — the measurements and :func:`compare` (the paper row's ``compare`` slot);
 * :mod:`.claims` — the headline claims (``claims.toml``), decided over seeds with validity maps:

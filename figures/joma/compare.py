@@ -1,4 +1,4 @@
-"""JoMA theory vs practice (papers/joma.md §2, §3, §5): the measurements behind `tdyn compare joma`.
+"""JoMA theory vs practice (docs/papers/joma.md §2, §3, §5): the measurements behind `tdyn compare joma`.
 
 * **Headline** (:func:`headline`): the ``mixture`` network — finite token sequences from Theorem
   3's class mixture, softmax attention over the positions, tanh MLP, cross-entropy — against the

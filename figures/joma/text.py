@@ -1,4 +1,4 @@
-"""JoMA on WikiText-2 (papers/joma.md §5 Figs. 6 and 8): figures, tables and claims.
+"""JoMA on WikiText-2 (docs/papers/joma.md §5 Figs. 6 and 8): figures, tables and claims.
 
 The runs are :class:`empirical.joma.text.JomaTextConfig`'s protocol, made once per process and
 setting by the shared :func:`figures.realtext.results` (its store: ``<outdir>/wikitext_runs``,

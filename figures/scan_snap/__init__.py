@@ -1,4 +1,4 @@
-"""Scan & Snap figures and the theory-vs-practice comparison (papers/scan_snap.md §3-§6).
+"""Scan & Snap figures and the theory-vs-practice comparison (docs/papers/scan_snap.md §3-§6).
 
 * :mod:`.compare` — :func:`compare` (the paper row's ``compare`` slot): the trained network vs the
   T = inf ODE, where agreement breaks (:class:`~figures.report.Break` rows);

@@ -1,4 +1,4 @@
-"""Scan & Snap's minibatch SDE against count-vector SGD (issue 20): calibration, the finite-T
+"""Scan & Snap's minibatch SDE against count-vector SGD: calibration, the finite-T
 shift claim, SVAG.
 
 The SDE is :func:`theory.scan_snap.sde.count_sde` (finite-T drift ``E_q[g]``, diffusion
@@ -7,7 +7,7 @@ The SDE is :func:`theory.scan_snap.sde.count_sde` (finite-T drift ``E_q[g]``, di
 the full ``(Y, Z)`` parameters, no symmetry imposed), both logged on ``config.ode_times()``.
 
 * :func:`calibration` — coverage of the runs by the SDE's 50/80/90% bands and the pooled variance
-  ratio, per observable, at ``T = 32, 128, 1024`` (issue 20) — rows for the compare report
+  ratio, per observable, at ``T = 32, 128, 1024`` — rows for the compare report
   (:class:`figures.report.Break`).
 * The SDE's own claim (``sde_finite_t_shift`` at the end of ``claims.toml``): finite ``T`` shifts the
   final DT entropy away from the ``T = inf`` dynamics and the SDE predicts where it goes —

@@ -38,7 +38,7 @@ __all__ = ["compare", "compare_data", "COMPARE_TOL", "theory_trajectory", "reduc
            "practice_z_rows", "theory_z_rows", "coords", "y_names", "z_names", "regime_agreement",
            "momentum_gap", "sde_calibration"]
 
-#: Acceptance tolerance on rel_l2 inside the theory's regime (issue 3, criterion 2).
+#: Acceptance tolerance on rel_l2 inside the theory's regime.
 COMPARE_TOL = 0.05
 
 # ------------------------------------------------------------------------------------------------

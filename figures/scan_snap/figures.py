@@ -1,4 +1,4 @@
-"""Scan & Snap figures (papers/scan_snap.md §5): :data:`FIGURES`, the paper row's ``figures`` slot.
+"""Scan & Snap figures (docs/papers/scan_snap.md §5): :data:`FIGURES`, the paper row's ``figures`` slot.
 
 Every figure function has the signature ``fig_x(outdir | None, quick, *, device) -> data``: it
 returns the data it plots, ends in :func:`figures.core.finish_figure` (saved as
@@ -273,7 +273,7 @@ def _sde_labels(config) -> dict[str, str]:
 
 
 def fig_sde_overlay(outdir=None, quick: bool = True, *, device: str = "auto", T: int = 32):
-    """The minibatch SDE (issue 20) beside the ``T = inf`` ODE and count-vector SGD at finite ``T``
+    """The minibatch SDE beside the ``T = inf`` ODE and count-vector SGD at finite ``T``
     (Syn-Small, zero init, plain SGD, batch 32; :mod:`.calibration`): the SDE's 10-90% band, 24 of
     the SGD runs, the ODE. Returns ``(ode, sde, runs)``."""
     from . import calibration as cal

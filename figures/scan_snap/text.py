@@ -1,4 +1,4 @@
-"""Scan & Snap on real text (papers/scan_snap.md §5.6): the WikiText-2 figures (Figs. 7 and 10)
+"""Scan & Snap on real text (docs/papers/scan_snap.md §5.6): the WikiText-2 figures (Figs. 7 and 10)
 and the claims decided on the same runs.
 
 The protocol is :class:`empirical.scan_snap.text.ScanSnapTextConfig` (the paper row's ``text``

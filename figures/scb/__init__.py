@@ -1,11 +1,11 @@
-"""SCB figures and the theory-vs-practice comparison (papers/scb.md §3.4, §4, §5, §6).
+"""SCB figures and the theory-vs-practice comparison (docs/papers/scb.md §3.4, §4, §5, §6).
 
 * :mod:`.compare` — :func:`compare` (the paper table's ``compare`` slot) -> a
   :class:`~figures.report.Report`, and the data the report and the figures share;
 * :mod:`.claims` — the headline claims and the code deciding them;
 * :mod:`.figures` — :data:`FIGURES` (the table's ``figures`` slot; ``figures.core.make_figures``
   collects their files and writes ``report.json``);
-* :mod:`.calibration` — the minibatch SDE against real SGD (issue 20): coverage at 50/80/90%, variance
+* :mod:`.calibration` — the minibatch SDE against real SGD: coverage at 50/80/90%, variance
   ratios, the (eta_A, batch) map, the SDE claim's functions (``claims.toml``: sde_band_coverage) and
   SVAG's weak error vs l (Li, Malladi & Arora 2021);
 * :mod:`.l1` — the l1-proximal vs vanilla SGD figure, from the l1 claims' runs.

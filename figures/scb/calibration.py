@@ -1,4 +1,4 @@
-"""SCB's minibatch SDE calibrated against real SGD (issue 20; spec §3.6).
+"""SCB's minibatch SDE calibrated against real SGD (spec §3.6).
 
 * :func:`calibration` — at the overlay preset (small batch, the SDE's regime): coverage of the SGD
   runs' (t > 0) points by the SDE's central 50/80/90% bands with run-bootstrap intervals and the
@@ -42,7 +42,7 @@ __all__ = ["calibration", "calibration_rows", "band_coverage_statistic", "sde_qu
 
 #: paths of the reference ensemble whose quantiles are the bands
 BAND_PATHS = 512
-#: the band level the SDE claim judges (issue 20: 50/80/90 reported; the claim decides 80)
+#: the band level the SDE claim judges (the claim decides 80)
 CLAIM_LEVEL = 0.8
 #: (eta_A values, batches) of the calibration map: quick, full
 MAP_GRID = {True: ((0.1, 0.4), (4, 32)), False: ((0.05, 0.1, 0.2, 0.4), (2, 4, 8, 32, 128))}

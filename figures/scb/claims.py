@@ -1,5 +1,5 @@
-"""SCB's headline claims, decided over seeds inside the paper's regime (papers/scb.md §3.4, §3.5,
-§5, §6; issue 19).
+"""SCB's headline claims, decided over seeds inside the paper's regime (docs/papers/scb.md §3.4, §3.5,
+§5, §6).
 
 ``claims`` (the row's ``claims`` slot) decides the registry ``claims.toml`` beside this module
 (the schema: ``docs/claims.md``); the functions it names are below, one group per protocol:

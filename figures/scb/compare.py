@@ -1,4 +1,4 @@
-"""SCB theory vs practice: :func:`compare` -> :class:`~figures.report.Report` (papers/scb.md §3.4,
+"""SCB theory vs practice: :func:`compare` -> :class:`~figures.report.Report` (docs/papers/scb.md §3.4,
 §5, §6), and the computations the report and the figures share.
 
 * observables — one network trained inside the theory's regime (``SCBConfig.preset("compare")``:
@@ -10,7 +10,7 @@
 * claims — the registry's :class:`~figures.claims.ClaimResult` (:mod:`.claims`, decided over seeds
   with their validity maps; the map cells are in the claims' store, so after ``tdyn claims`` or
   the figures' claims step the report only reads them), then ``sde_band_calibrated`` (spec §3.6,
-  a single-run claim on :func:`overlay_data` until issue 20's registry entry replaces it);
+  a single-run claim on :func:`overlay_data` until a registry entry replaces it);
 * :func:`escape_time_table` and :func:`transfer_table` — the escape and transfer claims' runs (the
   same cached computation their map cells use) as tables for the figures.
 

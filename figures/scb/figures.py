@@ -1,4 +1,4 @@
-"""SCB figures (papers/scb.md §3.4, §4, §6): :data:`FIGURES`, the paper table's ``figures`` slot.
+"""SCB figures (docs/papers/scb.md §3.4, §4, §6): :data:`FIGURES`, the paper table's ``figures`` slot.
 Each ``fig_x(outdir | None, quick, *, device)`` draws data computed in :mod:`.compare` (the same
 data the report judges), ends in :func:`~figures.core.finish_figure` (saved when ``outdir`` is
 given) and returns the data it plotted, so tests check numbers.

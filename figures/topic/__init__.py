@@ -1,4 +1,4 @@
-"""Topic figures and the theory-vs-practice comparison (papers/topic.md §3-§6).
+"""Topic figures and the theory-vs-practice comparison (docs/papers/topic.md §3-§6).
 
 * :mod:`.compare` — :func:`compare` (the paper row's ``compare`` slot): the stage-1 run against
   the derived ODE, the joint two-stage run, the paper's attention table; where agreement breaks

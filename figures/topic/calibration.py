@@ -1,4 +1,4 @@
-"""The topic SDE held against real SGD (issue 20): calibration numbers, where it breaks, and the
+"""The topic SDE held against real SGD: calibration numbers, where it breaks, and the
 functions of the SDE's own claim (``sde_calibration`` in ``claims.toml``).
 
 The SDE (:mod:`theory.topic.sde`) is stage 1 in the full ``(W, b)`` space with the noise of the

@@ -1,4 +1,4 @@
-"""The topic paper's claims (papers/topic.md §3-§5), decided over seeds with validity maps.
+"""The topic paper's claims (docs/papers/topic.md §3-§5), decided over seeds with validity maps.
 
 ``claims`` (the row's ``claims`` slot) decides the registry ``claims.toml`` beside this module
 (:mod:`figures.claims`; schema in docs/claims.md). Its runs are

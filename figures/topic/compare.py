@@ -207,7 +207,7 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
         details["attention_table"] = table_rows(quick, device)
     # the registry's claims and the real-text claims (when a corpus is there), all decided over seeds
     results = decide_claims(quick=quick, device=device)
-    # the minibatch SDE against real SGD (issue 20): coverage, variance ratios, (lr, batch) map, its claim
+    # the minibatch SDE against real SGD: coverage, variance ratios, (lr, batch) map, its claim
     details["sde_calibration"], sde_breaks = sde_calibration.report(quick, sde_calibration.device_type(device))
     breaks += sde_breaks
     return Report("topic", f"{regime1}; {regime2}", observables, results, breaks, details=details)

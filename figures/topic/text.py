@@ -1,4 +1,4 @@
-"""The topic paper on real text (papers/topic.md §5 items 1 and 7): the WikiText-2 ratios figure
+"""The topic paper on real text (docs/papers/topic.md §5 items 1 and 7): the WikiText-2 ratios figure
 and the claims decided on the same runs.
 
 The protocol is :class:`empirical.topic.text.TopicTextConfig` (the paper row's ``text`` slot; one

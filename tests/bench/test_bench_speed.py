@@ -1,4 +1,4 @@
-"""A speed **report**, not a test of speed: the goals of issue 11, each measured as a ratio against
+"""A speed **report**, not a test of speed: the speed goals, each measured as a ratio against
 its baseline in the same run (`make bench`; skipped by default). Speed is never a timed assertion:
 each goal is recorded beside its measurement (``met``: whether this machine, at this load, reached
 it) and never asserted, so a slow or busy machine cannot fail the suite. At the end the report table

@@ -1,5 +1,4 @@
-"""`make bench` rows of the topic SDE (issue 20's goal: 1000 paths over the compare horizon in <= 10 s
-on 2 cores, warm; reported, never asserted): stage 1 in the full (W, b) space on the jax engine
+"""`make bench` rows of the topic SDE (reported, never asserted): stage 1 in the full (W, b) space on the jax engine
 (the model applies its structured diffusion itself, ``TopicSDE.increment``).
 
 * the quick compare horizon (``stage1`` preset, quick: T=5, v=4, 600 steps; 147 numbers a path);

@@ -1,4 +1,4 @@
-"""Checkpoint overhead of training (issue 21), as time ratios against training without checkpoints
+"""Checkpoint overhead of training, as time ratios against training without checkpoints
 in the same run (skipped by default; `make bench`): the default time interval (every 60 s) must
 cost under 5 %; the old default, a checkpoint at every logging step, is shown for comparison."""
 

@@ -1,4 +1,4 @@
-"""Interrupt-safe training (issue 21): a real SIGINT/SIGTERM to a real ``tdyn train`` keeps the
+"""Interrupt-safe training: a real SIGINT/SIGTERM to a real ``tdyn train`` keeps the
 trajectory logged so far as ``FILE.partial.nc`` (up to the last logging step before the signal),
 saves the checkpoint at the step reached, prints one line saying how to resume, and the resumed
 run equals the uninterrupted one bit for bit. Checkpoint intervals: steps or seconds."""

@@ -20,7 +20,7 @@ from figures.sweep import using_sweep
 from helpers.tiny_row import tiny_registered
 from theory import ConfigError
 
-#: the keys the acceptance of issue 19 names, and the rest of a claim's JSON
+#: the keys the acceptance of the claims names, and the rest of a claim's JSON
 KEYS = {"verdict", "interval", "seeds", "regime", "falsifier", "grade", "statement", "estimate", "statistic",
         "where_it_breaks", "map"}
 

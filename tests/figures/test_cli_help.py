@@ -1,4 +1,4 @@
-"""README and help true and complete (issue 21): every option of every command has help text,
+"""README and help true and complete: every option of every command has help text,
 the papers and their variants are listed in help, near-miss names get a "did you mean", every
 flag the README shows exists, the README's output folder is where figures go, the cluster extra is
 installable as the README says, and the API reference builds (pdoc)."""

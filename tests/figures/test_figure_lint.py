@@ -1,8 +1,8 @@
-"""Every figure function of every paper passes the style lint (issue 21), checked from the
+"""Every figure function of every paper passes the style lint, checked from the
 matplotlib objects each figure function hands to finish_figure (not from pixels): called for its
 data only (outdir None) inside collecting(), in quick mode. Long (every figure of every paper):
 `make test-slow`. A paper whose row still has its own make_figures callable is skipped until it
-moves to a FIGURES tuple (issue 18); a paper whose figures still fail is marked in NOT_YET until
+moves to a FIGURES tuple; a paper whose figures still fail is marked in NOT_YET until
 the per-paper phase of issue 21 fixes them (then the mark goes)."""
 
 import pytest

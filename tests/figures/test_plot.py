@@ -1,4 +1,4 @@
-"""``tdyn plot FILE.nc [--vs OTHER.nc]`` (issue 21): every observable of a saved trajectory in the
+"""``tdyn plot FILE.nc [--vs OTHER.nc]``: every observable of a saved trajectory in the
 shared style — SDE ensembles as bands, stacked runs as seed spreads, a theory-vs-practice overlay —
 passing the figure lint; bad files are one error line."""
 

@@ -1,4 +1,4 @@
-"""Progress (issue 21): bars on stderr only on a terminal (or TDYN_PROGRESS=always), never with
+"""Progress: bars on stderr only on a terminal (or TDYN_PROGRESS=always), never with
 --no-progress; an opaque step's ETA comes from its duration last time; grids of runs drive a bar
 through empirical.sweeps' hook; make_figures names each figure it makes."""
 

@@ -1,5 +1,5 @@
 """figures/realtext.py and the real-text protocols run as sweep cells (JoMA Figs. 6/8 here; Scan &
-Snap's in tests/empirical/scan_snap/test_text.py; issue 11 item 5): the same numbers as the runs made
+Snap's in tests/empirical/scan_snap/test_text.py): the same numbers as the runs made
 directly with ``train_text``, a store that makes a rerun compute nothing and an interrupted protocol
 resume, a failing run recorded while the others finish, and local worker processes giving the
 in-process numbers. Tiny corpus on disk (cells read their corpus from a path, as spawned workers must)."""

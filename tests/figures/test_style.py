@@ -1,4 +1,4 @@
-"""One figure style (issue 21): the lint reads a figure's matplotlib objects and names what a
+"""One figure style: the lint reads a figure's matplotlib objects and names what a
 reviewer would reject (no label, a legend missing a curve or covering data, a heatmap without a
 colourbar, internal names, too many panels in a row); a figure made with the helpers passes;
 finish_figure writes PNG + PDF and records lint problems with the collector."""

@@ -1,4 +1,4 @@
-"""The `make bench` row of an SDE model (imported as ``helpers.bench_sde``): issue 20's goal, "1000
+"""The `make bench` row of an SDE model (imported as ``helpers.bench_sde``): the goal "1000
 paths over the compare horizon in <= 10 s on 2 cores", per engine, warm (compiled once first).
 
     bench_sde(bench_row, benchmark, "scb reduced SDE", model, t)   # a paper's row, next phase

@@ -41,7 +41,7 @@ def pack(X, G, V, s, z, tau, Mc, K, N):
     return y, params
 
 
-# ---- the block SDE as it was built by hand before issue 20 (the reference "today's model") ------
+# ---- the block SDE as it was built by hand before the derived noise (the reference "today's model") ------
 class RowCovarianceSDE:
     """The pre-issue-20 JoMA SDE (``theory/joma/sde.py`` until the noise was derived): drift the
     mean over the ``N`` rows of :func:`theory.joma.block_flow`'s per-row flows ``F_n``, diffusion

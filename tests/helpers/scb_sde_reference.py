@@ -1,4 +1,4 @@
-"""Today's SCB SDE engines as they were before issue 20 (hand-built noise), kept as independent
+"""Today's SCB SDE engines as they were before the derived noise (hand-built noise), kept as independent
 references for the derived SDEs of theory.scb.sde: the full (V, A) minibatch SDE with Gumbel
 sampling of every token (``MinibatchSDE``) and the reduced SDE of spec §3.6 with its hand-written
 drift (``reduced_drift``) and per-sample projection (``projected_per_sample``). The tests hold the

@@ -1,4 +1,4 @@
-"""Equations that paste (issue 21): ``tdyn derive P --format latex`` is a complete ``align``
+"""Equations that paste: ``tdyn derive P --format latex`` is a complete ``align``
 environment with rows of at most 120 characters for every paper, ``--standalone`` compiles with
 pdflatex (where installed), long right-hand sides are broken through named intermediates without
 losing or changing a term, ``\\dot`` sits on the base symbol, sums open with a positive term, and the
@@ -115,7 +115,7 @@ def test_dot_over_base_readable_order_and_lambda():
 
 
 def test_noise_covariance_is_printed_when_present():
-    """A system with ``noise.covariance`` (issue 20's field; set by hand here) prints
+    """A system with ``noise.covariance`` (set by hand here) prints
     Sigma = Cov/B and the upper triangle of the covariance's non-zero entries."""
     x, y = sp.symbols("x y", real=True)
     B, s2 = sp.symbols("B sigma", positive=True)

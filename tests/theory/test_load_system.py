@@ -1,4 +1,4 @@
-"""JSON round trip (issue 21): ``tdyn derive P --format json --system NAME`` writes one system that
+"""JSON round trip: ``tdyn derive P --format json --system NAME`` writes one system that
 ``theory.load_system`` reads back to an equivalent system; a document of several needs a name and
 the error names the available ones. No state or definition of a paper reads as a parameter."""
 

@@ -1,6 +1,6 @@
 """JoMA — joint MLP/attention dynamics of one Transformer block (Tian et al., ICLR 2024).
 
-Spec: ``papers/joma.md``. Split by concern:
+Spec: ``docs/papers/joma.md``. Split by concern:
 
 * :mod:`.derive` — the sympy derivation (per-sample objective -> block flow, Theorem 1
   invariants, integrated-out dynamics, Theorem 2, the nonlinear ODEs, HBLT co-occurrence);

@@ -37,7 +37,7 @@ from ..params import ALL_VARIANTS, ParamsBase, Preset
 __all__ = ["estimate", "PAPER", "SPEC", "ATTENTIONS", "ACTIVATIONS", "FIG4_MU", "JomaConfig", "Config"]
 
 PAPER = "joma"
-SPEC = "papers/joma.md"
+SPEC = "docs/papers/joma.md"
 #: attention kernels of spec §1.1 (the ``attention`` setting)
 ATTENTIONS = ("linear", "exp", "softmax")
 ACTIVATIONS = ("linear", "tanh", "relu")

@@ -1,6 +1,6 @@
 """JoMA derivation — joint MLP/attention dynamics of one Transformer block (Tian et al., ICLR 2024).
 
-Spec: ``papers/joma.md``. Everything below is derived from the model definition (spec §1.1):
+Spec: ``docs/papers/joma.md``. Everything below is derived from the model definition (spec §1.1):
 ``b = sigma(z) o x / A`` (linear / exp / softmax attention over contextual tokens, logit
 temperature ``tau`` for exp and softmax), residual ``f = U_C b + u_q``, lower MLP
 ``h_k = phi(w_k^T f) = phi(v_k^T b + s_k)``, stationary back-propagated gradient ``g_k``

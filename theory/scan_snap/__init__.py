@@ -1,6 +1,6 @@
 """Scan & Snap — training dynamics of a 1-layer transformer (Tian, Wang, Chen, Du, NeurIPS 2023).
 
-Spec: ``papers/scan_snap.md``. Reparameterised model (spec §2.2): decoder ``Y`` (attended token ->
+Spec: ``docs/papers/scan_snap.md``. Reparameterised model (spec §2.2): decoder ``Y`` (attended token ->
 output token) and attention logits ``Z`` (query row, key column); the attended mixture is
 l2-normalised in token space; the query does not attend to itself.
 

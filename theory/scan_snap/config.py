@@ -1,4 +1,4 @@
-"""Scan & Snap configuration and data layout (spec ``papers/scan_snap.md`` §1.4, §2.3, §8).
+"""Scan & Snap configuration and data layout (spec ``docs/papers/scan_snap.md`` §1.4, §2.3, §8).
 
 :class:`ScanSnapConfig` owns every setting of every variant (data generator, model, optimiser,
 closed-form inputs), the variants (the data paths), the presets (the theory's regime, the official
@@ -21,7 +21,7 @@ from ..params import ParamsBase, Preset
 __all__ = ["estimate", "PAPER", "SPEC", "ScanSnapConfig", "Config", "ScanSnapTask", "make_task"]
 
 PAPER = "scan-snap"
-SPEC = "papers/scan_snap.md"
+SPEC = "docs/papers/scan_snap.md"
 
 #: the theory's regime (compare's observables): Syn-Small, zero init, plain SGD (t = step), large
 #: batch, long sequences (count vectors: cost independent of T), eta_Y = eta_Z = 1

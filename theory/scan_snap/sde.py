@@ -1,5 +1,4 @@
-"""Scan & Snap's minibatch SDE: finite-T count-vector SGD on the symmetric subspace (issue 20;
-spec §1.3, §8 Decision 9). The row's ``sde`` slot is :func:`sde`.
+"""Scan & Snap's minibatch SDE: finite-T count-vector SGD on the symmetric subspace (spec §1.3, §8 Decision 9). The row's ``sde`` slot is :func:`sde`.
 
 **The noise** is derived in :mod:`.derive` (``full_system(config, noise=True).noise``): the
 per-sample loss ``l(theta; q)`` of one sequence — the class objective ``J_n`` with the sequence's

@@ -1,6 +1,6 @@
 """SCB — sparse contextual bigrams learned by a linear transformer (Ren, Wang, Lee, NeurIPS 2024).
 
-Spec: ``papers/scb.md``. Conventions (spec §1.2, Decisions 1–5): column-stochastic ``P`` with
+Spec: ``docs/papers/scb.md``. Conventions (spec §1.2, Decisions 1–5): column-stochastic ``P`` with
 stationary ``mu``; query ``k = x_{T+1}`` outside the context; ``q^(k)`` uniform on ``Q`` random
 positions per query (``rho = 1/Q``); model ``yhat = V X a^(k)``; squared loss; preconditioners
 ``V D^{-1}`` and ``a_k / mu_k``; mu_k-weighted l1 penalty (uniform threshold ``eta_A * lam``).

@@ -1,4 +1,4 @@
-"""SCB configuration and task instance (papers/scb.md §1.2, §2, §8 Decisions).
+"""SCB configuration and task instance (docs/papers/scb.md §1.2, §2, §8 Decisions).
 
 :class:`SCBConfig` owns every setting of every variant (the theory, the three training variants
 and the transfer task) and SCB's **time convention**; :func:`make_task` draws the instance
@@ -22,7 +22,7 @@ __all__ = ["PAPER", "SPEC", "estimate", "SCBConfig", "SCBTask", "make_task", "st
 
 #: the paper's key in the paper table and its specification
 PAPER = "scb"
-SPEC = "papers/scb.md"
+SPEC = "docs/papers/scb.md"
 
 
 @dataclass(frozen=True)

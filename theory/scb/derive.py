@@ -1,4 +1,4 @@
-"""SCB derivation: population loss on the invariant manifold -> preconditioned flow (papers/scb.md §3).
+"""SCB derivation: population loss on the invariant manifold -> preconditioned flow (docs/papers/scb.md §3).
 
 Nothing here is typed from the paper's printed equations:
 
@@ -10,7 +10,7 @@ Nothing here is typed from the paper's printed equations:
 3. the l1/proximal variant in the ``(u, w)`` coordinates (spec §3.3);
 4. the stage-1 linearisation by a sympy Jacobian, its closed-form solution and the escape time
    (spec §3.4);
-5. the minibatch noise (issue 20): the squared loss of one sequence (:func:`per_sample_loss`, whose
+5. the minibatch noise: the squared loss of one sequence (:func:`per_sample_loss`, whose
    expectation is the population loss of step 1) differentiated with the flow's own
    preconditioner — on the manifold (:func:`noise_system`), on the full ``(V, A)``
    (:func:`full_system`), and the off-manifold parts that feed the reduced SDE's energies
@@ -45,7 +45,7 @@ __all__ = [
 
 
 # Symbols ----------------------------------------------------------------------------------------
-# a_k = xi_k 1 + beta_k q_k: beta is the spec's eta_k (papers/scb.md §3.3), renamed so that the state
+# a_k = xi_k 1 + beta_k q_k: beta is the spec's eta_k (docs/papers/scb.md §3.3), renamed so that the state
 # does not read as one of the learning rates eta_V, eta_A
 zeta, omega, xi, beta = sp.symbols("zeta omega xi beta", real=True)
 u, w = sp.symbols("u w", real=True)
@@ -61,7 +61,7 @@ ESCAPE_LEVEL = 0.5
 # ------------------------------------------------------------------------------------------------
 # 1. Gram tables: the lemmas behind the reduction (each checked numerically in tests/theory/scb/test_derive.py)
 # ------------------------------------------------------------------------------------------------
-# Matrix basis (P_tilde, mu 1^T); P = P_tilde + mu 1^T has coordinates (1, 1).  papers/scb.md §3.3
+# Matrix basis (P_tilde, mu 1^T); P = P_tilde + mu 1^T has coordinates (1, 1).  docs/papers/scb.md §3.3
 #   tr(X Sigma Y^T):  Sigma 1 = 0 kills mu1^T;  P_tilde Sigma = P Sigma  -> tr(P Sigma P^T) = K
 SIGMA_FORM = BilinearForm(sp.Matrix([[K, 0], [0, 0]]), "tr(X Sigma Y^T)")
 #   (X mu)^T (Y mu):  P_tilde mu = 0,  mu 1^T mu = mu  -> m2 = |mu|^2
@@ -388,7 +388,7 @@ def stage1_linearisation() -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------
-# 4. The per-sample loss and the minibatch noise (spec §2, §3.2, §3.6; issue 20)
+# 4. The per-sample loss and the minibatch noise (spec §2, §3.2, §3.6)
 # ------------------------------------------------------------------------------------------------
 # One sample is one sequence: the query k, the context X (N x T one-hot columns) and the target y
 # (one-hot). The model reads the context only through h = X a^(k), the attention-weighted token

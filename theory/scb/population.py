@@ -1,4 +1,4 @@
-"""SCB population quantities of the full parameters ``(V, A)`` (papers/scb.md §3.1-3.3, §4).
+"""SCB population quantities of the full parameters ``(V, A)`` (docs/papers/scb.md §3.1-3.3, §4).
 
 Independent of the sympy derivation (tests hold one against the other). Every formula takes an
 array module ``xp`` (``numpy`` by default, ``jax.numpy`` in the SDE drift), so numpy observables

@@ -1,4 +1,4 @@
-"""SCB minibatch-SGD SDEs for :func:`simulate.solve_sde` (papers/scb.md §3.6), built on the noise
+"""SCB minibatch-SGD SDEs for :func:`simulate.solve_sde` (docs/papers/scb.md §3.6), built on the noise
 derived from the squared loss of one sequence (:mod:`theory.scb.derive`, :mod:`theory.noise`);
 time in optimiser steps (``SCBConfig.ode_time``), sampled at ``config.ode_times()``.
 

@@ -1,4 +1,4 @@
-"""Topic structure in a one-layer transformer (Li, Li, Risteski, ICML 2023; spec ``papers/topic.md``).
+"""Topic structure in a one-layer transformer (Li, Li, Risteski, ICML 2023; spec ``docs/papers/topic.md``).
 
 Everything is derived from the masked-LM objective; the spec's printed equations are only checked
 against the derivation in ``tests/theory/topic/``. Modules, by concern:

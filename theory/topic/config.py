@@ -1,5 +1,5 @@
 """``TopicConfig``: data, masking, model, optimiser and variant settings of one topic-model run
-(spec ``papers/topic.md`` §1, §2, §8 Decisions), and the paper's time convention.
+(spec ``docs/papers/topic.md`` §1, §2, §8 Decisions), and the paper's time convention.
 
 Time (the one place it is stated): **one unit of ODE time is one optimiser step**. The derived
 flows carry the learning rate in their right-hand side (``eta = lr``), so the gradient-flow time
@@ -20,7 +20,7 @@ from ..params import ParamsBase, Preset
 __all__ = ["estimate", "PAPER", "SPEC", "KEY_VARIANTS", "VARIANTS", "TopicConfig", "Config"]
 
 PAPER = "topic"
-SPEC = "papers/topic.md"
+SPEC = "docs/papers/topic.md"
 KEY_VARIANTS = ("theory", "code")
 
 #: shared settings of the two-stage presets (quick and full differ in N, batch, steps)

@@ -309,7 +309,7 @@ def embedding_system(keys: str = "theory") -> ReducedSystem:
 
 
 # ------------------------------------------------------------------------------------------------
-# One document's loss and the minibatch noise in the full (W, b) space (issue 20; spec "SDE note")
+# One document's loss and the minibatch noise in the full (W, b) space (spec "SDE note")
 # ------------------------------------------------------------------------------------------------
 #: labelled (selected) positions per document: the label frequencies are Multinomial(n_sel, u_S)/n_sel
 n_sel = sp.Symbol("n_sel", positive=True)

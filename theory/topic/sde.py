@@ -1,4 +1,4 @@
-"""The topic paper's minibatch SDE (issue 20; spec "SDE note"): stage 1 in the full ``(W, b)`` space.
+"""The topic paper's minibatch SDE (spec "SDE note"): stage 1 in the full ``(W, b)`` space.
 
 The noise is derived from the per-sample loss of one document (:func:`.derive.document_loss`: the
 mean squared error over its ``n_sel`` selected positions, uniform attention, context ``x_bar_S``)

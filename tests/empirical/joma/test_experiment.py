@@ -1,4 +1,4 @@
-"""empirical/joma/experiment.py: trained networks vs theory (papers/joma.md §2, §3, §5) — trained toys
+"""empirical/joma/experiment.py: trained networks vs theory (docs/papers/joma.md §2, §3, §5) — trained toys
 keep the invariant, show NC(zhat, z) > 0.9, drop-then-bounce and HBLT learning order; the mixture
 network with the ODE's own objective converges to the ODE at first order; hier's observables match
 independent computations and every setting reaches it; same seed -> same numbers; resume."""

@@ -1,8 +1,8 @@
 """Speed of the count-vector paths vs the sequence path (pytest-benchmark; `make bench`).
 
 Reported as ratios against a baseline measured in the same run: the torch counts
-path at T = 128 and 1024 (issue 3, criterion 3); the count engine (numba) at T = 128 and 4096
-(issue 11, item 2). The asserted parts are agreements (same loss on the same counts; multinomial
+path at T = 128 and 1024; the count engine (numba) at T = 128 and 4096
+. The asserted parts are agreements (same loss on the same counts; multinomial
 totals); the speeds go to ``extra_info`` and the speed table (``bench_row``). The Fig. 6 protocol's
 benchmark is in tests/figures/scan_snap/test_fig6_benchmark.py."""
 

@@ -1,5 +1,5 @@
 """empirical/scan_snap/text.py: the real-text protocol (Figs. 7 and 10) runs its runs as sweep cells
-(issue 11 item 5): on two local worker processes, the same numbers as the runs made directly with
+: on two local worker processes, the same numbers as the runs made directly with
 ``train_text``. Tiny corpus on disk (cells read their corpus from a path, as spawned workers must)."""
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""`make bench` row of the SCB claims (issue 19): 12 seeds of one map point in one batched call
+"""`make bench` row of the SCB claims: 12 seeds of one map point in one batched call
 (:func:`empirical.scb.l1.train_seeds`) against a loop of per-seed Trainer runs
 (:func:`empirical.scb.train`), same config, measured in the same run (goal >= 5x on 2 cores;
 reported, not asserted). Asserted: the batched run equals the loop's last seed."""

@@ -1,4 +1,4 @@
-"""empirical.topic.data: the documents and masking laws of papers/topic.md §1 (tau-topic model,
+"""empirical.topic.data: the documents and masking laws of docs/papers/topic.md §1 (tau-topic model,
 the official LDA layout)."""
 
 from __future__ import annotations

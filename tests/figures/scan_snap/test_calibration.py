@@ -1,4 +1,4 @@
-"""Scan & Snap's SDE against count-vector SGD (figures/scan_snap/calibration.py, issue 20): the
+"""Scan & Snap's SDE against count-vector SGD (figures/scan_snap/calibration.py): the
 SDE's claim (theory passes its criterion; planted violations fail), the calibration rows."""
 
 from pathlib import Path

@@ -19,7 +19,7 @@ def reg():
 
 
 def test_registry_claims_and_their_maps_reach_inside_and_outside_the_regime(reg):
-    # the SDE's own claim (issue 20) last: tests/figures/scan_snap/test_calibration.py; Theorem 4's
+    # the SDE's own claim last: tests/figures/scan_snap/test_calibration.py; Theorem 4's
     # claim is concluded outside the registry (snap_claims.toml: no runnable in-regime point)
     assert reg.names == ["reduced_ode_matches_training", "entropy_falls_with_eta_z", "sde_finite_t_shift"]
     for spec in reg.claims[:2]:

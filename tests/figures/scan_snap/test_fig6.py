@@ -1,4 +1,4 @@
-"""Scan & Snap Fig. 6 through the sweep runner (issue 11 item 5): one cell = one (panel, eta_Z)
+"""Scan & Snap Fig. 6 through the sweep runner: one cell = one (panel, eta_Z)
 row with its ratios x seeds trained in one vectorised call; the store makes the grid resumable. On
 a tiny grid (#last = 1, eta_Z in {0.5, 3}, ratios {1, 10}, 2 seeds, 5 steps):
 

@@ -1,5 +1,5 @@
 """Speed of the Fig. 6 protocol through the sweep runner on the count engine against the torch grid
-(pytest-benchmark; `make bench`), measured in the same run (issue 11, item 2); the asserted part is
+(pytest-benchmark; `make bench`), measured in the same run; the asserted part is
 the agreement of the two tables within seed noise."""
 
 import pytest

@@ -76,7 +76,7 @@ def test_calibration_at_the_overlay_preset():
 
 
 # ------------------------------------------------------------------------------------------------
-# SVAG (issue 20 item 4)
+# SVAG
 # ------------------------------------------------------------------------------------------------
 def test_svag_figure_passes_the_lint_on_small_sizes(tmp_path, monkeypatch):
     """fig_svag is drawn with figures.style and passes the strict lint; its table holds one row

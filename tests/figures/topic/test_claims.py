@@ -41,7 +41,7 @@ def _seeds(traj, name, scale, n=5):
 
 
 def test_the_registry_names_the_claims():
-    # the SDE's own claim (issue 20) is checked in tests/figures/topic/test_sde_calibration.py
+    # the SDE's own claim is checked in tests/figures/topic/test_sde_calibration.py
     assert [s.name for s in REGISTRY.claims] == [*NAMES, "sde_calibration"]
 
 

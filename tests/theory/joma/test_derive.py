@@ -1,4 +1,4 @@
-"""theory/joma/derive.py: the sympy derivation against the spec's printed equations (papers/joma.md
+"""theory/joma/derive.py: the sympy derivation against the spec's printed equations (docs/papers/joma.md
 §2): the block flow (listing, finite differences, named intermediates), exact invariants, the softmax
 residual, Theorem 2's reduction and closed form (symbolic and integrated), the nonlinear ODEs'
 anchors (§4 item 3), HBLT co-occurrence (Theorem 5)."""

@@ -1,4 +1,4 @@
-"""Scan & Snap's minibatch SDE (theory/scan_snap/{derive,sde}.py, issue 20).
+"""Scan & Snap's minibatch SDE (theory/scan_snap/{derive,sde}.py).
 
 References are independent of the derivation: ``jax.grad`` of the full-parameter objective
 (``theory.scan_snap.objective``, numpy/jax code written from spec §2.2) on the count vectors of one

@@ -1,5 +1,4 @@
-"""`make bench` rows of SCB's SDEs (issue 20's goal: 1000 paths over the compare horizon in <= 10 s
-on 2 cores, warm), through helpers.bench_sde: the reduced SDE (the paper table's ``sde`` slot; jax
+"""`make bench` rows of SCB's SDEs, through helpers.bench_sde: the reduced SDE (the paper table's ``sde`` slot; jax
 engine) and the full (V, A) SDE (its compiled numba step; the derived model's jax engine is ~100x
 slower per path-step and is timed at the same horizon with fewer paths). Horizon: the compare
 preset's quick config (N=3, T=16, 600 optimiser steps, one Euler–Maruyama step per optimiser step)."""

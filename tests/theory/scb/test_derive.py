@@ -50,7 +50,7 @@ def test_symmetric_rhs_equals_spec_equations():
     n = T * xi**2 + 2 * xi * beta + rho * beta**2
     c = xi + rho * beta
     s = T * xi + beta
-    spec = [  # papers/scb.md §3.3 (symmetric case)
+    spec = [  # docs/papers/scb.md §3.3 (symmetric case)
         eta_V * (c - n * zeta),
         -eta_V * s * (s * omega - 1),
         -eta_A * (K * zeta**2 * xi + m2 * omega * (s * omega - 1)),

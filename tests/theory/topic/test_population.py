@@ -9,7 +9,7 @@ from theory import topic as tp
 
 
 def _spec_stage2_loss(sc, W, T, v, tau, pm, pc, pr):
-    """papers/topic.md Appendix `stage2_loss` (typed from the spec; an independent check)."""
+    """docs/papers/topic.md Appendix `stage2_loss` (typed from the spec; an independent check)."""
     def outputs(W, cls, hM):
         Ht = {}
         for c, h, t, _ in cls:
