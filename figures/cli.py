@@ -506,7 +506,7 @@ def compare(paper, quick, as_json, device, show_progress):
 @_command()
 @_paper_arg
 @click.option("--quick/--full", default=True, show_default=True,
-              help="Quick: >= 5 seeds and the quick map; full: >= 12 seeds and the full map.")
+              help="Quick: the quick map at the seeds its test needs (>= 5); full: the full map, >= 12 seeds.")
 @click.option("--json", "as_json", is_flag=True, help="Print every claim with its evidence (map points) as JSON.")
 @_device_option
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,

@@ -176,9 +176,11 @@ def text_claim_results(quick: bool = True, device: str = "auto", corpus=None) ->
     (shared with the figures: :func:`figures.realtext.results`), per seed: each map point is a
     (depth, layer) or a learning rate, inside the regime only where the runs are as long as the
     paper's (20 epochs); with no such point (the quick protocol) the claim is *untested*, with the
-    measured values, why and what running it costs (``[]`` without a corpus)."""
+    measured values, why and what running it costs (untested, with how to get the corpus, without one)."""
     if not corpus_available(corpus):
-        return []
+        from ..realtext import no_corpus_claims
+
+        return no_corpus_claims(text_registry(), quick=quick)
     from ..claims import conclude
 
     res = results("joma", quick, device, corpus)

@@ -201,5 +201,10 @@ def _trained_stat(table, config=None, *, threshold: float) -> float:
 
 def text_claim_results(quick: bool = True, device: str = "auto", corpus=None) -> list:
     """The real-text claims decided over the protocol's seeds (:func:`decide` on
-    :func:`figures.realtext.results`, shared with the figure); ``[]`` when no corpus is present."""
-    return decide(results(PAPER, quick, device, corpus), quick) if corpus_available(corpus) else []
+    :func:`figures.realtext.results`, shared with the figure); untested (with how to get the corpus)
+    when no corpus is present."""
+    if not corpus_available(corpus):
+        from ..realtext import no_corpus_claims
+
+        return no_corpus_claims(text_registry(), quick=quick)
+    return decide(results(PAPER, quick, device, corpus), quick)

@@ -73,13 +73,12 @@ def test_compare_claims_are_the_registrys(runner):
     claims = {c["name"]: c for c in rep["claims"]}  # the registry's ClaimResults (figures.joma.claims)
     registry = {"invariant_holds", "invariant_holds_mixture", "entropy_drops_then_bounces",
                 "learning_order_lowest_lca_first"}
-    from figures.realtext import corpus_available
-
     wikitext = {"wikitext_entropy_drop_and_bounce", "wikitext_stable_rank_drop_and_bounce", "wikitext_bounce_at_best_lr"}
-    assert set(claims) == registry | (wikitext if corpus_available() else set())
+    assert set(claims) == registry | wikitext  # without a corpus the real-text claims are untested, not dropped
     for c in claims.values():
-        assert c["verdict"] in ("holds", "fails", "inconclusive") and c["grade"] in "ABC"
-        assert c["criterion"]["derivation"] and c["falsifier"] and c["map"]["points"]
+        assert c["verdict"] in ("holds", "fails", "inconclusive", "untested") and c["grade"] in "ABC"
+        assert c["criterion"]["derivation"] and c["falsifier"]
+        assert c["map"]["points"] or c["verdict"] == "untested"
     for name in registry:  # decided over >= 5 seeds inside the regime
         assert claims[name]["seeds"] >= 5 and claims[name]["regime_points"] >= 1, claims[name]
 

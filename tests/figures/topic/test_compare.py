@@ -51,6 +51,7 @@ def test_joint_training_shows_two_stages_and_topic_attention():
     assert check["gamma_hat"] > 1
 
 
+@pytest.mark.slow  # decides every quick topic claim (~2.5 CPU-min); make figures runs the same path
 def test_compare_report_claims(monkeypatch):
     """The Report of `tdyn compare topic --quick`: its claims are the registry's ClaimResults
     (decided over seeds with their maps; the runs are shared with the tests above), then the

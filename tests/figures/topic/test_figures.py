@@ -3,6 +3,8 @@ table and report.json; compare never imports the figures module."""
 
 from __future__ import annotations
 
+import pytest
+
 import ast
 import inspect
 import json
@@ -31,6 +33,7 @@ def test_compare_and_claims_never_import_the_figures_module():
         assert "figures" not in imported and "figures.topic.figures" not in imported, name
 
 
+@pytest.mark.slow  # decides every quick topic claim (~2.5 CPU-min); make figures runs the same path
 def test_the_collector_writes_every_output_and_the_report(tmp_path):
     """`tdyn figures topic --quick`: every file recorded in the order written, report.json last and
     equal to the compare report (the runs are shared: cached per process)."""
@@ -46,7 +49,7 @@ def test_the_collector_writes_every_output_and_the_report(tmp_path):
     # then the claims' validity maps (one per claim), their tables and claims.json, under claims/
     from figures.topic.claims import claims
 
-    wikitext = ["wikitext_topic_ratios_above_one", "wikitext_topic_ratios_control_near_one"] if corpus_available() else []
+    wikitext = ["wikitext_topic_ratios_above_one", "wikitext_topic_ratios_control_near_one"]  # untested without a corpus
     maps = {f"{n}.{ext}" for n in [*claims.registry().names, *wikitext] for ext in ("png", "pdf", "csv")}
     assert maps | {"claims.json"} <= set(names[len(head):-1])
     doc = json.loads((tmp_path / "claims" / "claims.json").read_text())
