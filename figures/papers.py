@@ -192,7 +192,7 @@ register(Paper(
     figures="figures.scb.figures:FIGURES",
     estimate="theory.scb.config:estimate",
     claims="figures.scb.claims:claims",
-    quick_seconds=120,
+    quick_seconds=210,
     variants=("preconditioned", "sgd", "softmax"),
     missing={"text": "the SCB paper's claims are about synthetic sparse contextual bigrams; it has no real-text protocol"},
 ))
@@ -211,7 +211,7 @@ register(Paper(
     estimate="theory.scan_snap.config:estimate",
     text="empirical.scan_snap.text:ScanSnapTextConfig",  # Figs. 7 and 10 on WikiText-2
     claims="figures.scan_snap.claims:claims",  # figures/scan_snap/claims.toml, decided over seeds
-    quick_seconds=240,
+    quick_seconds=310,
     variants=("counts", "sequences"),
 ))
 
@@ -229,7 +229,7 @@ register(Paper(
     estimate="theory.topic.config:estimate",
     text="empirical.topic.text:TopicTextConfig",  # LDA topics and embedding/attention ratios on WikiText-2
     claims="figures.topic.claims:claims",
-    quick_seconds=140,
+    quick_seconds=335,
     variants=("stage1", "joint", "attention", "embedding"),
 ))
 
@@ -247,6 +247,6 @@ register(Paper(
     estimate="theory.joma.config:estimate",
     text="empirical.joma.text:JomaTextConfig",  # Figs. 6 and 8 on WikiText-2
     claims="figures.joma.claims:claims",
-    quick_seconds=360,
+    quick_seconds=460,
     variants=("fixed", "ce", "mixture", "probe", "hblt", "hier"),
 ))
