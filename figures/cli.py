@@ -691,7 +691,7 @@ def _report_finished(store) -> None:
 def reproduce(quick, device, corpus, workers, store, ray_address, jobs, show_progress):
     """Regenerate the figures of every paper in the table into figures/out/<module>/.
 
-    Quick mode takes about 8 minutes on 2 CPU cores with --jobs 2 (see the README for each paper's time)."""
+    Quick mode takes about 11 minutes on 2 CPU cores with --jobs 2 (see the README for each paper's time)."""
     from . import progress
     from .core import OUT_DIR
 
