@@ -125,7 +125,7 @@ def interval(values: Any, *, estimator: str = "median", level: float = 0.95) -> 
     _check_estimator(x, estimator)
     a = (1 - level) / 2
     lo, hi = st.one_sided_bound(x, estimator, a, False), st.one_sided_bound(x, estimator, a, True)
-    return st._estimate(x, estimator), (lo, hi), st.METHODS[estimator].split(",")[0]
+    return st.point_estimate(x, estimator), (lo, hi), st.METHODS[estimator].split(",")[0]
 
 
 def _bounds(x: np.ndarray, criterion: Criterion, estimator: str, hold_a: float, fail_a: float) -> tuple[float, float]:
@@ -667,7 +667,7 @@ def decide_claim(claim: ClaimSpec | MapPlan, *, quick: bool = True, device: str 
 
 def _robust_row(claim: ClaimSpec, name: str, pts: Sequence[MapPoint], level: float) -> dict[str, Any]:
     """One robustness variant re-decided over its in-regime points."""
-    ok = [p for p in pts if len(p.values) >= MIN_SEEDS and all(map(math.isfinite, p.values))]
+    ok = [p for p in pts if not _decidable(p)]
     if len(ok) < len(pts) or not pts:
         return {"name": name, "verdict": "inconclusive", "points": len(pts),
                 "note": f"{len(pts) - len(ok)} of {len(pts)} points undecided"}

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ALPHA", "POWER", "PointTest", "point_test", "one_sided_bound", "holm", "family_decision",
+__all__ = ["ALPHA", "POWER", "PointTest", "point_test", "point_estimate", "one_sided_bound", "holm", "family_decision",
            "FamilyDecision", "can_fire", "seeds_needed", "minimal_detectable_effect", "METHODS"]
 
 #: the family-wise level of every claim (a false ``holds`` and a false ``fails`` each at most this)
@@ -120,7 +120,8 @@ def _one_side(x: np.ndarray, estimator: str, side: str, b: float) -> tuple[float
     return (up, down) if side == ">" else (down, up)
 
 
-def _estimate(x: np.ndarray, estimator: str) -> float:
+def point_estimate(x: np.ndarray, estimator: str) -> float:
+    """The estimand over seeds: the median, else the mean (a proportion is the mean of 0/1 values)."""
     return float(np.median(x)) if estimator == "median" else float(x.mean())
 
 
@@ -133,7 +134,7 @@ def point_test(values: Any, direction: str, boundary, estimator: str = "median")
     else:  # inside: holds needs both sides (IUT); fails is either way out (Bonferroni over the two)
         p_holds = max(p for p, _ in pairs)
         p_fails = min(1.0, 2 * min(q for _, q in pairs))
-    return PointTest(_estimate(x, estimator), float(p_holds), float(p_fails), int(x.size))
+    return PointTest(point_estimate(x, estimator), float(p_holds), float(p_fails), int(x.size))
 
 
 def one_sided_bound(values: Any, estimator: str, a: float, upper: bool) -> float:
