@@ -1,5 +1,5 @@
 """The ``tdyn`` command. Thin: parse, validate, call one slot of the paper table
-(``figures/papers.py``), print.
+(:mod:`figures.papers`, built from the ``tdyn.papers`` entry points), print.
 
 Every command first runs **one validation pass** (:func:`_validate`) before any computation or file
 creation: paper and variant names, config fields, resource estimates against documented limits
@@ -823,6 +823,22 @@ def plot(file, others, out, observables):
         check_writable_dir("out", Path(out).parent)
     names = [n.strip() for n in observables.split(",") if n.strip()] if observables else None
     click.echo(f"wrote {plot_file(file, others, out, names)} (+ .pdf)")
+
+
+@main.command("new-paper")
+@click.argument("name")
+@click.option("--dir", "directory", default=".", show_default=True, metavar="DIR",
+              help="Write the package into DIR/NAME (which must not exist).")
+def new_paper(name, directory):
+    """Write a working plugin package for paper NAME: theory, empirical and figures modules, a claims
+    registry, tests of the paper contract and a pyproject.toml whose `tdyn.papers` entry point
+    registers its row. Then: pip install -e NAME; tdyn derive NAME; tdyn figures NAME --quick."""
+    from .newpaper import write_paper
+
+    target = write_paper(name, directory)
+    click.echo(f"wrote {target}/ (a working example to replace piece by piece: docs/adding-a-paper.md)\n"
+               f"next: pip install -e {target} && tdyn derive {name} && tdyn figures {name} --quick && "
+               f"pytest {target}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -46,7 +46,10 @@ from . import style  # noqa: E402
 __all__ = ["agreement", "rel_l2", "band", "band_coverage", "overlay", "save_figure", "save_table", "finish_figure",
            "write_output", "collecting", "make_figures", "OUT_DIR", "FigureProblems"]
 
-OUT_DIR = Path(__file__).resolve().parent / "out"
+#: where figures, reports and claim stores go without --outdir: figures/out/ under the working directory
+#: (relative, resolved when used; never inside the installed package: in a checkout, `make figures` runs
+#: from the repository root, so this is the repository's figures/out/)
+OUT_DIR = Path("figures") / "out"
 
 style.use()  # one style for every figure of the package
 

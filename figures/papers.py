@@ -29,13 +29,17 @@ claims        ``claims(*, quick, device, progress) -> list[figures.claims.ClaimR
               ``figures.claims.registry_claims``; ``docs/claims.md``)
 ============  ===============================================================================
 
-``missing`` maps an unfilled slot to the one-line reason it is not filled (transitional: a row
-without a ``claims`` slot gets :data:`TRANSITIONAL`'s reason until its registry exists). Adding a paper means
-writing its modules and calling :func:`register` (see ``docs/adding-a-paper.md``).
+``missing`` maps an unfilled slot to the one-line reason it is not filled.
 
-**Variants** are the Config's: ``Paper.variants`` lists ``Config.VARIANTS`` where the Config
-declares them (:class:`theory.ParamsBase`); a row whose Config does not (yet) may pass
-``variants=(...)`` itself. ``tdyn train P --variant V`` (and ``tdyn sweep``) build the config with
+**A paper is a plugin.** The table is built from the ``tdyn.papers`` entry points of the installed
+distributions: each names a :class:`Paper` row (``name = "package.module:PAPER"``, the entry point's
+name equal to the row's). tdyn's own four papers register the same way (``figures/<p>/paper.py``,
+``pyproject.toml``); ``tdyn new-paper NAME`` writes a package that does (``docs/adding-a-paper.md``).
+:func:`register` adds a row by hand (a notebook, a test). Reading the table imports no matplotlib,
+torch or jax: the rows name their slots as ``"module:attribute"`` strings.
+
+**Variants** are the Config's: ``Paper.variants`` lists ``Config.VARIANTS``
+(:class:`theory.ParamsBase`). ``tdyn train P --variant V`` (and ``tdyn sweep``) build the config with
 ``variant=V`` first, then apply ``--set`` (:meth:`Paper.make_config`), so the overrides act on the
 variant's defaults.
 """
@@ -50,30 +54,12 @@ from typing import Any
 from theory.errors import ConfigError, did_you_mean
 from theory.refs import resolve_ref
 
-__all__ = ["Paper", "PAPERS", "SLOTS", "TRANSITIONAL", "get", "register", "paper_names"]
+__all__ = ["Paper", "PAPERS", "SLOTS", "ENTRY_POINTS", "get", "register", "paper_names", "load_entry_points"]
 
 Ref = str | Callable[..., Any] | type
 SLOTS = ("config", "systems", "problem", "sde", "train", "compare", "figures", "estimate", "text", "claims")
-#: slots a row may still leave empty without a reason of its own (the reason given instead)
-TRANSITIONAL = {"claims": "no claims registry yet (figures/<paper>/claims.toml)"}
-
-
-class _Variants:
-    """``Paper.variants``: the Config's ``VARIANTS`` where it declares them, else the tuple the row
-    passed (a data descriptor: the dataclass's ``__init__`` stores the row's tuple through it;
-    the Config is resolved only when the variants are read)."""
-
-    def __set_name__(self, owner, name):
-        self.stored = "_" + name
-
-    def __get__(self, row, owner=None):
-        if row is None:
-            return ()  # the dataclass default
-        declared = getattr(row.Config, "VARIANTS", None) if row.config is not None else None
-        return tuple(declared) if declared else row.__dict__.get(self.stored, ())
-
-    def __set__(self, row, value):
-        row.__dict__[self.stored] = tuple(value)
+#: the entry-point group a paper's package registers its row under
+ENTRY_POINTS = "tdyn.papers"
 
 
 @dataclass(frozen=True)
@@ -93,16 +79,12 @@ class Paper:
     estimate: Ref | None = None
     text: Ref | None = None
     claims: Ref | None = None
-    variants: tuple[str, ...] = _Variants()
     missing: Mapping[str, str] = field(default_factory=dict)
     #: CPU seconds of the quick `tdyn figures` (measured on an idle 2-core machine): `tdyn reproduce
     #: --jobs J` starts the longest papers first, so that no long paper is left running alone at the end
     quick_seconds: float = 0.0
 
     def __post_init__(self):
-        todo = {k: v for k, v in TRANSITIONAL.items() if getattr(self, k) is None and k not in self.missing}
-        if todo:
-            object.__setattr__(self, "missing", {**self.missing, **todo})
         for slot in SLOTS:
             if getattr(self, slot) is None and slot not in self.missing:
                 raise ValueError(f"paper {self.name}: slot {slot!r} is empty and `missing` gives no reason")
@@ -117,6 +99,11 @@ class Paper:
     @property
     def Config(self) -> type:
         return self.slot("config")
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """The Config's ``VARIANTS`` (names); empty where it declares none."""
+        return tuple(getattr(self.Config, "VARIANTS", None) or ())
 
     @property
     def config_has_variant(self) -> bool:
@@ -176,77 +163,31 @@ def get(name: str) -> Paper:
     return PAPERS[name]
 
 
-# ------------------------------------------------------------------------------------------------
-# The table
-# ------------------------------------------------------------------------------------------------
-register(Paper(
-    name="scb",
-    title="Sparse contextual bigrams: linear transformer, preconditioned l1-proximal SGD, two stages",
-    spec="docs/papers/scb.md",
-    config="theory.scb:SCBConfig",
-    systems="theory.scb:systems",
-    problem="theory.scb:problem",
-    sde="theory.scb:minibatch_sde_reduced",  # spec §3.6 reduced state + off-manifold energies
-    train="empirical.scb:run",
-    compare="figures.scb:compare",
-    figures="figures.scb.figures:FIGURES",
-    estimate="theory.scb.config:estimate",
-    claims="figures.scb.claims:claims",
-    quick_seconds=210,
-    variants=("preconditioned", "sgd", "softmax"),
-    missing={"text": "the SCB paper's claims are about synthetic sparse contextual bigrams; it has no real-text protocol"},
-))
+def load_entry_points() -> list[str]:
+    """Register the row of every installed ``tdyn.papers`` entry point not yet in the table, in the
+    order the distributions list them; returns the names added. A plugin that fails to load, or whose
+    entry point does not name a :class:`Paper` of the entry point's name, is skipped with a warning (one
+    broken plugin does not take the tool down)."""
+    import warnings
+    from importlib.metadata import entry_points
 
-register(Paper(
-    name="scan-snap",
-    title="Scan and snap: 1-layer transformer, scan then snap (T = infinity objective)",
-    spec="docs/papers/scan_snap.md",
-    config="theory.scan_snap:ScanSnapConfig",
-    systems="theory.scan_snap:systems",
-    problem="theory.scan_snap:problem",
-    sde="theory.scan_snap.sde:sde",  # finite-T count-vector SGD on the symmetric subspace
-    train="empirical.scan_snap.experiment:run",
-    compare="figures.scan_snap.compare:compare",
-    figures="figures.scan_snap.figures:FIGURES",
-    estimate="theory.scan_snap.config:estimate",
-    text="empirical.scan_snap.text:ScanSnapTextConfig",  # Figs. 7 and 10 on WikiText-2
-    claims="figures.scan_snap.claims:claims",  # figures/scan_snap/claims.toml, decided over seeds
-    quick_seconds=310,
-    variants=("counts", "sequences"),
-))
+    added = []
+    for ep in entry_points(group=ENTRY_POINTS):
+        if ep.name in PAPERS:
+            continue  # the same distribution seen twice on sys.path (an editable install and a checkout)
+        try:
+            row = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a third party's import error, reported and skipped
+            warnings.warn(f"tdyn: paper plugin {ep.name!r} ({ep.value}) failed to load: "
+                          f"{type(exc).__name__}: {exc}", stacklevel=2)
+            continue
+        if not isinstance(row, Paper) or row.name != ep.name:
+            warnings.warn(f"tdyn: paper plugin {ep.name!r} ({ep.value}) does not name a Paper row called "
+                          f"{ep.name!r}; skipped", stacklevel=2)
+            continue
+        register(row)
+        added.append(row.name)
+    return added
 
-register(Paper(
-    name="topic",
-    title="Topic structure (LDA): masked-LM two-stage dynamics",
-    spec="docs/papers/topic.md",
-    config="theory.topic:TopicConfig",
-    systems="theory.topic:systems",
-    problem="theory.topic:problem",
-    sde="theory.topic.sde:sde",  # stage 1 in the full (W, b) space, noise from one document's loss
-    train="empirical.topic:run",
-    compare="figures.topic:compare",
-    figures="figures.topic.figures:FIGURES",
-    estimate="theory.topic.config:estimate",
-    text="empirical.topic.text:TopicTextConfig",  # LDA topics and embedding/attention ratios on WikiText-2
-    claims="figures.topic.claims:claims",
-    quick_seconds=335,
-    variants=("stage1", "joint", "attention", "embedding"),
-))
 
-register(Paper(
-    name="joma",
-    title="JoMA: joint MLP/attention dynamics, invariants, entropy drop and bounce, hierarchy",
-    spec="docs/papers/joma.md",
-    config="theory.joma:JomaConfig",
-    systems="theory.joma:systems",
-    problem="theory.joma:problem",
-    sde="theory.joma:minibatch_sde",
-    train="empirical.joma:run",
-    compare="figures.joma.compare:compare",
-    figures="figures.joma.figures:FIGURES",
-    estimate="theory.joma.config:estimate",
-    text="empirical.joma.text:JomaTextConfig",  # Figs. 6 and 8 on WikiText-2
-    claims="figures.joma.claims:claims",
-    quick_seconds=460,
-    variants=("fixed", "ce", "mixture", "probe", "hblt", "hier"),
-))
+load_entry_points()

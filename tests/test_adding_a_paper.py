@@ -112,7 +112,7 @@ def test_derivation_equals_the_population_gradient():
 
 def test_the_doc_matches_the_code():
     doc = DOC.read_text()
-    row = re.search(r"register\(Paper\((.*?)\n\)\)", doc, re.S).group(1)
+    row = re.search(r"PAPER = Paper\((.*?)\n\)", doc, re.S).group(1)
     for slot in SLOTS:  # every slot of the table, in the row the doc shows
         assert re.search(rf"\b{slot}=", row), slot
     for layer, modules in (("theory", ("config", "derive", "population", "problem", "sde")),

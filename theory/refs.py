@@ -1,7 +1,7 @@
 """``resolve_ref("module:attribute")``: the one way tdyn names code by a string.
 
 Used wherever a callable must be named before it is imported or in another process: the paper
-table's slots (``figures/papers.py``; resolved on first use, so ``tdyn derive`` never imports
+table's slots (:mod:`figures.papers`; resolved on first use, so ``tdyn derive`` never imports
 torch), the sweep runner's cell functions (``empirical/sweeps.py``; importable in every worker),
 ``simulate``'s ODE method tables (the solver classes). It lives at the bottom layer so that every
 layer may use it.

@@ -8,11 +8,7 @@
 * :mod:`.text` — the WikiText figures and claims (Figs. 6 and 8).
 """
 
-from .compare import (A1_WINDOW, HEADLINE_TOLERANCE, block_flow_ode, break_time, compare, derivation_check, half_times,
-                      headline, headline_breaks, learning_order)
-from .figures import (FIGURES, fig2_invariant, fig3_component_growth, fig4_nonlinear, fig_block_overlay, fig_headline,
-                      fig_layers_and_table1, fig_learning_order, fig_theorem2, where_agreement_breaks)
-from .text import fig_joma_entropy, fig_joma_lr_sweep, fig_wikitext, text_claim_results
+from .._lazy import lazy_exports
 
 __all__ = [
     "compare", "headline", "block_flow_ode", "derivation_check", "learning_order", "half_times", "break_time",
@@ -21,3 +17,33 @@ __all__ = [
     "fig_headline", "where_agreement_breaks", "fig_learning_order", "fig_layers_and_table1",
     "fig_joma_entropy", "fig_joma_lr_sweep", "fig_wikitext", "text_claim_results",
 ]
+
+# re-exports load on first use: importing the row (.paper) imports no matplotlib
+__getattr__, __dir__ = lazy_exports(__name__, {
+    'A1_WINDOW': '.compare',
+    'HEADLINE_TOLERANCE': '.compare',
+    'block_flow_ode': '.compare',
+    'break_time': '.compare',
+    'compare': '.compare',
+    'derivation_check': '.compare',
+    'half_times': '.compare',
+    'headline': '.compare',
+    'headline_breaks': '.compare',
+    'learning_order': '.compare',
+    'FIGURES': '.figures',
+    'fig2_invariant': '.figures',
+    'fig3_component_growth': '.figures',
+    'fig4_nonlinear': '.figures',
+    'fig_block_overlay': '.figures',
+    'fig_headline': '.figures',
+    'fig_layers_and_table1': '.figures',
+    'fig_learning_order': '.figures',
+    'fig_theorem2': '.figures',
+    'where_agreement_breaks': '.figures',
+    'fig_joma_entropy': '.text',
+    'fig_joma_lr_sweep': '.text',
+    'fig_wikitext': '.text',
+    'text_claim_results': '.text',
+    'figures': None,
+    'text': None,
+})

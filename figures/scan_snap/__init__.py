@@ -12,7 +12,16 @@ Direction: ``figures`` may import ``compare`` and ``claims``; ``compare`` never 
 The names below are re-exported; ``compare`` here is the module (the slot is ``compare.compare``).
 """
 
-from .compare import COMPARE_TOL, compare_data, theory_trajectory
-from .figures import FIGURES
+from .._lazy import lazy_exports
 
 __all__ = ["compare_data", "theory_trajectory", "COMPARE_TOL", "FIGURES"]
+
+# re-exports load on first use: importing the row (.paper) imports no matplotlib
+__getattr__, __dir__ = lazy_exports(__name__, {
+    'COMPARE_TOL': '.compare',
+    'compare_data': '.compare',
+    'theory_trajectory': '.compare',
+    'FIGURES': '.figures',
+    'compare': None,
+    'figures': None,
+})

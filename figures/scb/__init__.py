@@ -13,20 +13,7 @@
 Direction: figures -> l1 -> claims; figures -> compare -> claims; compare never imports figures.
 """
 
-from .compare import (
-    BAND_LEVELS,
-    TOLERANCE,
-    agreement_breakdown,
-    compare,
-    escape_formula_value,
-    escape_time_table,
-    ode_for,
-    overlay_data,
-    spec_escape_times,
-    transfer_table,
-)
-from .figures import FIGURES, fig_escape_time, fig_overlay, fig_softmax_vs_linear, fig_svag, fig_transfer
-from .l1 import fig_l1_vs_sgd
+from .._lazy import lazy_exports
 
 __all__ = [
     "compare", "agreement_breakdown", "overlay_data", "escape_time_table", "transfer_table", "ode_for",
@@ -34,3 +21,26 @@ __all__ = [
     "FIGURES", "fig_overlay", "fig_escape_time", "fig_transfer", "fig_softmax_vs_linear", "fig_l1_vs_sgd",
     "fig_svag", "TOLERANCE", "BAND_LEVELS",
 ]
+
+# re-exports load on first use: importing the row (.paper) imports no matplotlib
+__getattr__, __dir__ = lazy_exports(__name__, {
+    'BAND_LEVELS': '.compare',
+    'TOLERANCE': '.compare',
+    'agreement_breakdown': '.compare',
+    'compare': '.compare',
+    'escape_formula_value': '.compare',
+    'escape_time_table': '.compare',
+    'ode_for': '.compare',
+    'overlay_data': '.compare',
+    'spec_escape_times': '.compare',
+    'transfer_table': '.compare',
+    'FIGURES': '.figures',
+    'fig_escape_time': '.figures',
+    'fig_overlay': '.figures',
+    'fig_softmax_vs_linear': '.figures',
+    'fig_svag': '.figures',
+    'fig_transfer': '.figures',
+    'fig_l1_vs_sgd': '.l1',
+    'figures': None,
+    'l1': None,
+})

@@ -1,28 +1,45 @@
 """The paper table: every row fills every slot (or says why not), and time lives in the Config."""
 
-import inspect
-from collections.abc import Sequence
+import dataclasses
 
 import numpy as np
 import pytest
 
-from figures.papers import PAPERS, SLOTS, Paper, get
+from figures import contract
+from figures.papers import PAPERS, Paper, get
 from theory import ConfigError, ParamsBase, Problem
 
 
-def test_every_slot_filled_or_explained():
-    assert set(PAPERS) >= {"scb", "scan-snap", "topic", "joma"}
-    for row in PAPERS.values():
-        for slot in SLOTS:
-            ref = getattr(row, slot)
-            if ref is None:
-                assert row.missing.get(slot), f"{row.name}: empty slot {slot} without a reason"
-                with pytest.raises(ConfigError):
-                    row.slot(slot)
-            elif slot == "figures":  # a FIGURES sequence of figure functions
-                assert row.slot(slot) and all(map(callable, row.slot(slot))), f"{row.name}.{slot}"
-            else:
-                assert callable(row.slot(slot)), f"{row.name}.{slot}"
+def _rows():
+    """Every row of the table and the worked example (tests/tiny, a plugin package's row)."""
+    from tiny.paper import PAPER as TINY_ROW
+
+    return [*PAPERS.values(), *([TINY_ROW] if TINY_ROW.name not in PAPERS else [])]
+
+
+def test_the_table_is_the_entry_points():
+    """tdyn's own papers are plugins too: the table holds every installed ``tdyn.papers`` row."""
+    from importlib.metadata import entry_points
+
+    names = [ep.name for ep in entry_points(group="tdyn.papers")]
+    assert {"scb", "scan-snap", "topic", "joma"} <= set(names) <= set(PAPERS) | {"tiny"}
+
+
+@pytest.mark.parametrize("row", _rows(), ids=lambda r: r.name)
+def test_every_slot_filled_or_explained(row):
+    contract.check_slots(row)
+
+
+def test_a_row_breaking_the_contract_is_caught():
+    """The contract can fail: a row whose train slot lacks the checkpoint keywords, one whose
+    empty slot resolves, and a slot that builds its own time grid."""
+    row = get("scb")
+    with pytest.raises(contract.ContractError, match="train does not take"):
+        contract.check_slots(dataclasses.replace(row, train=lambda config, *, device, variant, progress: None))
+    own_grid = dataclasses.replace(row, problem=lambda cfg: dataclasses.replace(
+        row.slot("problem")(cfg), t=np.linspace(0.0, cfg.ode_times()[-1], len(cfg.ode_times()))))
+    with pytest.raises(contract.ContractError, match="not config.ode_times"):
+        contract.check_time_axis(own_grid, None, "problem")
 
 
 def test_row_without_reason_is_refused():
@@ -38,66 +55,18 @@ def test_unknown_paper_and_variant():
         get("scb").check_variant("nope")
 
 
-#: a tiny run: the logging grid's last interval is shorter (10 is not a multiple of 3), so a slot that
-#: builds its own grid (linspace, arange) instead of ``config.ode_times()`` shows up
-TINY = ("steps=10", "log_every=3")
-#: known defects, each with the fix it waits for; strict, so the test flips when the fix merges
-KNOWN: dict[tuple[str, str | None, str], str] = {}
-
-
-def _time_slots():
-    for row in PAPERS.values():
-        for variant in row.variants or (None,):
-            for slot in ("problem", "sde", "train"):
-                if getattr(row, slot) is None:
-                    continue
-                why = KNOWN.get((row.name, variant, slot))
-                marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
-                yield pytest.param(row.name, variant, slot, marks=marks, id=f"{row.name}-{variant}-{slot}")
-
-
-def _times(row, slot, cfg) -> np.ndarray:
-    if slot == "problem":
-        problem = row.slot("problem")(cfg)
-        assert isinstance(problem, Problem)
-        return np.asarray(problem.t)
-    if slot == "sde":
-        _, t = row.slot("sde")(cfg)
-        return np.asarray(t)
-    traj = row.slot("train")(cfg, device="cpu", variant=row.train_variant(cfg), progress=False)
-    return traj["time"].values
-
-
-@pytest.mark.parametrize("name, variant, slot", list(_time_slots()))
-def test_every_time_axis_is_the_configs(name, variant, slot):
+@pytest.mark.parametrize("row, variant, slot", [
+    pytest.param(row, variant, slot, id=f"{row.name}-{variant}-{slot}")
+    for row in _rows() for variant, slot in contract.time_cases(row)])
+def test_every_time_axis_is_the_configs(row, variant, slot):
     """For every variant: the problem's output times, the SDE's grid and a (tiny) training run's
     logged times are exactly ``config.ode_times()``: time lives in the Config and nowhere else."""
-    row = get(name)
-    cfg = row.make_config(TINY, variant=variant)
-    steps = cfg.log_steps()
-    assert steps[0] == 0 and steps[-1] == cfg.steps and np.all(np.diff(steps) > 0)
-    try:
-        times = _times(row, slot, cfg)
-    except ConfigError as err:  # a slot that does not serve this variant says so, naming the variant
-        assert err.field == "variant" and variant is not None and repr(variant) in str(err), err
-        return
-    np.testing.assert_array_equal(times, cfg.ode_times())
+    contract.check_time_axis(row, variant, slot)
 
 
-@pytest.mark.parametrize("name", list(PAPERS))
-def test_slot_signatures(name):
-    row = get(name)
-    assert {"quick", "device"} <= set(inspect.signature(row.slot("compare")).parameters)
-    train_params = set(inspect.signature(row.slot("train")).parameters)
-    assert {"device", "variant", "progress", "checkpoint", "checkpoint_every", "resume"} <= train_params
-    figures = row.slot("figures")
-    # the figures slot: a sequence of figure functions fig_x(outdir | None, quick, *, device) -> data
-    assert isinstance(figures, Sequence) and not isinstance(figures, str) and len(figures) > 0
-    for fig in figures:
-        params = list(inspect.signature(fig).parameters.values())
-        positional = [p for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
-        assert len(positional) >= 2, fig  # (outdir, quick)
-        assert any(p.name == "device" and p.kind is inspect.Parameter.KEYWORD_ONLY for p in params), fig
+@pytest.mark.parametrize("row", _rows(), ids=lambda r: r.name)
+def test_derivation_evaluates(row):
+    contract.check_derivation(row)
 
 
 @pytest.mark.parametrize("name", ["scb", "topic"])
@@ -145,16 +114,14 @@ class _TwoVariants(ParamsBase):
 
 def _row(**kw):
     return Paper(name="two", title="", spec="", config=_TwoVariants, systems=len, problem=len, train=len,
-                 compare=len, figures=len, missing={s: "test row" for s in ("sde", "estimate", "text")}, **kw)
+                 compare=len, figures=len, missing={s: "test row" for s in ("sde", "estimate", "text", "claims")}, **kw)
 
 
-def test_variants_come_from_the_config_where_it_declares_them():
+def test_variants_come_from_the_config():
     assert _row().variants == ("plain", "fast")
-    assert _row(variants=("plain",)).variants == ("plain", "fast")  # the Config wins over a stale tuple
-    legacy = Paper(name="old", title="", spec="", config=ParamsBase, systems=len, problem=len, train=len,
-                   compare=len, figures=len, variants=("a", "b"),
-                   missing={s: "test row" for s in ("sde", "estimate", "text")})
-    assert legacy.variants == ("a", "b") and not legacy.config_has_variant  # a row still passing a tuple
+    plain = Paper(name="old", title="", spec="", config=ParamsBase, systems=len, problem=len, train=len,
+                  compare=len, figures=len, missing={s: "test row" for s in ("sde", "estimate", "text", "claims")})
+    assert plain.variants == () and not plain.config_has_variant
     for row in PAPERS.values():
         declared = getattr(row.Config, "VARIANTS", None)
         if declared:
@@ -176,3 +143,16 @@ def test_make_config_binds_the_variant_before_the_overrides():
         row.make_config(["variant=plain"], variant="fast")
     with pytest.raises(ConfigError, match="^variant: "):
         row.make_config(variant="nope")
+
+
+def test_reading_the_table_imports_no_plotting_or_training_library():
+    """The table and the rows are light: a tool listing papers pays for sympy, not for matplotlib,
+    torch or jax (the rows name their slots as strings; the packages' re-exports load on use)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, figures.papers as P; [r.variants for r in P.PAPERS.values()]; "
+            "print(sorted(m for m in ('matplotlib', 'torch', 'jax') if m in sys.modules), len(P.PAPERS))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    loaded, count = res.stdout.rsplit(" ", 1)
+    assert loaded == "[]" and int(count) >= 4, res.stdout
