@@ -16,7 +16,7 @@ one), draw every random number through :class:`SeedBatch` and build the initial 
   stacks the parameters (:func:`torch.func.stack_module_state`) for ``vmap`` with
   :func:`torch.func.functional_call`.
 
-``tests/tiny_paper.py:train_seeds`` is the worked example (tested equal to the Trainer's runs).
+``tests/tiny/empirical/experiment.py:train_seeds`` is the worked example (tested equal to the Trainer's runs).
 """
 
 from __future__ import annotations
