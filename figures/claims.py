@@ -41,7 +41,6 @@ import itertools
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -438,27 +437,6 @@ class ClaimResult:
         }, finite=True)
 
 
-@contextmanager
-def _cells_progress(enabled: bool, total: int, desc: str):
-    """Progress over a map's cells: the shared bars of ``figures.progress`` (which draw
-    ``run_cells``' cell bar) where that module exists, else a tqdm bar (yielded) on a terminal."""
-    try:
-        from . import progress as shared  # output-core's module (tqdm-based)
-    except ImportError:
-        shared = None
-    if shared is not None and hasattr(shared, "enabled"):
-        with shared.enabled(enabled):
-            yield None
-        return
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=total, desc=desc, leave=False, disable=not enabled or not sys.stderr.isatty())
-    try:
-        yield bar
-    finally:
-        bar.close()
-
-
 def _store(row, claim: str) -> dict[str, Any]:
     """``{store, workers, ray}`` of a claim's map: ``--store DIR`` -> ``DIR/claims/<paper>/<claim>``,
     default ``figures/out/<paper>/claims/store/<claim>``."""
@@ -631,6 +609,7 @@ def decide_claim(claim: ClaimSpec | MapPlan, *, quick: bool = True, device: str 
     from empirical.sweeps import run_cells
     from empirical.trainer import resolve_device
 
+    from . import progress as bars
     from .papers import get
 
     plan = claim if isinstance(claim, MapPlan) else plan_claim(claim, quick=quick)
@@ -638,9 +617,8 @@ def decide_claim(claim: ClaimSpec | MapPlan, *, quick: bool = True, device: str 
     row = get(claim.paper)
     cells = _cells(plan, resolve_device(device).type)
     settings = _store(row, claim.name)
-    with _cells_progress(progress, len(cells), f"{claim.paper}/{claim.name}") as bar:
-        index = run_cells(CLAIM_CELL, cells, settings["store"], workers=settings["workers"], ray=settings["ray"],
-                          progress=None if bar is None else lambda key, status, err: bar.update(1))
+    with bars.enabled(progress):  # run_cells draws the cells' bar (figures.progress)
+        index = run_cells(CLAIM_CELL, cells, settings["store"], workers=settings["workers"], ray=settings["ray"])
     status = dict(zip(index["key"], zip(index["status"], index["error"])))
     root = Path(settings["store"])
     datasets: list[xr.Dataset | str] = []

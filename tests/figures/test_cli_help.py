@@ -68,7 +68,7 @@ def _readme_commands() -> dict[str, set[str]]:
     flags: dict[str, set[str]] = {}
     current = None
     for line in block.splitlines():
-        m = re.match(r"\s*tdyn (\w+)", line)
+        m = re.match(r"\s*tdyn ([\w-]+)", line)
         if m:
             current = m.group(1)
         if current:
