@@ -16,7 +16,6 @@ Every error is a :class:`ConfigError` naming the field as a dotted path
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import itertools
 import math
 import re
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from theory.errors import ConfigError
+from theory.refs import resolve_ref
 
 __all__ = ["SCHEMA", "DIRECTIONS", "ESTIMATORS", "MIN_SEEDS", "MIN_SEEDS_FULL", "PRACTICE", "CRITERION_KINDS",
            "Criterion", "RegimeBound", "Statistic", "Axis", "Cost", "MapSpec", "Protocol", "NullControl", "Demo",
@@ -56,15 +56,6 @@ MIN_DERIVATION_WORDS, MIN_FALSIFIER_WORDS = 10, 6
 _PLACEHOLDER = re.compile(r"\b(todo|tbd|fixme|xxx|placeholder)\b", re.IGNORECASE)
 _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-
-
-def resolve_ref(ref: str, field: str) -> Callable[..., Any]:
-    """``"module:attribute"`` -> the object; ``ConfigError(field)`` when it cannot be imported."""
-    module, _, attr = ref.partition(":")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as err:
-        raise ConfigError(field, f"cannot resolve {ref!r}: {err}") from None
 
 
 # ------------------------------------------------------------------------------------------------

@@ -50,7 +50,6 @@ Everything here is float64 sympy; numeric callables are made by ``simulate.noise
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -374,11 +373,9 @@ class MonteCarlo:
         """The sampler (imported from ``ref`` when it was loaded from JSON)."""
         if self.sampler is not None:
             return self.sampler
-        module, _, name = self.ref.partition(":")
-        try:
-            return getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError("sampler", f"cannot import the Monte-Carlo sampler {self.ref!r}: {exc}") from exc
+        from .refs import resolve_ref
+
+        return resolve_ref(self.ref, "sampler")
 
     def expect(self, expr):
         raise ConfigError("distribution", "a MonteCarlo distribution has no symbolic expectation")

@@ -665,7 +665,7 @@ def map_runs(name: str, *, quick: bool = True, device: str = "cpu") -> list[tupl
     map (all seeds) — the very call its map cells make, so in one process the figures, the claims
     and the compare report share one computation (the functions above cache their runs)."""
     from ..claims import plan_claim
-    from ..claims_registry import resolve_ref
+    from theory.refs import resolve_ref
 
     spec = claims.registry().get(name)
     plan = plan_claim(spec, quick=quick)

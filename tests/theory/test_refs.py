@@ -34,3 +34,20 @@ def test_the_paper_table_and_the_sweep_runner_share_it():
 
     assert papers.resolve_ref is resolve_ref and sweeps.resolve_ref is resolve_ref
     assert not hasattr(papers, "_resolve") and not hasattr(sweeps, "_resolve")
+
+
+def test_a_named_field_turns_an_unresolvable_reference_into_a_config_error():
+    import pytest
+
+    from theory.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        resolve_ref("json:no_such_function", "claims.x.statistic")
+    assert err.value.field == "claims.x.statistic" and "cannot resolve 'json:no_such_function'" in str(err.value)
+    with pytest.raises(ConfigError, match="^sampler: ") as err:
+        resolve_ref("no_such_module_xyz:f", "sampler")
+    with pytest.raises(ModuleNotFoundError):  # without a field: the import error itself (a programming error)
+        resolve_ref("no_such_module_xyz:f")
+    import json
+
+    assert resolve_ref("json:dumps", "any") is json.dumps
