@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from figures.papers import get
+from figures.papers import PAPERS, get
 from theory import ReducedSystem, load_system
 from theory.export import systems_to_json, to_source
 
 
-PAPER_NAMES = ("scb", "scan-snap", "topic", "joma")
+PAPER_NAMES = tuple(PAPERS)  # every row of the table (its entry points)
 
 
 def _toy() -> ReducedSystem:

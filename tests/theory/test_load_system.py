@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from sympy.printing.conventions import split_super_sub
 
 from figures.cli import main
-from figures.papers import get
+from figures.papers import PAPERS, get
 from theory import ConfigError, load_system
 from theory.export import latex
 import sympy as sp
@@ -58,7 +58,7 @@ def _base(name: str) -> str:
     return latex(sp.Symbol(split_super_sub(name)[0]))
 
 
-@pytest.mark.parametrize("name", ["scb", "scan-snap", "topic", "joma"])
+@pytest.mark.parametrize("name", list(PAPERS))
 def test_no_state_or_definition_reads_as_a_parameter(name):
     """Across a paper's systems, no state/definition symbol has the printed base of a parameter
     (``\\eta`` vs ``\\eta_{V}``). A parameter that is a state of another system (a stage's frozen
