@@ -51,14 +51,16 @@ import xarray as xr
 from simulate.trajectory import jsonable
 from theory.errors import ConfigError, DivergenceError, SolverError
 
+from theory.refs import resolve_ref
+
 from . import claims_stats as st
-from .claims_registry import MIN_SEEDS, ClaimSpec, Criterion, Registry, load_registry, resolve_ref
+from .claims_registry import MIN_SEEDS, ClaimSpec, Criterion, Registry, load_registry
 
 __all__ = ["decide", "decide_exact", "interval", "grade", "Decision", "MapPoint", "ClaimResult", "decide_claim",
            "plan_claim", "MapPlan", "conclude", "points_over_seeds", "NullResult", "untested",
            "claim_cell", "registry", "registry_claims", "run_claims", "theory_check", "TheoryCheck",
            "planted_violation", "statistic_values", "VERDICTS", "GRADES", "MIN_SEEDS", "CLAIM_CELL", "ALPHA",
-           "load_registry", "NoClaims", "map_cost", "too_costly", "NeedsAccelerator", "CPU_CORE_HOURS",
+           "load_registry", "NoClaims", "map_cost", "too_costly", "NeedsAccelerator", "CPU_CORE_HOURS", "RegistryClaims",
            "cpu_core_hours"]
 
 VERDICTS = ("holds", "fails", "inconclusive", "untested")
@@ -970,34 +972,42 @@ def too_costly(plan: MapPlan, device: str = "auto") -> NeedsAccelerator | None:
                             cost.note if cost else "")
 
 
-def registry_claims(paper: str, path: str | Path | None = None) -> Callable[..., list[ClaimResult]]:
-    """A row's ``claims`` slot: ``claims(*, quick, device, progress, only=None) -> list[ClaimResult]``
-    deciding every claim of the registry (or those named in ``only``), in file order. A paper's
-    ``figures/<p>/claims.py`` is ``claims = registry_claims("<p>")`` plus its statistic functions.
-    In full mode a map whose estimated cost exceeds the CPU allowance (:func:`too_costly`) is not
-    run: its line ``needs a GPU/cluster: <paper>/<claim> ~N core-hours`` goes to stderr and into
-    ``claims.skipped`` (the function's attribute, reset on each call)."""
+@dataclass(frozen=True)
+class RegistryClaims:
+    """A row's ``claims`` slot (:func:`registry_claims`): ``claims(*, quick, device, progress,
+    only=None) -> list[ClaimResult]`` decides every claim of the paper's registry (or those named in
+    ``only``), in file order; ``claims.registry()`` is the loaded registry."""
 
-    def claims(*, quick: bool = True, device: str = "auto", progress: bool = False,
-               only: Sequence[str] | None = None) -> list[ClaimResult]:
-        reg = registry(paper, path)
+    paper: str
+    path: str | Path | None = None
+
+    def registry(self) -> Registry:
+        return registry(self.paper, self.path)
+
+    def __call__(self, *, quick: bool = True, device: str = "auto", progress: bool = False,
+                 only: Sequence[str] | None = None) -> list[ClaimResult]:
+        reg = self.registry()
         specs = [reg.get(n) for n in only] if only else list(reg.claims)
         plans = [plan_claim(s, quick=quick) for s in specs]  # every claim validated before any runs
-        claims.skipped = []  # type: ignore[attr-defined]
         out = []
         for p in plans:
             need = too_costly(p, device)
-            if need is not None:
-                claims.skipped.append(need)  # type: ignore[attr-defined]
+            if need is not None:  # reported, not dropped: untested, with what running it takes
                 print(str(need), file=sys.stderr)
+                out.append(untested(p.claim, str(need), quick=quick))
                 continue
             out.append(decide_claim(p, device=device, progress=progress))
         return out
 
-    claims.registry = lambda: registry(paper, path)  # type: ignore[attr-defined]
-    claims.skipped = []  # type: ignore[attr-defined]
-    claims.__doc__ = f"The claims of {paper}, decided over seeds with their validity maps (figures.claims)."
-    return claims
+
+def registry_claims(paper: str, path: str | Path | None = None) -> RegistryClaims:
+    """A row's ``claims`` slot deciding the registry ``path`` (default ``figures/<p>/claims.toml``)
+    of ``paper`` over seeds with its validity maps. A paper's ``figures/<p>/claims.py`` is
+    ``claims = registry_claims("<p>")`` plus its statistic functions. In full mode a map whose
+    estimated cost exceeds the CPU allowance (:func:`too_costly`) is not run: its line ``needs a
+    GPU/cluster: <paper>/<claim> ~N core-hours`` goes to stderr and the claim is concluded
+    **untested** with that reason."""
+    return RegistryClaims(paper, path)
 
 
 class NoClaims(ConfigError):

@@ -59,7 +59,6 @@ def claims(*, quick: bool = True, device: str = "auto", progress: bool = False, 
 
     reg = [n for n in (only or ()) if n != "scan_then_snap"]
     out = list(decide_registry(quick=quick, device=device, progress=progress, only=reg)) if (reg or not only) else []
-    claims.skipped = list(decide_registry.skipped)  # type: ignore[attr-defined]
     if not only or "scan_then_snap" in only:
         out.append(snap_claim_result(quick=quick, device=device))
     return out if only else [*out, *text_claim_results(quick, device)]
@@ -157,7 +156,6 @@ def snap_claim_result(*, quick: bool = True, device: str = "cpu"):
 
 
 claims.registry = decide_registry.registry  # type: ignore[attr-defined]
-claims.skipped = []  # type: ignore[attr-defined]
 
 #: log points per unit of 1/eta_Z in the reduced claim's runs
 LOG_PER_UNIT = 4

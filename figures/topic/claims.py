@@ -45,7 +45,7 @@ __all__ = ["claims", "masking_factor", "stage1_theory", "stage1_quantities", "ma
            "shuffled_topic_runs", "quick_untested", "QUICK_UNTESTED", "THEORY_INITS", "STAGE1_RUN_TIME_CONSTANTS"]
 
 _decide = registry_claims("topic", Path(__file__).with_name("claims.toml"))
-_DECIDED: dict[tuple, tuple[list, list]] = {}  # (quick, device, only) -> (results, skipped)
+_DECIDED: dict[tuple, list] = {}  # (quick, device, only) -> results
 
 
 def claims(*, quick: bool = True, device: str = "auto", progress: bool = False, only=None) -> list:
@@ -64,14 +64,12 @@ def claims(*, quick: bool = True, device: str = "auto", progress: bool = False, 
         run = [n for n in names if n not in untested]
         results = _decide(quick=quick, device=device, progress=progress, only=run) if run else []
         by_name = {r.name: r for r in [*results, *(quick_untested(n) for n in untested)]}
-        _DECIDED[key] = ([by_name[n] for n in names if n in by_name], list(_decide.skipped) if run else [])
-    results, skipped = _DECIDED[key]
-    claims.skipped = list(skipped)
+        _DECIDED[key] = [by_name[n] for n in names if n in by_name]
+    results = _DECIDED[key]
     return list(results) if only else [*results, *text_claim_results(quick, device)]
 
 
 claims.registry = _decide.registry
-claims.skipped = []
 
 #: claims whose regime (the paper's own protocol) no quick-mode run reaches at a quick-mode cost:
 #: *untested* in quick mode (why, and what the full map costs), decided by ``--full``

@@ -102,7 +102,6 @@ def test_claims_slot_appends_the_real_text_claims(monkeypatch):
     from figures.scan_snap import claims as C
 
     monkeypatch.setattr(C, "decide_registry", lambda **kw: ["registry"])
-    C.decide_registry.skipped = []
     monkeypatch.setattr(FT, "text_claim_results", lambda quick, device: ["text"])
     monkeypatch.setattr(C, "snap_claim_result", lambda **kw: "snap")
     assert C.claims(quick=True, device="cpu") == ["registry", "snap", "text"]
