@@ -71,8 +71,8 @@ class LinAttnConfig(ParamsBase):
     init: float = 0.05
     init_kind: str = "aligned"
     lr: float = 0.2
-    steps: int = 1500
-    log_every: int = 25
+    steps: int = 3500
+    log_every: int = 50
     mode: str = "sgd"
     batch: int = 512
     samples: int = 4096

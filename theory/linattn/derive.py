@@ -115,7 +115,7 @@ def plateau_levels(D: int) -> tuple[sp.Expr, ...]:
     """``L_k``, ``k = 0..D``: the loss with the first ``k`` components at their optimum and the rest at zero
     (the separate flow's saddles in eigenvalue order, spec §3.2)."""
     L, g, opt = population_loss(D), gamma_symbols(D), optimum(D)
-    return tuple(sp.simplify(L.subs({gi: (opt[i] if i < k else 0) for i, gi in enumerate(g)}))
+    return tuple(L.xreplace({gi: (opt[i] if i < k else 0) for i, gi in enumerate(g)})
                  for k in range(D + 1))
 
 
