@@ -52,9 +52,9 @@ class LinAttnConfig(ParamsBase):
     PRESETS: ClassVar = {
         "compare": Preset(
             "inside the reduction (spec §3): aligned balanced initialisation, online SGD with a large batch",
-            quick=dict(D=3, N=16, H=3, lams=(1.0, 0.6, 0.36), init=0.05, lr=0.2, steps=3500, log_every=50,
-                       batch=512, mode="sgd"),
-            full=dict(D=3, N=16, H=3, lams=(1.0, 0.6, 0.36), init=0.05, lr=0.2, steps=3500, log_every=20,
+            quick=dict(D=3, N=16, H=3, lams=(1.0, 0.6, 0.36), init=0.08, lr=0.25, steps=1600, log_every=20,
+                       batch=256, mode="sgd"),
+            full=dict(D=3, N=16, H=3, lams=(1.0, 0.6, 0.36), init=0.08, lr=0.25, steps=1600, log_every=10,
                       batch=4096, mode="sgd")),
         "isotropic": Preset(
             "the class of the merged analytic time course (spec §3.1): Λ = I, aligned balanced initialisation",
@@ -68,13 +68,13 @@ class LinAttnConfig(ParamsBase):
     H: int = 3
     R: int = 1
     lams: tuple[float, ...] = (1.0, 0.6, 0.36)
-    init: float = 0.05
+    init: float = 0.08
     init_kind: str = "aligned"
-    lr: float = 0.2
-    steps: int = 3500
-    log_every: int = 50
+    lr: float = 0.25
+    steps: int = 1600
+    log_every: int = 20
     mode: str = "sgd"
-    batch: int = 512
+    batch: int = 256
     samples: int = 4096
     seed: int = 0
 
