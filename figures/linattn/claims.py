@@ -16,7 +16,8 @@ import numpy as np
 from figures.report import Claim
 from theory.linattn.population import optimum, plateau_levels
 
-__all__ = ["STATEMENTS", "learning_times", "dwell_fractions", "single_drop", "staircase", "PLATEAU_SHARE"]
+__all__ = ["STATEMENTS", "learning_times", "dwell_fractions", "single_drop", "staircase", "PLATEAU_SHARE",
+           "plateau_share", "theory"]
 
 STATEMENTS = {
     "single_drop": "ATTN_M (merged key-query) learns all principal components in a single abrupt loss drop",
@@ -80,3 +81,20 @@ def staircase(config, ode, trained) -> Claim:
 
 def _regime(c) -> str:
     return f"{c.variant}: D={c.D} N={c.N} H={c.H} lams={list(c.lams)} init={c.init} lr={c.lr} batch={c.batch}"
+
+
+def plateau_share(traj, config) -> float:
+    """The registry's statistic (claims.toml: staircase): ``min_k dwell_k / t_{k+1}`` over the intermediate
+    levels, with ``t_{k+1}`` the learning time of component ``k+1`` (the horizon's end if never learned)."""
+    t = traj["time"].values
+    lt = np.minimum(np.ravel(learning_times(traj, config)), t[-1])
+    dwell = np.ravel(dwell_fractions(traj, config)) * (t[-1] - t[0])
+    return float(np.min(dwell / lt[1:]))
+
+
+def theory(config):
+    """The derived flow of ``config`` (the registry's theory)."""
+    import simulate
+    from theory.linattn import problem
+
+    return simulate.solve(problem(config), backend="scipy")
