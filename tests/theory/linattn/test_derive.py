@@ -205,3 +205,17 @@ def test_systems_export():
     for s in derive.systems():
         assert load_system(s.to_json()).equivalent(s)
         assert len(s.to_latex()) < 20_000
+
+
+@pytest.mark.parametrize("H,R,learned", [(2, 1, 2), (1, 3, 3), (1, 2, 2)])
+def test_heads_and_rank_bound_the_number_of_components_learned(H, R, learned):
+    """Spec §3.2: H rank-R heads learn min(H R, D) components; the loss ends at the PCR level L_{H R}."""
+    import simulate
+
+    D, lam, N, s0 = 3, np.array([1.0, 0.7, 0.5]), 8.0, 0.1
+    sysm = derive.separate_system(D, H, R)
+    y0 = np.full(len(sysm.state), s0)
+    t = np.linspace(0, 40 * D / (lam[-1] ** 2 * s0), 50)
+    tr = simulate.solve(sysm, {**{f"lam_{i + 1}": x for i, x in enumerate(lam)}, "N": N}, y0, t, backend="scipy",
+                        method="Radau", rtol=1e-9, atol=1e-12)
+    assert tr["loss"].values[-1] == pytest.approx(population.plateau_levels(lam, N)[learned], rel=1e-4)
