@@ -4,8 +4,8 @@
 * :mod:`.claims` — the claims and the code deciding them;
 * :mod:`.figures` — :data:`FIGURES` (the row's ``figures`` slot).
 
-:data:`ROW` is the paper's row (registered through the plugin entry point; tests register it with
-``figures.papers.register(Paper(**ROW))``). Direction: figures -> compare -> claims.
+:data:`ROW` is the paper's row, registered by :mod:`.paper` through the ``tdyn.papers`` entry point.
+Direction: figures -> compare -> claims.
 """
 
 #: the paper's row (references resolved on first use)

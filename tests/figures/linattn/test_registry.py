@@ -8,8 +8,6 @@ import pytest
 import simulate
 from figures.claims import planted_violation, theory_check
 from figures.claims_registry import load_registry
-from figures.linattn import ROW
-from figures.papers import PAPERS, Paper, register
 from theory.linattn import LinAttnConfig, problem
 
 TOML = Path(__file__).resolve().parents[3] / "figures" / "linattn" / "claims.toml"
@@ -17,9 +15,7 @@ TOML = Path(__file__).resolve().parents[3] / "figures" / "linattn" / "claims.tom
 
 @pytest.fixture(scope="module")
 def claim():
-    register(Paper(**ROW))
-    yield load_registry(TOML, paper="linattn", config=LinAttnConfig, resolve=True).claims[0]
-    PAPERS.pop("linattn")
+    return load_registry(TOML, paper="linattn", config=LinAttnConfig, resolve=True).claims[0]
 
 
 def test_staircase_theory_passes_its_criterion(claim):

@@ -1,4 +1,4 @@
-"""linattn's row (figures/linattn/__init__.py: ROW) registered from the test, as the plugin route will: derive,
+"""linattn's row (figures/linattn/paper.py, registered through the entry point): derive,
 simulate and train through the CLI on one time axis (the config's), bad settings named, and (slow) the quick
 compare and figures."""
 
@@ -10,15 +10,12 @@ from click.testing import CliRunner
 
 import simulate
 from figures.cli import main
-from figures.linattn import ROW
-from figures.papers import PAPERS, Paper, register
+from figures.papers import get
 
 
 @pytest.fixture
 def row():
-    registered = register(Paper(**ROW))
-    yield registered
-    PAPERS.pop("linattn")
+    return get("linattn")  # registered through the tdyn.papers entry point
 
 
 def test_derive_simulate_train_through_the_cli(row, tmp_path):
