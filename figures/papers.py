@@ -33,7 +33,7 @@ claims        ``claims(*, quick, device, progress) -> list[figures.claims.ClaimR
 
 **A paper is a plugin.** The table is built from the ``tdyn.papers`` entry points of the installed
 distributions: each names a :class:`Paper` row (``name = "package.module:PAPER"``, the entry point's
-name equal to the row's). tdyn's own four papers register the same way (``figures/<p>/paper.py``,
+name equal to the row's). tdyn's own papers register the same way (``figures/<p>/paper.py``,
 ``pyproject.toml``); ``tdyn new-paper NAME`` writes a package that does (``docs/adding-a-paper.md``).
 :func:`register` adds a row by hand (a notebook, a test). Reading the table imports no matplotlib,
 torch or jax: the rows name their slots as ``"module:attribute"`` strings.
