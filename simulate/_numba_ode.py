@@ -23,7 +23,8 @@ import sympy as sp
 from theory.core import TIME, ReducedSystem
 from theory.errors import ConfigError
 
-__all__ = ["rhs_kernel", "dop853", "batch", "fastest_rate", "STATUS", "OK", "BUDGET", "DIVERGED", "STEP_TOO_SMALL"]
+__all__ = ["rhs_kernel", "dop853", "batch", "fastest_rate", "jacobian", "STATUS", "OK", "BUDGET", "DIVERGED",
+           "STEP_TOO_SMALL"]
 
 OK, BUDGET, DIVERGED, STEP_TOO_SMALL = 0, 1, 2, 3
 #: status code -> message (``OK`` is success)
@@ -44,24 +45,35 @@ def _build_rhs(system: ReducedSystem):
     if any(isinstance(e, sp.core.function.AppliedUndef) for e in system.rhs):
         raise ConfigError("backend", f"{system.paper}/{system.name} has no symbolic right-hand side to compile; "
                                      "use backend 'diffrax' or 'scipy'")
-    defs = list(system.definitions)
+    return numba.njit(_rhs_source_function(system))
 
-    def cse(items):
-        reps, reduced = sp.cse(items, optimizations="basic")
-        return defs + list(reps), reduced
 
-    exprs = [sp.Float(1.0) * e for e in system.rhs]  # every entry a float (a literal 0 would type as int)
-    f = sp.lambdify((TIME, system.state, system.parameters), exprs, modules=[{"erf": math.erf}, "math"],
-                    cse=cse if defs else True)
-    fj = numba.njit(f)
+def _rhs_source_function(system: ReducedSystem):
+    """``rhs(t, y, p, out)`` in plain Python over scalars (sympy's ``PythonCodePrinter``, ``math``
+    functions): states ``y[i]``, parameters ``p[j]``, the definitions as leading assignments, then
+    common subexpressions, then ``out[i] = ...`` — no arrays allocated, so numba compiles it to
+    straight-line code."""
+    from sympy.printing.pycode import PythonCodePrinter
 
-    @numba.njit
-    def into(t, y, p, out):
-        r = fj(t, y, p)
-        for i in range(out.size):
-            out[i] = r[i]
-
-    return into
+    names = {s: sp.Symbol(f"y_{i}") for i, s in enumerate(system.state)}
+    names.update({q: sp.Symbol(f"p_{j}") for j, q in enumerate(system.parameters)})
+    names[TIME] = sp.Symbol("t")
+    defs = []
+    for k, (sym, expr) in enumerate(system.definitions):
+        defs.append((sp.Symbol(f"d_{k}"), expr.xreplace(names)))
+        names[sym] = defs[-1][0]
+    defs = [(d, e.xreplace(names)) for d, e in defs]  # a definition may use an earlier one
+    reps, reduced = sp.cse([e.xreplace(names) for e in system.rhs], optimizations="basic",
+                           symbols=sp.numbered_symbols("c_"))
+    pr = PythonCodePrinter({"fully_qualified_modules": True})
+    lines = ["def rhs(t, y, p, out):"]
+    lines += [f"    y_{i} = y[{i}]" for i in range(len(system.state))]
+    lines += [f"    p_{j} = p[{j}]" for j in range(len(system.parameters))]
+    lines += [f"    {pr.doprint(a)} = {pr.doprint(b)}" for a, b in [*defs, *reps]]
+    lines += [f"    out[{i}] = {pr.doprint(e)}" for i, e in enumerate(reduced)]
+    namespace = {"math": math}
+    exec(compile("\n".join(lines), f"<{system.paper}/{system.name} rhs>", "exec"), namespace)
+    return namespace["rhs"]
 
 
 def _tableau():
@@ -234,21 +246,34 @@ def batch(system: ReducedSystem, Y0: np.ndarray, P: np.ndarray, ts: np.ndarray, 
     return Y, status
 
 
-def fastest_rate(system: ReducedSystem, y: np.ndarray, p: np.ndarray) -> float:
-    """``max |lambda|`` over the eigenvalues of the Jacobian at ``(y, p)`` (1/time), by central
-    differences of the compiled right-hand side (``dim`` pairs of evaluations; no symbolic Jacobian)."""
+def jacobian(system: ReducedSystem):
+    """``J(t, y, p) -> (dim, dim)``: the Jacobian of the compiled right-hand side by central
+    differences (step ``1e-6 max(1, |y_j|)``; ``dim`` pairs of evaluations, no symbolic Jacobian).
+    What the stiff fallback's LSODA takes as ``jac``."""
     f = rhs_kernel(system)
-    n = y.size
-    J = np.empty((n, n))
-    fp, fm = np.empty(n), np.empty(n)
-    for j in range(n):
-        e = 1e-6 * max(1.0, abs(y[j]))
-        yp, ym = y.copy(), y.copy()
-        yp[j] += e
-        ym[j] -= e
-        f(0.0, yp, p, fp)
-        f(0.0, ym, p, fm)
-        J[:, j] = (fp - fm) / (2 * e)
+
+    def jac(t, y, p):
+        y = np.asarray(y, dtype=np.float64)
+        n = y.size
+        J = np.empty((n, n))
+        fp, fm = np.empty(n), np.empty(n)
+        for j in range(n):
+            e = 1e-6 * max(1.0, abs(y[j]))
+            yp, ym = y.copy(), y.copy()
+            yp[j] += e
+            ym[j] -= e
+            f(t, yp, p, fp)
+            f(t, ym, p, fm)
+            J[:, j] = (fp - fm) / (2 * e)
+        return J
+
+    return jac
+
+
+def fastest_rate(system: ReducedSystem, t: float, y: np.ndarray, p: np.ndarray) -> float:
+    """``max |lambda|`` over the eigenvalues of the Jacobian at ``(t, y, p)`` (1/time;
+    :func:`jacobian`), ``inf`` where it is not finite."""
+    J = jacobian(system)(t, y, p)
     if not np.all(np.isfinite(J)):
         return math.inf
     return float(np.max(np.abs(np.linalg.eigvals(J))))

@@ -273,13 +273,14 @@ def _solve_numba(system: ReducedSystem, p, y, ts, method: str, rtol: float, atol
 
     run = N.dop853(system)
     if method == "auto":
-        stiff = N.fastest_rate(system, y, p) * (ts[-1] - ts[0]) / AUTO_STABILITY > AUTO_EXPLICIT_STEPS
+        stiff = N.fastest_rate(system, ts[0], y, p) * (ts[-1] - ts[0]) / AUTO_STABILITY > AUTO_EXPLICIT_STEPS
         if not stiff:
             Y, code, _, nfev = run(y, p, ts, rtol, atol, min(max_steps, AUTO_EXPLICIT_STEPS), STATE_BOUND)
             stiff = code == N.BUDGET
         if stiff:
-            f = system.to_numpy()
-            Y, status, message, nfev = _scipy_steps(lambda tt, yy: f(tt, yy, p), ts, y, "LSODA", rtol, atol, {})
+            f, jac = system.to_numpy(), N.jacobian(system)
+            Y, status, message, nfev = _scipy_steps(lambda tt, yy: f(tt, yy, p), ts, y, "LSODA", rtol, atol,
+                                                    {"jac": lambda tt, yy: jac(tt, yy, p)})
             return Y, status, message, nfev, "LSODA"
     else:
         Y, code, _, nfev = run(y, p, ts, rtol, atol, max_steps, STATE_BOUND)
