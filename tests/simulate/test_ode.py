@@ -10,6 +10,7 @@ import sympy as sp
 
 import simulate
 from helpers.systems import oscillator
+from simulate import _numba_ode as ode_numba
 from simulate import ode
 from theory.core import ReducedSystem
 from theory.errors import ConfigError, SolverError
@@ -86,7 +87,7 @@ def test_tables_name_public_solver_classes():
     import diffrax
     import scipy.integrate
 
-    assert simulate.BACKENDS == tuple(simulate.ODE_METHODS) == ("diffrax", "scipy")
+    assert simulate.BACKENDS == tuple(simulate.ODE_METHODS) == ("diffrax", "scipy", "numba")
     assert simulate.ODE_METHODS is ode.ODE_METHODS and simulate.METHODS is not ode.ODE_METHODS  # SDE table apart
     for name, m in ode.ODE_METHODS["scipy"].items():
         cls = resolve_ref(m.solver)
@@ -95,8 +96,10 @@ def test_tables_name_public_solver_classes():
     for name, m in ode.ODE_METHODS["diffrax"].items():
         assert resolve_ref(m.solver) is getattr(diffrax, name)
         assert issubclass(resolve_ref(m.solver), diffrax.AbstractSolver)
+    for name, m in ode.ODE_METHODS["numba"].items():
+        assert resolve_ref(m.solver) is ode_numba.dop853  # "auto" starts with it (then LSODA once stiff)
     # the defaults are the first entries, and the stiff ones
-    assert [next(iter(t)) for t in ode.ODE_METHODS.values()] == ["Kvaerno5", "Radau"]
+    assert [next(iter(t)) for t in ode.ODE_METHODS.values()] == ["Kvaerno5", "Radau", "auto"]
     assert "integrate._ivp" not in inspect.getsource(ode)  # no import of scipy's private package
 
 
