@@ -81,8 +81,7 @@ def _problems():
             "joma": lambda: joma.problem(joma.JomaConfig()), "topic": lambda: topic.problem(topic.TopicConfig())}
 
 
-@pytest.mark.parametrize("paper", [pytest.param(p, marks=() if p == "scb" else pytest.mark.slow)
-                                   for p in ("scb", "scan-snap", "joma", "topic")])
+@pytest.mark.parametrize("paper", ["scb", "scan-snap", "joma", "topic"])
 def test_auto_agrees_with_tight_radau_on_each_papers_ode(paper):
     P = _problems()[paper]()
     S = P.system
