@@ -7,7 +7,10 @@ trajectory up to the last good time.
 
 Methods: :data:`ODE_METHODS` (scipy ``METHODS`` style), one table per backend, its default first.
 Defaults are stiff solvers (scipy Radau; diffrax Kvaerno5 with a PID controller), because reduced
-flows such as SCB's have a fast "mean" block next to a slow escape (docs/papers/scb.md §3.4). (The SDE
+flows such as SCB's have a fast "mean" block next to a slow escape (docs/papers/scb.md §3.4). The
+``numba`` backend's ``"auto"`` (also what ``method="auto"`` picks with no backend named) is
+stiffness-aware: a compiled explicit DOP853 while the flow is not stiff, scipy's LSODA once it is
+(:func:`_solve_auto`). (The SDE
 schemes' table is :data:`simulate.METHODS`; hence the name ``ODE_METHODS``.)
 
 Shared with :mod:`simulate.sde`, :mod:`simulate.sweep` and the SDE engines: :func:`enable_x64`,
@@ -63,6 +66,10 @@ ODE_METHODS: dict[str, dict[str, OdeMethod]] = {
         "DOP853": OdeMethod("scipy.integrate:DOP853", False, "8 (explicit Runge-Kutta)"),
         "RK23": OdeMethod("scipy.integrate:RK23", False, "3 (explicit Runge-Kutta, embedded 2)"),
     },
+    "numba": {
+        "auto": OdeMethod("simulate._numba_ode:dop853", True, "8 (DOP853) while non-stiff, then LSODA (1-12)"),
+        "DOP853": OdeMethod("simulate._numba_ode:dop853", False, "8 (explicit Runge-Kutta, embedded 5 and 3)"),
+    },
 }
 #: the ODE backends (``backend=`` of :func:`solve`), the default first
 BACKENDS = tuple(ODE_METHODS)
@@ -73,6 +80,11 @@ STATE_BOUND = 1e150
 #: diffrax stops (``dt_min_reached``) when its step falls below this fraction of the horizon: a
 #: finite-time blow-up shrinks the step geometrically, which would otherwise spin to ``max_steps``
 DT_MIN_FRACTION = 1e-12
+#: ``"auto"``: the explicit method's step budget; beyond it (or when the Jacobian's fastest rate
+#: alone would need more steps: ``max|lambda| (t1 - t0) / AUTO_STABILITY``) the flow counts as stiff
+AUTO_EXPLICIT_STEPS = 20_000
+#: DOP853's stability interval on the negative real axis, ``|h lambda| <~ 6``
+AUTO_STABILITY = 6.0
 
 
 def enable_x64() -> None:
@@ -138,7 +150,7 @@ def solve(
     y0: Mapping[str, float] | Sequence[float] | np.ndarray | None = None,
     t: Sequence[float] | np.ndarray | None = None,
     *,
-    backend: str = "diffrax",
+    backend: str | None = None,
     rtol: float | None = None,
     atol: float | None = None,
     method: str | None = None,
@@ -154,8 +166,10 @@ def solve(
     params: values of ``system.parameter_names`` (extra keys are ignored).
     y0:     initial state, by name or in ``system.state_names`` order.
     t:      strictly increasing output times (units: the system's time, e.g. optimiser steps).
-    backend: ``"diffrax"`` (jit-compiled, float64) or ``"scipy"`` (``solve_ivp``'s solver classes,
-            stepped here so that a failure keeps the times reached) — :data:`BACKENDS`.
+    backend: ``"diffrax"`` (jit-compiled, float64; the default), ``"scipy"`` (``solve_ivp``'s
+            solver classes, stepped here so that a failure keeps the times reached) or ``"numba"``
+            (the right-hand side and DOP853 compiled by numba, one call per solve) —
+            :data:`BACKENDS`. With ``method="auto"`` and no backend: ``"numba"``.
     method: a key of ``ODE_METHODS[backend]`` (:data:`ODE_METHODS`, the default first):
 
             =========  ==============================================================
@@ -163,6 +177,8 @@ def solve(
                        ``Dopri8``, ``Dopri5`` (explicit)
             scipy      ``Radau`` (default), ``BDF``, ``LSODA`` (implicit: get the
                        system's Jacobian); ``RK45``, ``DOP853``, ``RK23`` (explicit)
+            numba      ``auto`` (default: DOP853 while non-stiff, else scipy
+                       LSODA), ``DOP853`` (explicit)
             =========  ==============================================================
     rtol, atol: tolerances (default 1e-8, 1e-10); max_steps: diffrax step budget (default 1e6).
 
@@ -170,6 +186,8 @@ def solve(
     Raises :class:`SolverError` (with ``.partial``) when the solver fails or leaves finite values.
     """
     config = None
+    if backend is None:
+        backend = "numba" if method == "auto" else "diffrax"
     if isinstance(system, Problem):
         problem = system
         config = problem.config
@@ -201,7 +219,10 @@ def solve(
 
     method = method or next(iter(ODE_METHODS[backend]))
     check_choice("method", method, tuple(ODE_METHODS[backend]))
-    if backend == "scipy":
+    used = {}
+    if backend == "numba":
+        Y, status, message, nfev, used["method_used"] = _solve_numba(system, p, y, ts, method, rtol, atol, max_steps)
+    elif backend == "scipy":
         f = system.to_numpy()
         jac_f = None
         if ODE_METHODS["scipy"][method].implicit:
@@ -236,12 +257,35 @@ def solve(
         ts[:good], variables, paper=system.paper, system=system.name, source="ode", backend=backend,
         parameter_values={**{n: float(v) for n, v in zip(system.parameter_names, p)},
                     "rtol": rtol, "atol": atol, "method": method},
-        status=status, message=message, extra_attrs={"n_steps": nfev}, config=config,
+        status=status, message=message, extra_attrs={"n_steps": nfev, **used}, config=config,
     )
     if status != 0:
         t_reached = float(ts[good - 1]) if good > 0 else float(ts[0])
         raise SolverError(system.paper, system.name, t_reached, message, partial=traj)
     return traj
+
+
+def _solve_numba(system: ReducedSystem, p, y, ts, method: str, rtol: float, atol: float, max_steps: int):
+    """The ``numba`` backend: ``(Y, status, message, n_fev, method used)``. ``"auto"``: DOP853
+    unless the Jacobian's fastest rate at ``y`` makes the flow stiff over ``ts`` (then, and when
+    DOP853 spends :data:`AUTO_EXPLICIT_STEPS` steps, scipy's LSODA from ``ts[0]``)."""
+    from . import _numba_ode as N
+
+    run = N.dop853(system)
+    if method == "auto":
+        stiff = N.fastest_rate(system, ts[0], y, p) * (ts[-1] - ts[0]) / AUTO_STABILITY > AUTO_EXPLICIT_STEPS
+        if not stiff:
+            Y, code, _, nfev = run(y, p, ts, rtol, atol, min(max_steps, AUTO_EXPLICIT_STEPS), STATE_BOUND)
+            stiff = code == N.BUDGET
+        if stiff:
+            f, jac = system.to_numpy(), N.jacobian(system)
+            Y, status, message, nfev = _scipy_steps(lambda tt, yy: f(tt, yy, p), ts, y, "LSODA", rtol, atol,
+                                                    {"jac": lambda tt, yy: jac(tt, yy, p)})
+            return Y, status, message, nfev, "LSODA"
+    else:
+        Y, code, _, nfev = run(y, p, ts, rtol, atol, max_steps, STATE_BOUND)
+    status = 0 if code == N.OK else -1
+    return Y, status, N.STATUS[code].format(bound=STATE_BOUND), nfev, "DOP853"
 
 
 def _scipy_steps(fun, ts, y0, method, rtol, atol, extra):

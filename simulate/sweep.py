@@ -1,4 +1,5 @@
-"""Parameter sweeps: one compiled diffrax solve, vmapped over a grid of parameter vectors.
+"""Parameter sweeps: one compiled diffrax solve vmapped over a grid of parameter vectors, or
+(``backend="numba"``) the compiled DOP853 of :mod:`simulate._numba_ode` in a parallel loop.
 
 ``sweep(system, base, {"T": [1e2, 1e3], "K": [0.05, 0.1]}, y0, t)`` solves every combination in
 one jit-compiled call and returns a Dataset with one dim per swept parameter plus ``time``. For a
@@ -17,7 +18,7 @@ import xarray as xr
 from theory.core import ReducedSystem
 from theory.errors import ConfigError
 
-from .ode import diffrax_solver, check_times
+from .ode import AUTO_EXPLICIT_STEPS, STATE_BOUND, _scipy_steps, check_times, diffrax_solver
 from .trajectory import make_trajectory
 
 __all__ = ["sweep"]
@@ -34,6 +35,24 @@ def _vmapped(system, method, rtol, atol, max_steps):
     return system.compiled(("diffrax_sweep", method, rtol, atol, max_steps), build)
 
 
+def _numba_map(system, Y0, P, ts, method, rtol, atol, max_steps) -> np.ndarray:
+    """``Y (B, len(ts), dim)``: compiled DOP853 per row of ``(Y0, P)`` in parallel; under ``"auto"``
+    the rows that spend :data:`~simulate.ode.AUTO_EXPLICIT_STEPS` steps again with scipy LSODA."""
+    from . import _numba_ode as N
+
+    if method not in ("auto", "DOP853"):
+        raise ConfigError("method", f"unknown numba sweep method {method!r}; choose auto or DOP853")
+    budget = min(max_steps, AUTO_EXPLICIT_STEPS) if method == "auto" else max_steps
+    Y, status = N.batch(system, Y0, P, ts, rtol, atol, budget, STATE_BOUND)
+    if method == "auto":
+        f, jac = system.to_numpy(), N.jacobian(system)
+        for b in np.nonzero(status == N.BUDGET)[0]:
+            p = P[b]
+            Y[b] = _scipy_steps(lambda tt, yy: f(tt, yy, p), ts, Y0[b], "LSODA", rtol, atol,
+                                {"jac": lambda tt, yy: jac(tt, yy, p)})[0]
+    return Y
+
+
 def sweep(
     system: ReducedSystem,
     base: Mapping[str, float],
@@ -41,15 +60,19 @@ def sweep(
     y0: Mapping[str, float] | Callable[[Mapping[str, float]], Mapping[str, float]],
     t,
     *,
-    method: str = "Kvaerno5",
+    method: str | None = None,
     rtol: float = 1e-8,
     atol: float = 1e-10,
     max_steps: int = 1_000_000,
+    backend: str = "diffrax",
 ) -> xr.Dataset:
     """Solve ``system`` at every point of ``grid`` (a product over the named parameters).
-    ``y0`` may be a callable of the parameter values (initial states that depend on them)."""
-    import jax.numpy as jnp
-
+    ``y0`` may be a callable of the parameter values (initial states that depend on them).
+    ``backend``: ``"diffrax"`` (``method`` a diffrax solver, default Kvaerno5) or ``"numba"``
+    (``method`` ``"auto"``, the default: DOP853 at every point, scipy LSODA at the points where
+    it spends its step budget; or ``"DOP853"``). A point that fails is NaN after its last good time."""
+    if backend not in ("diffrax", "numba"):
+        raise ConfigError("backend", f"unknown sweep backend {backend!r}; choose diffrax or numba")
     ts = check_times(t)
     for name in grid:
         if name not in system.parameter_names:
@@ -60,8 +83,13 @@ def sweep(
     Y0 = np.stack([
         system.state_vector(y0({**base, **dict(zip(names, c))}) if callable(y0) else y0) for c in combos
     ])
-    run = _vmapped(system, method, float(rtol), float(atol), int(max_steps))
-    Y = np.asarray(run(jnp.asarray(Y0), jnp.asarray(P), jnp.asarray(ts)))
+    if backend == "numba":
+        Y = _numba_map(system, Y0, P, ts, method or "auto", rtol, atol, max_steps)
+    else:
+        import jax.numpy as jnp
+
+        run = _vmapped(system, method or "Kvaerno5", float(rtol), float(atol), int(max_steps))
+        Y = np.asarray(run(jnp.asarray(Y0), jnp.asarray(P), jnp.asarray(ts)))
     shape = tuple(len(grid[n]) for n in names)
     Y = Y.reshape(*shape, ts.size, len(system.state))
     obs = system.observables_numpy()
@@ -70,5 +98,5 @@ def sweep(
         for n, v in obs(Y.reshape(-1, ts.size, len(system.state)).reshape(-1, len(system.state)), P.repeat(ts.size, 0).T).items():
             variables[n] = v.reshape(*shape, ts.size)
     ds = make_trajectory(ts, variables, paper=system.paper, system=system.name, source="ode",
-                         backend="diffrax", parameter_values=dict(base), lead_dims=tuple(names))
+                         backend=backend, parameter_values=dict(base), lead_dims=tuple(names))
     return ds.assign_coords({n: np.asarray(grid[n], dtype=float) for n in names})

@@ -10,6 +10,7 @@ import sympy as sp
 
 import simulate
 from helpers.systems import oscillator
+from simulate import _numba_ode as ode_numba
 from simulate import ode
 from theory.core import ReducedSystem
 from theory.errors import ConfigError, SolverError
@@ -86,7 +87,7 @@ def test_tables_name_public_solver_classes():
     import diffrax
     import scipy.integrate
 
-    assert simulate.BACKENDS == tuple(simulate.ODE_METHODS) == ("diffrax", "scipy")
+    assert simulate.BACKENDS == tuple(simulate.ODE_METHODS) == ("diffrax", "scipy", "numba")
     assert simulate.ODE_METHODS is ode.ODE_METHODS and simulate.METHODS is not ode.ODE_METHODS  # SDE table apart
     for name, m in ode.ODE_METHODS["scipy"].items():
         cls = resolve_ref(m.solver)
@@ -95,8 +96,10 @@ def test_tables_name_public_solver_classes():
     for name, m in ode.ODE_METHODS["diffrax"].items():
         assert resolve_ref(m.solver) is getattr(diffrax, name)
         assert issubclass(resolve_ref(m.solver), diffrax.AbstractSolver)
+    for name, m in ode.ODE_METHODS["numba"].items():
+        assert resolve_ref(m.solver) is ode_numba.dop853  # "auto" starts with it (then LSODA once stiff)
     # the defaults are the first entries, and the stiff ones
-    assert [next(iter(t)) for t in ode.ODE_METHODS.values()] == ["Kvaerno5", "Radau"]
+    assert [next(iter(t)) for t in ode.ODE_METHODS.values()] == ["Kvaerno5", "Radau", "auto"]
     assert "integrate._ivp" not in inspect.getsource(ode)  # no import of scipy's private package
 
 
@@ -128,3 +131,23 @@ def test_check_times_and_the_compiled_solver_are_shared():
     assert ode.diffrax_solver(S, "Tsit5", 1e-8, 1e-10, 1000) is run  # compiled once per system
     with pytest.raises(ConfigError, match="method"):
         ode.diffrax_solver(S, "Euler", 1e-8, 1e-10, 1000)
+
+
+@pytest.mark.parametrize("backend, method", [
+    pytest.param("diffrax", None, marks=pytest.mark.xfail(
+        strict=True, raises=SolverError, reason="Kvaerno5's chord iteration fails at the fixed point (dtmin)")),
+    ("scipy", None), ("scipy", "LSODA"), ("numba", "auto")])
+def test_backends_agree_on_a_very_stiff_scb_flow(backend, method):
+    """SCB at eta_V = eta_A = 1e4 (docs/papers/scb.md §3.4 "Stiffness"): the flow is the eta = 1 flow
+    with time rescaled by 1e4 (both rates scale the whole right-hand side), so a backend must reach
+    the eta = 1 solution at 1e4 t; it does not diverge."""
+    from theory import scb
+
+    fast = scb.problem(scb.SCBConfig(eta_V=1e4, eta_A=1e4))
+    slow = scb.problem(scb.SCBConfig(eta_V=1.0, eta_A=1.0))
+    t = np.asarray(fast.t)[:21]
+    ref = simulate.solve(slow, backend="scipy", t=t * 1e4, rtol=1e-11, atol=1e-13)
+    tr = simulate.solve(fast, backend=backend, method=method, t=t)
+    assert tr.attrs["status"] == 0
+    for n in fast.system.state_names:
+        np.testing.assert_allclose(tr[n].values, ref[n].values, rtol=1e-6, atol=1e-8, err_msg=n)

@@ -14,3 +14,17 @@ def test_sweep_equals_individual_solves():
     one = simulate.solve(S, {"k": 0.5, "w": 3.0}, {"x": 1.0, "y": 0.0}, t, backend="scipy", rtol=1e-10, atol=1e-12)
     assert np.allclose(ds.x.sel(k=0.5, w=3.0).values, one.x.values, atol=1e-6)
     assert np.allclose(ds.radius_sq.sel(k=0.5, w=3.0).values, np.exp(-t), atol=1e-6)
+
+
+def test_numba_sweep_equals_individual_scipy_solves():
+    S = oscillator()
+    t = np.linspace(0, 2, 21)
+    ds = simulate.sweep(S, {"k": 0.1, "w": 1.0}, {"k": [0.1, 0.5], "w": [1.0, 2.0, 3.0]}, {"x": 1.0, "y": 0.0}, t,
+                        backend="numba")
+    assert ds.x.shape == (2, 3, 21) and ds.attrs["backend"] == "numba"
+    for kk in (0.1, 0.5):
+        for ww in (1.0, 3.0):
+            one = simulate.solve(S, {"k": kk, "w": ww}, {"x": 1.0, "y": 0.0}, t, backend="scipy", rtol=1e-10,
+                                 atol=1e-12)
+            np.testing.assert_allclose(ds.x.sel(k=kk, w=ww).values, one.x.values, atol=1e-7)
+            np.testing.assert_allclose(ds.radius_sq.sel(k=kk, w=ww).values, np.exp(-2 * kk * t), rtol=1e-6)
