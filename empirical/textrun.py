@@ -157,10 +157,13 @@ class TextExperiment(ModuleState):
         self.eval_ids = range(min(c.eval_chunks, n_valid) if c.eval_chunks else n_valid)
         self._clock = None
 
+    @staticmethod
+    def _lm_loss(logits, y):
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
     def _loss(self, x, y, generator):
         if self.config.objective == "lm":
-            logits = self.model(x)
-            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            return self._lm_loss(self.model(x), y)
         xm, labels = text.mask_tokens(x, self.V, self.V, generator)
         h, _ = self.model.features(xm)
         sel = labels != -100  # decode the selected positions only (the loss ignores the others)
@@ -203,8 +206,13 @@ class TextExperiment(ModuleState):
         eval_gen.manual_seed(12345)  # the same validation masks at every log step (MLM)
         for i in self.eval_ids:
             x, y = text.chunk(self.valid_streams, i, c.bptt)
-            loss += float(self._loss(x, y, eval_gen))
-            ent += torch.tensor([float(attention_entropy(a)) for a in self.attention(x)], dtype=torch.float64)
+            if c.objective == "lm":  # one eval-mode pass gives the loss and the maps (the same numbers as two)
+                logits, maps = self.model(x, return_attention=True)
+                loss += float(self._lm_loss(logits, y))
+            else:  # the masked LM's loss reads the corrupted ids; its maps, the clean ones
+                loss += float(self._loss(x, y, eval_gen))
+                maps = self.attention(x)
+            ent += torch.tensor([float(attention_entropy(a)) for a in maps], dtype=torch.float64)
         n = len(self.eval_ids)
         obs = {"val_loss": loss / n}
         obs.update({f"entropy_layer{l}": float(ent[l] / n) for l in range(L)})

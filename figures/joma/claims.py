@@ -221,8 +221,6 @@ def block_theory(config) -> list:
 def _state_curvature(key: str, index: int) -> float:
     """``lr`` times the largest |Hessian eigenvalue| of the loss at seed 0's exact-flow state number
     ``index`` (of the config's logged times)."""
-    from empirical.joma.seeds import batched_engine
-
     config = J.JomaConfig.from_dict(json.loads(key))
     times, Y, shapes = _exact_flow(key, EXACT_SEEDS)
     S = len(EXACT_SEEDS)
@@ -231,7 +229,16 @@ def _state_curvature(key: str, index: int) -> float:
         n = int(np.prod(shape[1:]))
         parts.append(Y[index, i:i + S * n].reshape(S, *shape[1:])[:1])
         i += S * n
-    return lr_curvature_of_path(batched_engine(config, [EXACT_SEEDS[0]]), [tuple(parts)], float(config.lr), points=1)
+    return lr_curvature_of_path(_loss_engine(key, EXACT_SEEDS[0]), [tuple(parts)], float(config.lr), points=1)
+
+
+@lru_cache(maxsize=16)
+def _loss_engine(key: str, seed: int):
+    """The batched engine of one seed of config ``key``, built once: only its ``loss_of`` is used
+    (which reads the data, never the engine's parameters), so every state of a path shares it."""
+    from empirical.joma.seeds import batched_engine
+
+    return batched_engine(J.JomaConfig.from_dict(json.loads(key)), [int(seed)])
 
 
 def path_curvature(config, t: float, points: int = 8) -> float:

@@ -16,7 +16,8 @@ Numbers (``calibration``): coverage of the SGD runs' (t > 0) points by the SDE's
 with run-bootstrap intervals, the variance ratio SDE/SGD per time and pooled with its interval
 (:mod:`figures.calibration`), at the ``stage1`` preset; :func:`calibration_cells` over a (lr,
 batch) grid gives the ``Break`` rows of where the approximation breaks. Runs are cached per
-process and seed (``sgd_run``), so the claim's map cells, the report and the figures share them.
+process (all seeds of a config in one batched run, ``sgd_runs``), so the claim's map cells, the
+report and the figures share them.
 
 The SDE's claim, decided over seeds (``figures.claims``): per seed, the fraction of its logged
 times (t > 0) at which its context residual lies inside the SDE's central band of level ``band``,
@@ -82,17 +83,29 @@ def sgd_run(config: th.TopicConfig, seed: int, device: str = "cpu") -> xr.Datase
         return part.reindex(time=config.ode_times())
 
 
+@lru_cache(maxsize=64)
+def _seed_runs(config: th.TopicConfig, seeds: tuple[int, ...], device: str) -> tuple[xr.Dataset, ...]:
+    """Every seed of ``seeds`` in one vectorised run (:func:`empirical.topic.seeds.train_seeds`:
+    the numbers of :func:`sgd_run` to rounding; a seed that diverges is NaN from then on), one
+    trajectory per seed."""
+    from empirical.topic.seeds import train_seeds
+
+    runs = train_seeds(config, seeds=seeds, device=device)
+    runs = runs.drop_vars([n for n in runs.data_vars if n.startswith("final_")])
+    return tuple(runs.isel(seed=i, drop=True) for i in range(len(seeds)))
+
+
 def sgd_runs(config: th.TopicConfig, *, seeds, device: str = "cpu") -> list[xr.Dataset]:
-    """The claim's ``runs``: one trajectory per seed (each cached by :func:`sgd_run`)."""
-    return [sgd_run(config, int(s), device) for s in seeds]
+    """The claim's ``runs``: one trajectory per seed, all seeds in one batched run (cached per
+    config and seeds)."""
+    return list(_seed_runs(config, tuple(int(s) for s in seeds), device))
 
 
 def wide_batch_runs(config: th.TopicConfig, *, seeds, device: str = "cpu") -> list[xr.Dataset]:
     """The claim's null: SGD at 4 x ``config.batch`` (half the noise's standard deviation), decided
     against the SDE band of ``config`` itself (the statistic reads the claimed batch's band): a
     calibration test that passes this has no power against a wrong noise scale."""
-    wide = config.replace(batch=4 * config.batch)
-    return [sgd_run(wide, int(s), device) for s in seeds]
+    return sgd_runs(config.replace(batch=4 * config.batch), seeds=seeds, device=device)
 
 
 def runs_dataset(config: th.TopicConfig, seeds, device: str = "cpu") -> xr.Dataset:

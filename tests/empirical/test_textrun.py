@@ -50,3 +50,26 @@ def test_resume_is_bit_identical(tmp_path, objective, interrupt_at):
     assert all(np.array_equal(exp_full.snapshots[s], exp_res.snapshots[s]) for s in exp_full.snapshots)
     other, _, _ = train_text(dataclasses.replace(cfg, seed=2), device="cpu", corpus=corpus)
     assert not np.array_equal(other["val_loss"].values, full["val_loss"].values)
+
+
+@pytest.mark.parametrize("objective", ["lm", "mlm"])
+def test_observables_equal_a_separate_loss_pass_and_attention_pass(objective):
+    """The evaluation's validation loss and per-layer attention entropies equal a re-computation
+    with one eval-mode pass for the loss and another for the attention maps, bit for bit."""
+    from empirical.transformer import attention_entropy
+
+    corpus = _tiny_corpus()
+    cfg = dataclasses.replace(TINY, objective=objective, tie=objective == "mlm", steps=6, log_every=6)
+    _, exp, _ = train_text(cfg, device="cpu", corpus=corpus)
+    with torch.no_grad():
+        obs = exp.observables()
+        exp.model.eval()
+        gen = torch.Generator().manual_seed(12345)
+        loss, ent = 0.0, np.zeros(cfg.n_layer)
+        for i in exp.eval_ids:
+            x, y = text.chunk(exp.valid_streams, i, cfg.bptt)
+            loss += float(exp._loss(x, y, gen))
+            ent += [float(attention_entropy(a)) for a in exp.attention(x)]
+    n = len(exp.eval_ids)
+    assert obs["val_loss"] == loss / n
+    assert [obs[f"entropy_layer{l}"] for l in range(cfg.n_layer)] == list(ent / n)

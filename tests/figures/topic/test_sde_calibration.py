@@ -58,3 +58,24 @@ def test_band_fraction_is_nan_for_a_diverged_run():
     run[cal.OBSERVABLE][-3:] = np.nan
     assert np.isnan(cal.band_fraction(run, cfg, band=0.8))
     assert abs(cal.band_fraction(ens.isel(path=1), cfg, band=0.8)) <= 0.2 + 1e-12
+
+
+def test_batched_runs_are_the_per_seed_runs():
+    """``sgd_runs`` (all seeds in one vectorised run) gives each seed's per-seed SGD run
+    (``sgd_run``: ``empirical.topic.train``) to rounding, in the order of ``seeds``; at a step
+    size beyond the stability limit every seed is NaN from its divergence on, as the per-seed
+    run's partial trajectory."""
+    cfg = th.TopicConfig.preset("stage1", True).replace(steps=60, log_every=20)
+    runs = cal.sgd_runs(cfg, seeds=[2, 0])
+    for run, seed in zip(runs, (2, 0)):
+        ref = cal.sgd_run(cfg, seed)
+        assert set(ref.data_vars) <= set(run.data_vars)
+        np.testing.assert_array_equal(run["time"].values, ref["time"].values)
+        for name in ref.data_vars:
+            np.testing.assert_allclose(run[name].values, ref[name].values, rtol=1e-12, atol=1e-14, err_msg=name)
+    assert not np.allclose(runs[0][cal.OBSERVABLE].values[1:], runs[1][cal.OBSERVABLE].values[1:])
+    wild = cfg.replace(lr=40.0, steps=200)
+    for run, seed in zip(cal.sgd_runs(wild, seeds=[0, 1]), (0, 1)):
+        ref = cal.sgd_run(wild, seed)[cal.OBSERVABLE].values
+        assert np.isnan(ref[-1])
+        np.testing.assert_array_equal(np.isnan(run[cal.OBSERVABLE].values), np.isnan(ref))
