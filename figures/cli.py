@@ -88,7 +88,7 @@ class _Group(click.Group):
                 sys.exit(143)
             if sys.stderr.isatty():  # end the terminal's "^C" echo; a pipe gets exactly one line
                 click.echo("", err=True)
-            click.echo("error: interrupted: stopped by Ctrl-C (files written so far are complete)", err=True)
+            click.echo("interrupted: stopped by Ctrl-C (files written so far are complete)", err=True)
             sys.exit(130)
         except Terminated:
             click.echo("error: interrupted: stopped by SIGTERM (files written so far are complete)", err=True)
@@ -326,24 +326,23 @@ def _report(traj, out_path):
         click.echo(f"wrote {out_path}")
 
 
-def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
+def _check_checkpoint(run: _Run, checkpoint, resume, *, folder: bool = False) -> dict:
     """``--checkpoint DIR [--resume]``: a usable directory, a train slot that takes it, and on resume
     a checkpoint written for this very config and code version. Returns the slot's keywords."""
     if checkpoint is None:
         if resume:
-            raise ConfigError("resume", "needs --checkpoint DIR")
+            raise ConfigError("resume", "needs --checkpoint DIR (or the --out FILE.nc of the interrupted run)")
         return {}
     from empirical.trainer import checkpoint_paths, checkpoint_problem, fingerprint_mismatch, read_fingerprint
     from simulate.trajectory import jsonable, code_version
 
-    fn = run.row.slot("train")
-    if "checkpoint" not in inspect.signature(fn).parameters:
+    if not _takes_checkpoint(run.row):
         raise ConfigError("checkpoint", f"{run.row.name}'s train slot does not take checkpoints yet")
     d = check_path("checkpoint", checkpoint)
     if d.exists() and not d.is_dir():
         raise ConfigError("checkpoint", f"not a directory: {checkpoint}")
     check_outdir(checkpoint, "checkpoint")
-    where = checkpoint_paths(d)[0].parent  # the folder the train slot is given
+    where = d if folder else checkpoint_paths(d)[0].parent  # the folder the train slot is given
     state, meta = checkpoint_paths(where)
     if not resume:  # a new run never replaces another run's checkpoint without a word
         if state.exists() or meta.exists():
@@ -367,6 +366,19 @@ def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
     return {"checkpoint": str(where)}
 
 
+def _takes_checkpoint(row) -> bool:
+    return "checkpoint" in inspect.signature(row.slot("train")).parameters
+
+
+def _default_checkpoint(run: _Run) -> str | None:
+    """The checkpoint folder of a ``tdyn train --out FILE.nc`` given no ``--checkpoint``:
+    ``FILE.ckpt/`` beside the output (``None`` without ``--out`` or where the train slot takes no
+    checkpoints). It is removed once ``FILE.nc`` is written."""
+    if run.out is None or not _takes_checkpoint(run.row):
+        return None
+    return str(run.out.with_name(run.out.stem + ".ckpt"))
+
+
 def _checkpoint_step(meta: Path) -> str:
     """`` (step 16989 of 30000)`` from a checkpoint's JSON, or ``""`` when unreadable."""
     try:
@@ -387,11 +399,13 @@ def _checkpoint_step(meta: Path) -> str:
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Show the training bar (steps/s, ETA) on stderr when it is a terminal.")
 @click.option("--checkpoint", type=str, default=None, metavar="DIR",
-              help="Save checkpoints in DIR (also when interrupted) so that --resume continues the run.")
+              help="Save checkpoints in DIR (also when interrupted) so that --resume continues the run; "
+                   "default with --out FILE.nc: FILE.ckpt/ beside it, removed once FILE.nc is written.")
 @click.option("--checkpoint-every", default=None, metavar="N|Ts",
               help="Checkpoint interval: N steps (e.g. 500), a time (e.g. 60s, 5m), or 0 for every logging "
                    "step.  [default: 60s]")
-@click.option("--resume", is_flag=True, help="Continue from the checkpoint in DIR (same config and code only).")
+@click.option("--resume", is_flag=True,
+              help="Continue from the checkpoint in DIR, or beside --out (same config and code only).")
 @_large_option
 @_from_option
 def train(paper, device, variant, assignments, out, progress, checkpoint, checkpoint_every, resume,
@@ -399,7 +413,8 @@ def train(paper, device, variant, assignments, out, progress, checkpoint, checkp
     """Train the real network and log the theory's observables.
 
     Ctrl-C or SIGTERM stops at the end of the current step: the trajectory logged so far is kept
-    as FILE.partial.nc (with --out) and the last line says how to resume."""
+    as FILE.partial.nc (with --out) and the last line says how to resume. With --out and no
+    --checkpoint, checkpoints go to FILE.ckpt/ beside it (removed once FILE.nc is written)."""
     from empirical.trainer import TrainingInterrupted, parse_every, resolve_device
 
     from .progress import active
@@ -409,9 +424,13 @@ def train(paper, device, variant, assignments, out, progress, checkpoint, checkp
                     from_file=from_file, options=opts)
     resolve_device(opts["device"])
     parse_every(checkpoint_every)
-    kw = _check_checkpoint(run, checkpoint, resume)
+    given = checkpoint  # the user's --checkpoint (None: the default one beside --out, if any)
+    checkpoint = checkpoint if checkpoint is not None else _default_checkpoint(run)
+    kw = _check_checkpoint(run, checkpoint, resume, folder=given is None)
     if kw:
         kw.update(checkpoint_every=checkpoint_every, resume=resume)
+        if given is None:  # FILE.ckpt/ exists, so that it is read as a folder (not FILE.ckpt + .json)
+            Path(checkpoint).mkdir(exist_ok=True)
     try:
         variant = run.row.train_variant(run.cfg, opts["variant"])  # the config's own, where it has one
         traj = run.row.slot("train")(run.cfg, device=opts["device"], variant=variant,
@@ -420,8 +439,26 @@ def train(paper, device, variant, assignments, out, progress, checkpoint, checkp
         _keep_partial(err, run)
     except TrainingInterrupted as err:
         _train_interrupted(err, run, paper=paper, checkpoint=checkpoint, argv=_resume_argv(
-            paper, from_file, opts, assignments, out, checkpoint, checkpoint_every))
+            paper, from_file, opts, assignments, out, given, checkpoint_every))
     _report(_stamp(traj, run), run.out)
+    if run.out is not None:
+        _tidy_after_success(run.out, checkpoint if given is None else None, resume)
+
+
+def _tidy_after_success(out: Path, default_checkpoint: str | None, resumed: bool) -> None:
+    """Once ``out`` is written: the default checkpoint beside it has done its work (removed), and
+    after a resume the ``FILE.partial.nc`` of the interrupted run is stale (removed)."""
+    from empirical.trainer import checkpoint_paths
+
+    if default_checkpoint is not None:
+        for f in checkpoint_paths(default_checkpoint):
+            f.unlink(missing_ok=True)
+        try:
+            Path(default_checkpoint).rmdir()
+        except OSError:  # not empty (files of the user's own) or already gone: left as it is
+            pass
+    if resumed:
+        _partial_path(out).unlink(missing_ok=True)
 
 
 def _resume_argv(paper, from_file, opts, assignments, out, checkpoint, checkpoint_every) -> list[str]:
@@ -430,7 +467,7 @@ def _resume_argv(paper, from_file, opts, assignments, out, checkpoint, checkpoin
     argv += ["--device", opts["device"]] + (["--variant", opts["variant"]] if opts["variant"] else [])
     for a in assignments:
         argv += ["--set", a]
-    argv += (["--out", out] if out else []) + ["--checkpoint", str(checkpoint)]
+    argv += (["--out", out] if out else []) + (["--checkpoint", str(checkpoint)] if checkpoint is not None else [])
     argv += (["--checkpoint-every", str(checkpoint_every)] if checkpoint_every is not None else []) + ["--resume"]
     return argv
 
@@ -444,7 +481,8 @@ def _train_interrupted(err, run: _Run, *, paper, checkpoint, argv):
     import simulate as sim
 
     name = "Ctrl-C" if err.signum == signal.SIGINT else signal.Signals(err.signum).name
-    parts = [f"error: interrupted: stopped by {name} at step {err.step}"]
+    # the user's own Ctrl-C is no error; a SIGTERM (a scheduler, a shutdown) is reported as one
+    parts = [("" if err.signum == signal.SIGINT else "error: ") + f"interrupted: stopped by {name} at step {err.step}"]
     if run.out is not None and err.partial is not None and err.partial.sizes.get("time", 0) >= 1:
         path = _partial_path(run.out)
         try:
@@ -458,8 +496,9 @@ def _train_interrupted(err, run: _Run, *, paper, checkpoint, argv):
     if checkpoint is not None:
         parts.append(f"resume: {shlex.join(argv)}")
     else:
-        parts.append(f"not resumable: start it with --checkpoint DIR to resume later (tdyn train {paper or ''} "
-                     f"... --checkpoint DIR, then the same with --resume)".replace("  ", " "))
+        parts.append(f"not resumable: start it with --out FILE.nc (checkpoints beside it) or --checkpoint DIR to "
+                     f"resume later (tdyn train {paper or ''} ... --checkpoint DIR, then the same with --resume)"
+                     .replace("  ", " "))
     click.echo("; ".join(parts), err=True)
     sys.exit(130 if err.signum == signal.SIGINT else 143)
 
