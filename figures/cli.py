@@ -630,13 +630,19 @@ def _checked_sweep(store, workers, ray_address):
 @_corpus_option
 @_text_sweep_options
 @_progress_option
-def figures(paper, quick, outdir, device, corpus, workers, store, ray_address, show_progress):
+@click.option("--progress-lines", is_flag=True, hidden=True,
+              help="Report progress as lines on stderr for a parent process (tdyn reproduce --jobs).")
+def figures(paper, quick, outdir, device, corpus, workers, store, ray_address, show_progress, progress_lines):
     """Regenerate a paper's figures (PNG and PDF) into figures/out/<module>/ (scan-snap: figures/out/scan_snap/)."""
+    from contextlib import nullcontext
+
     from . import progress
 
     row = get(paper)
     outdir = check_outdir(outdir)
-    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address), progress.enabled(show_progress):
+    lines = progress.reporting(sys.stderr) if progress_lines else nullcontext()
+    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address), \
+            progress.enabled(show_progress or progress_lines), lines:
         _figures(row, quick, outdir, device)
 
 
@@ -752,18 +758,18 @@ def reproduce(quick, device, corpus, workers, store, ray_address, jobs, show_pro
 
 
 def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, jobs):
-    """``tdyn figures P`` for every paper of the table, ``jobs`` processes at a time; each paper's
-    output is printed when it finishes. A paper that fails is reported in one line and the others
-    finish; then exit 1."""
-    import subprocess
-    import threading
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
+    """``tdyn figures P`` for every paper of the table, ``jobs`` processes at a time, longest first;
+    on a terminal a live bar per paper names the figure being made and its ETA (the children
+    report their progress on stderr, :func:`figures.progress.run_children`); each paper's output is
+    printed when it finishes. A paper that fails is reported in one line and the others finish;
+    then exit 1."""
     from . import progress
+
+    live = progress.active()
 
     def command(name):
         cmd = [sys.executable, "-m", "figures.cli", "figures", name, "--quick" if quick else "--full",
-               "--device", device, "--workers", str(workers), "--no-progress"]
+               "--device", device, "--workers", str(workers), "--progress-lines" if live else "--no-progress"]
         for flag, value in (("--corpus", corpus), ("--store", store), ("--ray", ray_address)):
             if value is not None:
                 cmd += [flag, str(value)]
@@ -772,51 +778,17 @@ def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, 
     # longest first (each row's measured quick_seconds): the least time to the last paper's end
     names = sorted(PAPERS, key=lambda n: -PAPERS[n].quick_seconds)
     failed = []
-    running: dict[str, subprocess.Popen] = {}
-    lock = threading.Lock()
-    stopping = threading.Event()
 
-    def run_one(name):
-        with lock:
-            if stopping.is_set():
-                return None
-            proc = subprocess.Popen(command(name), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            running[name] = proc
-        out, err = proc.communicate()
-        with lock:
-            running.pop(name, None)
-        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    def done(name, res):
+        progress.echo(f"== {name}")
+        progress.echo(res.stdout.rstrip("\n"))
+        if res.stderr.strip():
+            progress.echo(res.stderr.rstrip("\n"), err=True)
+        if res.returncode != 0:
+            failed.append(name)
 
-    bar = progress.bar(total=len(names), desc="papers", unit="paper")
-    pool = ThreadPoolExecutor(max_workers=jobs)
-    try:
-        futures = {pool.submit(run_one, n): n for n in names}
-        for fut in as_completed(futures):
-            name, res = futures[fut], fut.result()
-            click.echo(f"== {name}")
-            click.echo(res.stdout.rstrip("\n"))
-            if res.stderr.strip():
-                click.echo(res.stderr.rstrip("\n"), err=True)
-            if res.returncode != 0:
-                failed.append(name)
-            bar.update(1)
-    except BaseException as exc:  # Ctrl-C / SIGTERM: stop the papers still running, at once
-        with lock:
-            stopping.set()
-            procs = list(running.values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        sig = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM
-        for proc in procs:
-            proc.send_signal(sig)
-        for proc in procs:
-            try:
-                proc.wait(timeout=8)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        raise
-    finally:
-        bar.close()
-    pool.shutdown(wait=True)
+    priors = {n: PAPERS[n].quick_seconds or None if quick else None for n in names}  # measured in quick mode only
+    progress.run_children({n: command(n) for n in names}, priors, jobs, done)
     if failed:
         click.echo(f"error: reproduce: the figures of {', '.join(failed)} failed (output above)", err=True)
         sys.exit(1)
