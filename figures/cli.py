@@ -313,14 +313,16 @@ def simulate(paper, backend, sde, paths, seed, assignments, out, allow_large, fr
 
 
 def _report(traj, out_path):
+    """The run in a few lines: what it is, and its headline observables at the end (final value;
+    mean and 10-90 % band for an SDE ensemble), :func:`figures.plot.summary`."""
     import simulate as sim
 
-    last = {n: float(traj[n].values.reshape(-1, traj.sizes["time"])[:, -1].mean())
-            for n in traj.data_vars if traj[n].dims[-1] == "time"}
+    from .plot import summary
+
     click.echo(f"{traj.attrs['paper']}/{traj.attrs['system']} ({traj.attrs['source']}): "
                f"{traj.sizes['time']} time points to t={float(traj.time[-1]):.6g}")
-    for n, v in sorted(last.items()):
-        click.echo(f"  {n:40s} {v: .6g}")
+    for line in summary(traj):
+        click.echo(line)
     if out_path is not None:
         sim.save_or_rescue(traj, out_path)  # a full disk: WriteFailed says where the result went
         click.echo(f"wrote {out_path}")
@@ -435,7 +437,9 @@ def train(paper, device, variant, assignments, out, progress, checkpoint, checkp
         variant = run.row.train_variant(run.cfg, opts["variant"])  # the config's own, where it has one
         traj = run.row.slot("train")(run.cfg, device=opts["device"], variant=variant,
                                      progress=progress and active(), **kw)
-    except DivergenceError as err:
+    except DivergenceError as err:  # a resume would diverge again: the default checkpoint goes
+        if given is None and checkpoint is not None:
+            _drop_checkpoint(checkpoint)
         _keep_partial(err, run)
     except TrainingInterrupted as err:
         _train_interrupted(err, run, paper=paper, checkpoint=checkpoint, argv=_resume_argv(
@@ -448,17 +452,22 @@ def train(paper, device, variant, assignments, out, progress, checkpoint, checkp
 def _tidy_after_success(out: Path, default_checkpoint: str | None, resumed: bool) -> None:
     """Once ``out`` is written: the default checkpoint beside it has done its work (removed), and
     after a resume the ``FILE.partial.nc`` of the interrupted run is stale (removed)."""
-    from empirical.trainer import checkpoint_paths
-
     if default_checkpoint is not None:
-        for f in checkpoint_paths(default_checkpoint):
-            f.unlink(missing_ok=True)
-        try:
-            Path(default_checkpoint).rmdir()
-        except OSError:  # not empty (files of the user's own) or already gone: left as it is
-            pass
+        _drop_checkpoint(default_checkpoint)
     if resumed:
         _partial_path(out).unlink(missing_ok=True)
+
+
+def _drop_checkpoint(folder: str) -> None:
+    """Remove the default checkpoint folder ``FILE.ckpt/`` (only the checkpoint's own files)."""
+    from empirical.trainer import checkpoint_paths
+
+    for f in checkpoint_paths(folder):
+        f.unlink(missing_ok=True)
+    try:
+        Path(folder).rmdir()
+    except OSError:  # not empty (files of the user's own) or already gone: left as it is
+        pass
 
 
 def _resume_argv(paper, from_file, opts, assignments, out, checkpoint, checkpoint_every) -> list[str]:
