@@ -62,7 +62,12 @@ def _usage_field(err: click.UsageError) -> str:
 
 
 class _Group(click.Group):
-    """Map user errors raised anywhere below to one line and exit code 2."""
+    """Map user errors raised anywhere below to one line and exit code 2; the help lists the papers."""
+
+    def format_epilog(self, ctx, formatter):
+        with formatter.section("Papers (PAPER)"):
+            formatter.write_dl([(row.name, row.title) for row in PAPERS.values()])
+        super().format_epilog(ctx, formatter)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         import warnings
@@ -129,7 +134,8 @@ def _papers_epilog() -> str:
 
 
 def _variant_help() -> str:
-    return "Training variant: " + "; ".join(f"{r.name}: {', '.join(r.variants)}" for r in PAPERS.values() if r.variants)
+    return "Training variant: " + "; ".join(f"{r.name}: {', '.join(r.variants)}" for r in PAPERS.values() if r.variants) \
+        + "."
 
 
 def _command(**kw):
@@ -672,10 +678,22 @@ def _print_lint(written):
             click.echo(f"lint: {name}: {p}", err=True)
 
 
-@_command()
+def _sweep_epilog() -> str:
+    """The sweep help's list of what can be swept: each paper's config fields."""
+    import dataclasses
+    import textwrap
+
+    lines = ["\b", "KEY (--grid KEY=..., --set KEY=...) is a field of the paper's config:"]
+    for row in PAPERS.values():
+        names = ", ".join(f.name for f in dataclasses.fields(row.Config) if not f.name.startswith("_"))
+        lines += textwrap.wrap(f"{row.name}: {names}", width=100, initial_indent="  ", subsequent_indent="      ")
+    return _papers_epilog() + "\n\n" + "\n".join(lines)
+
+
+@main.command(epilog=_sweep_epilog())
 @_paper_arg
 @click.option("--grid", "grid", multiple=True, required=True, metavar="KEY=V1,V2,...",
-              help="A swept config field (repeatable; the sweep is their product).")
+              help="A swept config field (repeatable; the sweep is their product); the fields are listed below.")
 @click.option("--seeds", type=click.IntRange(min=0), default=0, show_default=True,
               help="Repeat each point for seed = 0 .. N-1.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Local processes.")
@@ -685,7 +703,7 @@ def _print_lint(written):
 @click.option("--kind", "job", type=click.Choice(["train", "ode", "text"]), default="train", show_default=True,
               help="train: the paper's training runs; ode: its ODE solves; text: its real-text run "
                    "(JoMA Fig. 8, Scan & Snap Fig. 10, topic).")
-@click.option("--variant", default=None, metavar="V", help=_variant_help() + " (train cells), applied before --set.")
+@click.option("--variant", default=None, metavar="V", help=_variant_help() + " For the train cells, applied before --set.")
 @click.option("--device", default="cpu", show_default=True, help="Torch device of the training cells (cpu or cuda).")
 @click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
               help="ODE cells: the solver backend.")
@@ -706,8 +724,10 @@ def sweep(paper, grid, seeds, workers, ray_address, store, job, variant, device,
     check_outdir(store, "store")
     check_store(store)
 
-    def progress(key, status, err):
-        bars.echo(f"{key} {status}{': ' + err if err else ''}")
+    where = {c.key: ", ".join(f"{k}={v}" for k, v in c.swept.items()) or c.key[:10] for c in cells}
+
+    def progress(key, status, err):  # the cell by its swept values (the key only where none vary)
+        bars.echo(f"{where.get(key, key)}: {status}{': ' + err if err else ''}")
 
     with bars.enabled(show_progress):
         try:
