@@ -704,17 +704,26 @@ def test_sigterm_to_reproduce_jobs_stops_the_paper_processes_at_once(monkeypatch
     started, signalled = [], []
     first = threading.Event()
 
+    class Pipe:  # the process's stdout / stderr: nothing until the process ends
+        def __init__(self, done):
+            self.done = done
+
+        def read(self):
+            self.done.wait(60)
+            return ""
+
+        def __iter__(self):
+            self.done.wait(60)
+            return iter(())
+
     class SlowPopen:  # a paper's `tdyn figures P` that runs until it is signalled
         def __init__(self, cmd, **kw):
             self.args, self.returncode = cmd, None
             self.paper = cmd[cmd.index("figures", 3) + 1]
             self._done = threading.Event()
+            self.stdout = self.stderr = Pipe(self._done)
             started.append(self.paper)
             first.set()
-
-        def communicate(self):
-            self._done.wait(60)
-            return "", ""
 
         def send_signal(self, sig):
             signalled.append((self.paper, sig))
