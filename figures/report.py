@@ -151,7 +151,9 @@ class Report:
         for row in self.where_agreement_breaks:
             lines += _break_lines(row.to_json() if isinstance(row, Break) else row)
         lines.append(f"agreement_passed (observables only): {self.agreement_passed}")
-        return "\n".join(lines)
+        from .claims_report import wrap_line
+
+        return "\n".join(w for line in lines for w in wrap_line(line))  # at most 120 characters a line
 
 
 def _break_lines(row: Mapping[str, Any]) -> list[str]:

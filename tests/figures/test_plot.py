@@ -169,3 +169,26 @@ def test_summary_of_a_run_orders_names_naturally():
     assert [ln.split()[0] for ln in lines[1:]] == ["z_0_1", "z_0_2", "z_0_10"]
     assert [float(ln.split()[1]) for ln in lines[1:]] == [2.0 * 3, 2.0 * 2, 2.0 * 1]
     assert "final value at t = 2" in lines[0]
+
+
+def test_simulate_ends_with_the_short_table(tmp_path):
+    """``tdyn simulate --sde`` on the tiny paper (tests/tiny): a header, the table (mean and band
+    over the paths, with the time unit), no wall of every variable."""
+    from tiny import ROW
+
+    from figures.papers import PAPERS, Paper, register
+
+    register(Paper(**ROW))
+    try:
+        res = CliRunner().invoke(main, ["simulate", "tiny", "--sde", "--paths", "16", "--out", str(tmp_path / "s.nc")])
+    finally:
+        PAPERS.pop("tiny")
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("tiny/") and "(sde)" in lines[0]
+    assert "mean  10-90% band over 16 paths, at t = " in lines[1] and "(optimiser steps)" in lines[1]
+    ds = simulate.load(tmp_path / "s.nc")
+    a = ds["a"].values[:, -1]
+    row = next(ln for ln in lines if ln.split()[0] == "a")
+    assert float(row.split()[1]) == pytest.approx(a.mean(), rel=1e-5)
+    assert lines[-1] == f"wrote {tmp_path / 's.nc'}" and len(lines) <= 2 + 6 + 2

@@ -48,7 +48,8 @@ def test_table_spells_out_mappings_and_keeps_lines_short():
     setting = {"window": {"start": 0.25, "end": 0.75}, "drift": 1.5e-3}
     statement = ("the value of the attention logit grows like the logarithm of the time until the "
                  "softmax saturates, and then stays constant within the Assumption 1 window of the paper")
-    rep = Report("joma", "r", [], [Claim("long_one", statement, True, {}, "one run")],
+    rep = Report("joma", "the regime of Theorem 1 of the paper " * 6, [],
+                 [Claim("long_one", statement, True, {}, "one run")],
                  [Break("time (G drifts from G(0): Assumption 1)", setting, rel, None, "drifts")])
     text = rep.table()
     lines = text.splitlines()
