@@ -279,7 +279,7 @@ class _Job:
         parts = []
         if bars:  # the outer bar: the paper's figures (its postfix names the one being made)
             top = bars[0]
-            step = top["postfix"] or top["desc"] or "starting"
+            step = top["postfix"] or "starting"  # the postfix names the figure; the desc is the paper
             count = f" ({top['unit']} {top['n'] + 1 if top['total'] and top['n'] < top['total'] else top['n']}" \
                     f"/{top['total']})" if top.get("total") else ""
             parts.append(step + count)
