@@ -83,22 +83,18 @@ class _Bar(tqdm):
 class _LineBar(tqdm):
     """A bar written as protocol lines (:data:`PREFIX` + JSON ``{"id", "desc", "n", "total",
     "unit", "postfix"}``, ``{"id", "closed": true}`` at the end) on a stream, for a parent process
-    to show (:func:`run_children`); draws nothing itself. Counts are sent at most twice a second;
-    a new description or postfix at once."""
+    to show (:func:`run_children`); draws nothing itself. Every change is sent (a paper's bars
+    change a few hundred times at most: figures, cells)."""
 
     _ids = iter(range(1 << 62))
 
     def __init__(self, iterable=None, *, stream, desc="", total=None, unit="it", **_):
         super().__init__(iterable, total=total, desc=desc, unit=unit, disable=True)
-        self._stream, self._id, self._sent, self._postfix_text = stream, next(_LineBar._ids), 0.0, ""
+        self._stream, self._id, self._postfix_text = stream, next(_LineBar._ids), ""
         self.n, self.unit, self._desc_text, self._done = 0, unit, desc, False
-        self._send(force=True)
+        self._send()
 
-    def _send(self, force=False, **extra):
-        now = time.monotonic()
-        if not force and now - self._sent < 0.5:
-            return
-        self._sent = now
+    def _send(self, **extra):
         msg = {"id": self._id, "desc": self._desc_text, "n": self.n, "total": self.total, "unit": self.unit,
                "postfix": self._postfix_text, **extra}
         try:
@@ -114,11 +110,11 @@ class _LineBar(tqdm):
 
     def update(self, n=1):
         self.n += n
-        self._send(force=self.total is not None and self.n >= self.total)
+        self._send()
 
     def set_postfix_str(self, s="", refresh=True):
         self._postfix_text = str(s)
-        self._send(force=True)
+        self._send()
 
     def set_postfix(self, ordered_dict=None, refresh=True, **kwargs):
         items = {**(ordered_dict or {}), **kwargs}
@@ -126,18 +122,18 @@ class _LineBar(tqdm):
 
     def set_description(self, desc=None, refresh=True):
         self._desc_text = desc or ""
-        self._send(force=True)
+        self._send()
 
     set_description_str = set_description
 
     def refresh(self, *a, **k):
-        self._send()
+        pass  # every change is sent when made
 
     def close(self):
         if getattr(self, "_done", True):
             return
         self._done = True
-        self._send(force=True, closed=True)
+        self._send(closed=True)
 
 
 def bar(iterable=None, *, total: float | None = None, desc: str = "", unit: str = "it", leave: bool = True,
