@@ -134,8 +134,8 @@ def _papers_epilog() -> str:
 
 
 def _variant_help() -> str:
-    return "Training variant: " + "; ".join(f"{r.name}: {', '.join(r.variants)}" for r in PAPERS.values() if r.variants) \
-        + "."
+    variants = "; ".join(f"{r.name}: {', '.join(r.variants)}" for r in PAPERS.values() if r.variants)
+    return f"Training variant: {variants}."
 
 
 def _command(**kw):
@@ -703,7 +703,8 @@ def _sweep_epilog() -> str:
 @click.option("--kind", "job", type=click.Choice(["train", "ode", "text"]), default="train", show_default=True,
               help="train: the paper's training runs; ode: its ODE solves; text: its real-text run "
                    "(JoMA Fig. 8, Scan & Snap Fig. 10, topic).")
-@click.option("--variant", default=None, metavar="V", help=_variant_help() + " For the train cells, applied before --set.")
+@click.option("--variant", default=None, metavar="V",
+              help=_variant_help() + " For the train cells, applied before --set.")
 @click.option("--device", default="cpu", show_default=True, help="Torch device of the training cells (cpu or cuda).")
 @click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
               help="ODE cells: the solver backend.")
