@@ -20,7 +20,6 @@ __all__ = ["claims_table", "claim_lines", "fig_claim_map", "map_table", "write_c
 
 #: a paper's decided claims, beside its figures: ``<outdir>/claims/claims.json``
 CLAIMS_JSON = Path("claims") / "claims.json"
-_STATEMENT_WIDTH = 110
 _SYMBOL = {"holds": "✓", "fails": "✗", "inconclusive": "?", "untested": "–", None: "–"}
 _COLOUR = {"holds": "tab:green", "fails": "tab:red", "inconclusive": "tab:gray", "untested": "black", None: "black"}
 
@@ -37,11 +36,6 @@ def _n(v: Any) -> str:
 
 def _coords(c: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={_n(v)}" for k, v in c.items())
-
-
-def _short(text: str, width: int = _STATEMENT_WIDTH) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _stat_ci(d: Mapping[str, Any]) -> str:
@@ -76,7 +70,8 @@ def _evidence_line(d: Mapping[str, Any]) -> str:
         null_text = "null control: none"
     else:
         disc = {True: " (discriminating)", False: " — NOT DISCRIMINATING", None: ""}[null.get("discriminating")]
-        null_text = f"null ({_short(null['description'], 60)}): {null['verdict'] or null.get('note') or 'undecided'}{disc}"
+        null_text = f"null ({' '.join(null['description'].split())}): " \
+                    f"{null['verdict'] or null.get('note') or 'undecided'}{disc}"
     th = d.get("theory_check") or {}
     flow = "exact flow" if th.get("exact") else "reduced theory" if th.get("flow") else "no theory"
     theory_text = f"theory ({flow}): {th.get('verdict') or 'n/a'}"
@@ -95,17 +90,29 @@ def claim_lines(r: Any) -> list[str]:
     demo = [x for x in d.get("demo", []) if not x["inside"]]
     demo_text = "".join(f"; paper's setting {x['label']!r} outside the regime: {x['verdict'] or 'undecided'}"
                         for x in demo)
-    return [
+    return [wrapped for line in [
         f"  {d['name']:32s} {d['verdict'].upper():13s} grade {d['grade']} "
         f"({d['seeds']} seeds, {d['regime_points']} regime points, {d.get('mode', 'quick')}){extra}",
-        f"    {_short(d['statement'])}",
+        f"    {' '.join(d['statement'].split())}",
         f"    regime: {'; '.join(x['holds_in'] for x in d['regime'])}{demo_text}",
         f"    {_stat_ci(d)}, holds when {d['criterion']['holds_when']}; at {_coords(d['at']) or '-'}",
         f"    test: {d.get('test', d.get('method', '')).split(',')[0]}, Holm over {d['regime_points']} in-regime "
         f"points, family level {d.get('family_level', 0.05):g}; 80% power: {_mde(d)}",
         _evidence_line(d),
         f"    breaks: {d['where_it_breaks']}",
-    ]
+    ] for wrapped in wrap_line(line)]
+
+
+def wrap_line(line: str, width: int = 120) -> list[str]:
+    """``line`` wrapped at word boundaries to ``width`` characters, continuation lines indented two
+    more than the line (a word is never cut)."""
+    import textwrap
+
+    if len(line) <= width:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip(" ")))
+    return textwrap.wrap(line, width=width, subsequent_indent=indent + "  ", break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def claims_table(results: Sequence[Any], title: str = "") -> str:
@@ -116,7 +123,7 @@ def claims_table(results: Sequence[Any], title: str = "") -> str:
     head = (f"claims{' of ' + title if title else ''} (seed as unit; a false 'holds' and a false 'fails' each at "
             f"most {1 - d0['level']:.2g} over each map's in-regime points; verdicts: holds | fails | inconclusive | "
             f"untested)")
-    lines = [head]
+    lines = wrap_line(head)
     for r in results:
         lines += claim_lines(r)
     return "\n".join(lines)

@@ -62,7 +62,12 @@ def _usage_field(err: click.UsageError) -> str:
 
 
 class _Group(click.Group):
-    """Map user errors raised anywhere below to one line and exit code 2."""
+    """Map user errors raised anywhere below to one line and exit code 2; the help lists the papers."""
+
+    def format_epilog(self, ctx, formatter):
+        with formatter.section("Papers (PAPER)"):
+            formatter.write_dl([(row.name, row.title) for row in PAPERS.values()])
+        super().format_epilog(ctx, formatter)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         import warnings
@@ -88,7 +93,7 @@ class _Group(click.Group):
                 sys.exit(143)
             if sys.stderr.isatty():  # end the terminal's "^C" echo; a pipe gets exactly one line
                 click.echo("", err=True)
-            click.echo("error: interrupted: stopped by Ctrl-C (files written so far are complete)", err=True)
+            click.echo("interrupted: stopped by Ctrl-C (files written so far are complete)", err=True)
             sys.exit(130)
         except Terminated:
             click.echo("error: interrupted: stopped by SIGTERM (files written so far are complete)", err=True)
@@ -129,7 +134,8 @@ def _papers_epilog() -> str:
 
 
 def _variant_help() -> str:
-    return "Training variant: " + "; ".join(f"{r.name}: {', '.join(r.variants)}" for r in PAPERS.values() if r.variants)
+    variants = "; ".join(f"{r.name}: {', '.join(r.variants)}" for r in PAPERS.values() if r.variants)
+    return f"Training variant: {variants}."
 
 
 def _command(**kw):
@@ -313,37 +319,38 @@ def simulate(paper, backend, sde, paths, seed, assignments, out, allow_large, fr
 
 
 def _report(traj, out_path):
+    """The run in a few lines: what it is, and its headline observables at the end (final value;
+    mean and 10-90 % band for an SDE ensemble), :func:`figures.plot.summary`."""
     import simulate as sim
 
-    last = {n: float(traj[n].values.reshape(-1, traj.sizes["time"])[:, -1].mean())
-            for n in traj.data_vars if traj[n].dims[-1] == "time"}
+    from .plot import summary
+
     click.echo(f"{traj.attrs['paper']}/{traj.attrs['system']} ({traj.attrs['source']}): "
                f"{traj.sizes['time']} time points to t={float(traj.time[-1]):.6g}")
-    for n, v in sorted(last.items()):
-        click.echo(f"  {n:40s} {v: .6g}")
+    for line in summary(traj):
+        click.echo(line)
     if out_path is not None:
         sim.save_or_rescue(traj, out_path)  # a full disk: WriteFailed says where the result went
         click.echo(f"wrote {out_path}")
 
 
-def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
+def _check_checkpoint(run: _Run, checkpoint, resume, *, folder: bool = False) -> dict:
     """``--checkpoint DIR [--resume]``: a usable directory, a train slot that takes it, and on resume
     a checkpoint written for this very config and code version. Returns the slot's keywords."""
     if checkpoint is None:
         if resume:
-            raise ConfigError("resume", "needs --checkpoint DIR")
+            raise ConfigError("resume", "needs --checkpoint DIR (or the --out FILE.nc of the interrupted run)")
         return {}
     from empirical.trainer import checkpoint_paths, checkpoint_problem, fingerprint_mismatch, read_fingerprint
     from simulate.trajectory import jsonable, code_version
 
-    fn = run.row.slot("train")
-    if "checkpoint" not in inspect.signature(fn).parameters:
+    if not _takes_checkpoint(run.row):
         raise ConfigError("checkpoint", f"{run.row.name}'s train slot does not take checkpoints yet")
     d = check_path("checkpoint", checkpoint)
     if d.exists() and not d.is_dir():
         raise ConfigError("checkpoint", f"not a directory: {checkpoint}")
     check_outdir(checkpoint, "checkpoint")
-    where = checkpoint_paths(d)[0].parent  # the folder the train slot is given
+    where = d if folder else checkpoint_paths(d)[0].parent  # the folder the train slot is given
     state, meta = checkpoint_paths(where)
     if not resume:  # a new run never replaces another run's checkpoint without a word
         if state.exists() or meta.exists():
@@ -367,6 +374,19 @@ def _check_checkpoint(run: _Run, checkpoint, resume) -> dict:
     return {"checkpoint": str(where)}
 
 
+def _takes_checkpoint(row) -> bool:
+    return "checkpoint" in inspect.signature(row.slot("train")).parameters
+
+
+def _default_checkpoint(run: _Run) -> str | None:
+    """The checkpoint folder of a ``tdyn train --out FILE.nc`` given no ``--checkpoint``:
+    ``FILE.ckpt/`` beside the output (``None`` without ``--out`` or where the train slot takes no
+    checkpoints). It is removed once ``FILE.nc`` is written."""
+    if run.out is None or not _takes_checkpoint(run.row):
+        return None
+    return str(run.out.with_name(run.out.stem + ".ckpt"))
+
+
 def _checkpoint_step(meta: Path) -> str:
     """`` (step 16989 of 30000)`` from a checkpoint's JSON, or ``""`` when unreadable."""
     try:
@@ -387,11 +407,13 @@ def _checkpoint_step(meta: Path) -> str:
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Show the training bar (steps/s, ETA) on stderr when it is a terminal.")
 @click.option("--checkpoint", type=str, default=None, metavar="DIR",
-              help="Save checkpoints in DIR (also when interrupted) so that --resume continues the run.")
+              help="Save checkpoints in DIR (also when interrupted) so that --resume continues the run; "
+                   "default with --out FILE.nc: FILE.ckpt/ beside it, removed once FILE.nc is written.")
 @click.option("--checkpoint-every", default=None, metavar="N|Ts",
               help="Checkpoint interval: N steps (e.g. 500), a time (e.g. 60s, 5m), or 0 for every logging "
                    "step.  [default: 60s]")
-@click.option("--resume", is_flag=True, help="Continue from the checkpoint in DIR (same config and code only).")
+@click.option("--resume", is_flag=True,
+              help="Continue from the checkpoint in DIR, or beside --out (same config and code only).")
 @_large_option
 @_from_option
 def train(paper, device, variant, assignments, out, progress, checkpoint, checkpoint_every, resume,
@@ -399,7 +421,8 @@ def train(paper, device, variant, assignments, out, progress, checkpoint, checkp
     """Train the real network and log the theory's observables.
 
     Ctrl-C or SIGTERM stops at the end of the current step: the trajectory logged so far is kept
-    as FILE.partial.nc (with --out) and the last line says how to resume."""
+    as FILE.partial.nc (with --out) and the last line says how to resume. With --out and no
+    --checkpoint, checkpoints go to FILE.ckpt/ beside it (removed once FILE.nc is written)."""
     from empirical.trainer import TrainingInterrupted, parse_every, resolve_device
 
     from .progress import active
@@ -409,19 +432,48 @@ def train(paper, device, variant, assignments, out, progress, checkpoint, checkp
                     from_file=from_file, options=opts)
     resolve_device(opts["device"])
     parse_every(checkpoint_every)
-    kw = _check_checkpoint(run, checkpoint, resume)
+    given = checkpoint  # the user's --checkpoint (None: the default one beside --out, if any)
+    checkpoint = checkpoint if checkpoint is not None else _default_checkpoint(run)
+    kw = _check_checkpoint(run, checkpoint, resume, folder=given is None)
     if kw:
         kw.update(checkpoint_every=checkpoint_every, resume=resume)
+        if given is None:  # FILE.ckpt/ exists, so that it is read as a folder (not FILE.ckpt + .json)
+            Path(checkpoint).mkdir(exist_ok=True)
     try:
         variant = run.row.train_variant(run.cfg, opts["variant"])  # the config's own, where it has one
         traj = run.row.slot("train")(run.cfg, device=opts["device"], variant=variant,
                                      progress=progress and active(), **kw)
-    except DivergenceError as err:
+    except DivergenceError as err:  # a resume would diverge again: the default checkpoint goes
+        if given is None and checkpoint is not None:
+            _drop_checkpoint(checkpoint)
         _keep_partial(err, run)
     except TrainingInterrupted as err:
         _train_interrupted(err, run, paper=paper, checkpoint=checkpoint, argv=_resume_argv(
-            paper, from_file, opts, assignments, out, checkpoint, checkpoint_every))
+            paper, from_file, opts, assignments, out, given, checkpoint_every))
     _report(_stamp(traj, run), run.out)
+    if run.out is not None:
+        _tidy_after_success(run.out, checkpoint if given is None else None, resume)
+
+
+def _tidy_after_success(out: Path, default_checkpoint: str | None, resumed: bool) -> None:
+    """Once ``out`` is written: the default checkpoint beside it has done its work (removed), and
+    after a resume the ``FILE.partial.nc`` of the interrupted run is stale (removed)."""
+    if default_checkpoint is not None:
+        _drop_checkpoint(default_checkpoint)
+    if resumed:
+        _partial_path(out).unlink(missing_ok=True)
+
+
+def _drop_checkpoint(folder: str) -> None:
+    """Remove the default checkpoint folder ``FILE.ckpt/`` (only the checkpoint's own files)."""
+    from empirical.trainer import checkpoint_paths
+
+    for f in checkpoint_paths(folder):
+        f.unlink(missing_ok=True)
+    try:
+        Path(folder).rmdir()
+    except OSError:  # not empty (files of the user's own) or already gone: left as it is
+        pass
 
 
 def _resume_argv(paper, from_file, opts, assignments, out, checkpoint, checkpoint_every) -> list[str]:
@@ -430,7 +482,7 @@ def _resume_argv(paper, from_file, opts, assignments, out, checkpoint, checkpoin
     argv += ["--device", opts["device"]] + (["--variant", opts["variant"]] if opts["variant"] else [])
     for a in assignments:
         argv += ["--set", a]
-    argv += (["--out", out] if out else []) + ["--checkpoint", str(checkpoint)]
+    argv += (["--out", out] if out else []) + (["--checkpoint", str(checkpoint)] if checkpoint is not None else [])
     argv += (["--checkpoint-every", str(checkpoint_every)] if checkpoint_every is not None else []) + ["--resume"]
     return argv
 
@@ -444,7 +496,8 @@ def _train_interrupted(err, run: _Run, *, paper, checkpoint, argv):
     import simulate as sim
 
     name = "Ctrl-C" if err.signum == signal.SIGINT else signal.Signals(err.signum).name
-    parts = [f"error: interrupted: stopped by {name} at step {err.step}"]
+    # the user's own Ctrl-C is no error; a SIGTERM (a scheduler, a shutdown) is reported as one
+    parts = [("" if err.signum == signal.SIGINT else "error: ") + f"interrupted: stopped by {name} at step {err.step}"]
     if run.out is not None and err.partial is not None and err.partial.sizes.get("time", 0) >= 1:
         path = _partial_path(run.out)
         try:
@@ -458,8 +511,9 @@ def _train_interrupted(err, run: _Run, *, paper, checkpoint, argv):
     if checkpoint is not None:
         parts.append(f"resume: {shlex.join(argv)}")
     else:
-        parts.append(f"not resumable: start it with --checkpoint DIR to resume later (tdyn train {paper or ''} "
-                     f"... --checkpoint DIR, then the same with --resume)".replace("  ", " "))
+        parts.append(f"not resumable: start it with --out FILE.nc (checkpoints beside it) or --checkpoint DIR to "
+                     f"resume later (tdyn train {paper or ''} ... --checkpoint DIR, then the same with --resume)"
+                     .replace("  ", " "))
     click.echo("; ".join(parts), err=True)
     sys.exit(130 if err.signum == signal.SIGINT else 143)
 
@@ -591,13 +645,19 @@ def _checked_sweep(store, workers, ray_address):
 @_corpus_option
 @_text_sweep_options
 @_progress_option
-def figures(paper, quick, outdir, device, corpus, workers, store, ray_address, show_progress):
+@click.option("--progress-lines", is_flag=True, hidden=True,
+              help="Report progress as lines on stderr for a parent process (tdyn reproduce --jobs).")
+def figures(paper, quick, outdir, device, corpus, workers, store, ray_address, show_progress, progress_lines):
     """Regenerate a paper's figures (PNG and PDF) into figures/out/<module>/ (scan-snap: figures/out/scan_snap/)."""
+    from contextlib import nullcontext
+
     from . import progress
 
     row = get(paper)
     outdir = check_outdir(outdir)
-    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address), progress.enabled(show_progress):
+    lines = progress.reporting(sys.stderr) if progress_lines else nullcontext()
+    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address), \
+            progress.enabled(show_progress or progress_lines), lines:
         _figures(row, quick, outdir, device)
 
 
@@ -618,10 +678,22 @@ def _print_lint(written):
             click.echo(f"lint: {name}: {p}", err=True)
 
 
-@_command()
+def _sweep_epilog() -> str:
+    """The sweep help's list of what can be swept: each paper's config fields."""
+    import dataclasses
+    import textwrap
+
+    lines = ["\b", "KEY (--grid KEY=..., --set KEY=...) is a field of the paper's config:"]
+    for row in PAPERS.values():
+        names = ", ".join(f.name for f in dataclasses.fields(row.Config) if not f.name.startswith("_"))
+        lines += textwrap.wrap(f"{row.name}: {names}", width=100, initial_indent="  ", subsequent_indent="      ")
+    return _papers_epilog() + "\n\n" + "\n".join(lines)
+
+
+@main.command(epilog=_sweep_epilog())
 @_paper_arg
 @click.option("--grid", "grid", multiple=True, required=True, metavar="KEY=V1,V2,...",
-              help="A swept config field (repeatable; the sweep is their product).")
+              help="A swept config field (repeatable; the sweep is their product); the fields are listed below.")
 @click.option("--seeds", type=click.IntRange(min=0), default=0, show_default=True,
               help="Repeat each point for seed = 0 .. N-1.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Local processes.")
@@ -631,7 +703,8 @@ def _print_lint(written):
 @click.option("--kind", "job", type=click.Choice(["train", "ode", "text"]), default="train", show_default=True,
               help="train: the paper's training runs; ode: its ODE solves; text: its real-text run "
                    "(JoMA Fig. 8, Scan & Snap Fig. 10, topic).")
-@click.option("--variant", default=None, metavar="V", help=_variant_help() + " (train cells), applied before --set.")
+@click.option("--variant", default=None, metavar="V",
+              help=_variant_help() + " For the train cells, applied before --set.")
 @click.option("--device", default="cpu", show_default=True, help="Torch device of the training cells (cpu or cuda).")
 @click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
               help="ODE cells: the solver backend.")
@@ -652,8 +725,10 @@ def sweep(paper, grid, seeds, workers, ray_address, store, job, variant, device,
     check_outdir(store, "store")
     check_store(store)
 
-    def progress(key, status, err):
-        bars.echo(f"{key} {status}{': ' + err if err else ''}")
+    where = {c.key: ", ".join(f"{k}={v}" for k, v in c.swept.items()) or c.key[:10] for c in cells}
+
+    def progress(key, status, err):  # the cell by its swept values (the key only where none vary)
+        bars.echo(f"{where.get(key, key)}: {status}{': ' + err if err else ''}")
 
     with bars.enabled(show_progress):
         try:
@@ -713,18 +788,18 @@ def reproduce(quick, device, corpus, workers, store, ray_address, jobs, show_pro
 
 
 def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, jobs):
-    """``tdyn figures P`` for every paper of the table, ``jobs`` processes at a time; each paper's
-    output is printed when it finishes. A paper that fails is reported in one line and the others
-    finish; then exit 1."""
-    import subprocess
-    import threading
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
+    """``tdyn figures P`` for every paper of the table, ``jobs`` processes at a time, longest first;
+    on a terminal a live bar per paper names the figure being made and its ETA (the children
+    report their progress on stderr, :func:`figures.progress.run_children`); each paper's output is
+    printed when it finishes. A paper that fails is reported in one line and the others finish;
+    then exit 1."""
     from . import progress
+
+    live = progress.active()
 
     def command(name):
         cmd = [sys.executable, "-m", "figures.cli", "figures", name, "--quick" if quick else "--full",
-               "--device", device, "--workers", str(workers), "--no-progress"]
+               "--device", device, "--workers", str(workers), "--progress-lines" if live else "--no-progress"]
         for flag, value in (("--corpus", corpus), ("--store", store), ("--ray", ray_address)):
             if value is not None:
                 cmd += [flag, str(value)]
@@ -733,51 +808,17 @@ def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, 
     # longest first (each row's measured quick_seconds): the least time to the last paper's end
     names = sorted(PAPERS, key=lambda n: -PAPERS[n].quick_seconds)
     failed = []
-    running: dict[str, subprocess.Popen] = {}
-    lock = threading.Lock()
-    stopping = threading.Event()
 
-    def run_one(name):
-        with lock:
-            if stopping.is_set():
-                return None
-            proc = subprocess.Popen(command(name), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            running[name] = proc
-        out, err = proc.communicate()
-        with lock:
-            running.pop(name, None)
-        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    def done(name, res):
+        progress.echo(f"== {name}")
+        progress.echo(res.stdout.rstrip("\n"))
+        if res.stderr.strip():
+            progress.echo(res.stderr.rstrip("\n"), err=True)
+        if res.returncode != 0:
+            failed.append(name)
 
-    bar = progress.bar(total=len(names), desc="papers", unit="paper")
-    pool = ThreadPoolExecutor(max_workers=jobs)
-    try:
-        futures = {pool.submit(run_one, n): n for n in names}
-        for fut in as_completed(futures):
-            name, res = futures[fut], fut.result()
-            click.echo(f"== {name}")
-            click.echo(res.stdout.rstrip("\n"))
-            if res.stderr.strip():
-                click.echo(res.stderr.rstrip("\n"), err=True)
-            if res.returncode != 0:
-                failed.append(name)
-            bar.update(1)
-    except BaseException as exc:  # Ctrl-C / SIGTERM: stop the papers still running, at once
-        with lock:
-            stopping.set()
-            procs = list(running.values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        sig = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM
-        for proc in procs:
-            proc.send_signal(sig)
-        for proc in procs:
-            try:
-                proc.wait(timeout=8)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        raise
-    finally:
-        bar.close()
-    pool.shutdown(wait=True)
+    priors = {n: PAPERS[n].quick_seconds or None if quick else None for n in names}  # measured in quick mode only
+    progress.run_children({n: command(n) for n in names}, priors, jobs, done)
     if failed:
         click.echo(f"error: reproduce: the figures of {', '.join(failed)} failed (output above)", err=True)
         sys.exit(1)

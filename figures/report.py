@@ -149,10 +149,26 @@ class Report:
         if self.claims:
             lines += [""] + _claim_lines(self.claims)
         for row in self.where_agreement_breaks:
-            row = row.to_json() if isinstance(row, Break) else row
-            lines.append("  agreement breaks: " + ", ".join(f"{k}={_short(v)}" for k, v in row.items()))
+            lines += _break_lines(row.to_json() if isinstance(row, Break) else row)
         lines.append(f"agreement_passed (observables only): {self.agreement_passed}")
-        return "\n".join(lines)
+        from .claims_report import wrap_line
+
+        return "\n".join(w for line in lines for w in wrap_line(line))  # at most 120 characters a line
+
+
+def _break_lines(row: Mapping[str, Any]) -> list[str]:
+    """One row of *where agreement breaks* as lines of at most 120 characters: its factor, then
+    one ``key: a=1, b=2`` line per field (mappings spelled out, not printed as dicts)."""
+    from .claims_report import wrap_line
+
+    row = dict(row)
+    lines = [f"  agreement breaks: {row.pop('factor', '')}"]
+    for k, v in row.items():
+        if v is None or v == "" or v == {}:
+            continue
+        text = ", ".join(f"{kk}={_short(vv)}" for kk, vv in v.items()) if isinstance(v, Mapping) else _short(v)
+        lines += wrap_line(f"    {k.replace('_', ' ')}: {text}")
+    return lines
 
 
 def _claim_lines(claims: list[Any]) -> list[str]:
@@ -164,13 +180,18 @@ def _claim_lines(claims: list[Any]) -> list[str]:
     old = [c for c in claims if isinstance(c, Claim)]
     if old:
         lines.append("claims decided on one run (no seeds, interval or regime map yet; evidence in --json)")
-        lines += [f"  {c.name:32s} {'yes' if c.holds else 'NO':13s} {c.statement[:90]}" for c in old]
+        from .claims_report import wrap_line
+
+        lines += [w for c in old for w in wrap_line(f"  {c.name:32s} {'yes' if c.holds else 'NO':13s} "
+                                                    f"{' '.join(c.statement.split())}")]
     return lines
 
 
 def _short(v: Any) -> str:
     if isinstance(v, (float, np.floating)):
         return f"{float(v):.4g}"
+    if isinstance(v, Mapping):
+        return "(" + ", ".join(f"{k}={_short(x)}" for k, x in v.items()) + ")"
     if isinstance(v, (list, tuple, np.ndarray)):
         return "[" + ", ".join(_short(x) for x in list(v)[:6]) + (", ..." if len(v) > 6 else "") + "]"
     return str(v)

@@ -30,7 +30,7 @@ from ..textrun import TextExperiment, TextRunConfig, corpus_for, train_text
 from ..trainer import resolve_device
 
 __all__ = ["TopicTextConfig", "topic_protocol", "lda_topic_words", "topic_assignment", "topic_ratios", "pair_gaps",
-           "PERMUTATIONS"]
+           "pair_cosines", "PERMUTATIONS"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,15 @@ def _gaps(S: np.ndarray, N: np.ndarray, labels: np.ndarray) -> tuple[float, floa
     return float(ms), float(md), float(ms - md)
 
 
+def pair_cosines(E: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Word-pair sums and counts (``W x W``, each distinct pair once) of the cosine of the
+    embeddings ``E`` (``W x d``); a pair with a zero embedding has no cosine (count 0)."""
+    nrm = np.linalg.norm(E, axis=1)
+    norms = np.outer(nrm, nrm)
+    pairs = np.triu(norms > 0, 1)
+    return np.divide(E @ E.T, norms, out=np.zeros_like(norms), where=pairs), pairs.astype(float)
+
+
 def pair_gaps(name: str, S: np.ndarray, N: np.ndarray, topic: np.ndarray, *, rng: np.random.Generator,
               permutations: int = PERMUTATIONS) -> dict[str, float]:
     """Same-topic and different-topic means of a statistic given its word-pair sums ``S`` and
@@ -121,15 +130,21 @@ def pair_gaps(name: str, S: np.ndarray, N: np.ndarray, topic: np.ndarray, *, rng
     **permutation null**: the topic labels permuted over the words (topic sizes kept)
     ``permutations`` times, with every dependence of the pairs kept (pairs sharing a word, a query,
     a sequence). ``<name>_perm_z`` = (gap - null mean) / null SD, a calibrated z: standard under
-    exchangeable labels whatever the dependence, unlike a z treating the pairs as independent."""
+    exchangeable labels whatever the dependence, unlike a z treating the pairs as independent.
+    Undefined values are NaN, not infinities: the ratio when the different-topic mean is 0, the z
+    when fewer than two permutations have a gap or their gaps do not vary."""
     ms, md, gap = _gaps(S, N, topic)
     perms = [_gaps(S, N, rng.permutation(topic)) for _ in range(permutations)]
     null = np.array([g for _, _, g in perms])
-    sd = float(null.std(ddof=1))
-    return {f"{name}_same": ms, f"{name}_diff": md, f"{name}_ratio": ms / md, f"{name}_gap": gap,
-            f"{name}_shuffled_same": perms[0][0], f"{name}_shuffled_diff": perms[0][1],
-            f"{name}_perm_z": (gap - float(null.mean())) / sd if sd > 0 else float("nan"),
-            f"{name}_perm_p": float((1 + np.sum(np.abs(null) >= abs(gap))) / (1 + permutations))}
+    finite = null[np.isfinite(null)]  # a permutation without same- or different-topic pairs has no gap
+    sd = float(finite.std(ddof=1)) if finite.size > 1 else float("nan")
+    z = (gap - float(finite.mean())) / sd if sd > 0 else float("nan")  # sd nan or 0: no calibrated z
+    return {f"{name}_same": ms, f"{name}_diff": md, f"{name}_ratio": ms / md if md != 0 else float("nan"),
+            f"{name}_gap": gap,
+            f"{name}_shuffled_same": perms[0][0] if perms else float("nan"),
+            f"{name}_shuffled_diff": perms[0][1] if perms else float("nan"),
+            f"{name}_perm_z": z,
+            f"{name}_perm_p": float((1 + np.sum(np.abs(finite) >= abs(gap))) / (1 + finite.size))}
 
 
 @torch.no_grad()
@@ -171,10 +186,9 @@ def topic_ratios(exp: TextExperiment, assigns: list[dict[str, int]], chunks: int
         topic = np.array(list(assign.values()))
         E = o["E"]
         dot = E @ E.T
-        nrm = np.linalg.norm(E, axis=1)
         upper = np.triu(np.ones_like(dot, dtype=bool), 1)  # each distinct pair once
         r = {"n_words": len(assign), "n_topics": len(set(assign.values()))}
-        r.update(pair_gaps("cosine", np.where(upper, dot / np.outer(nrm, nrm), 0.0), upper.astype(float), topic, rng=rng))
+        r.update(pair_gaps("cosine", *pair_cosines(E), topic, rng=rng))
         r.update(pair_gaps("dot", np.where(upper, dot, 0.0), upper.astype(float), topic, rng=rng))
         S_a, N_a = S_att.numpy(), N_att.numpy()
         r.update(pair_gaps("attention", S_a, N_a, topic, rng=rng))

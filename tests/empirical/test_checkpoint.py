@@ -150,7 +150,7 @@ def test_tdyn_train_scb_sigint_then_resume_equals_uninterrupted(tmp_path, monkey
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err  # interrupted mid-run, not finished
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: interrupted: stopped by Ctrl-C at step "), err
+    assert len(lines) == 1 and lines[0].startswith("interrupted: stopped by Ctrl-C at step "), err
     assert lines[0].endswith(f"--checkpoint {ck} --checkpoint-every 50 --resume"), err
     import torch
 

@@ -64,7 +64,7 @@ def test_sigint_keeps_partial_and_resume_is_bit_identical(tmp_path):
     assert proc.returncode == 130, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1, err
-    m = re.match(r"error: interrupted: stopped by Ctrl-C at step (\d+); trajectory to step (\d+) kept in (\S+); "
+    m = re.match(r"interrupted: stopped by Ctrl-C at step (\d+); trajectory to step (\d+) kept in (\S+); "
                  r"resume: (.+)$", lines[0])
     assert m, lines[0]
     stopped, kept = int(m.group(1)), int(m.group(2))
@@ -100,27 +100,78 @@ def test_sigint_keeps_partial_and_resume_is_bit_identical(tmp_path):
     _same(ref, simulate.load(out2))
 
 
-def test_sigterm_without_checkpoint_keeps_partial_and_says_how_to_make_it_resumable(tmp_path):
+def _start_plain(args, env):
+    """``tdyn train`` with its training bar on stderr; returns (process, stderr read so far) once
+    steps are under way (the bar names ``scb/``)."""
+    proc = subprocess.Popen([sys.executable, "-m", "figures.cli", *args], cwd=ROOT,
+                            env={**env, "TDYN_PROGRESS": "always"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen = b""
+    while b"scb/" not in seen and proc.poll() is None:
+        seen += os.read(proc.stderr.fileno(), 4096)
+    return proc, seen
+
+
+def test_plain_train_checkpoints_by_default_and_ctrl_c_resumes_bit_for_bit(tmp_path):
+    """``tdyn train scb ... --out run.nc`` (no --checkpoint): Ctrl-C keeps run.partial.nc and the
+    checkpoint in run.ckpt/, prints one line (no "error:") with a resume command; that command
+    continues the run bit for bit and then removes the stale partial file and the checkpoint."""
+    import shlex
+
+    import simulate
+    from empirical import scb as escb
+    from figures.papers import get
+
+    out = tmp_path / "run.nc"
+    short = [a for a in RUN[:-4] if a != "--no-progress"] + ["--set", "steps=3000", "--set", f"log_every={LOG_EVERY}"]
+    proc, seen = _start_plain([*short, "--out", str(out)], ENV)
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=120)
+    err = (seen + rest).decode(errors="replace")
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the signal arrived (machine too fast)")
+    assert proc.returncode == 130, err[-2000:]
+    last = err.rstrip().split("\n")[-1].split("\r")[-1]  # the line after the (cleared) bar
+    assert last.startswith("interrupted: stopped by Ctrl-C at step "), err[-2000:]
+    assert "error" not in last and "not resumable" not in last
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.ckpt", "run.partial.nc"]
+    assert (tmp_path / "run.ckpt" / "checkpoint.pt").is_file()
+    cmd = shlex.split(last.split("; resume: ")[1])
+    assert cmd[:3] == ["tdyn", "train", "scb"] and cmd[-1] == "--resume" and "--checkpoint" not in cmd
+    done = _tdyn(*cmd[1:])
+    _, err = done.communicate(timeout=600)
+    assert done.returncode == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.nc"]  # partial and checkpoint: done with
+    ref, _ = escb.train(get("scb").make_config(["T=8", "batch=32", "steps=3000", f"log_every={LOG_EVERY}"]),
+                        device="cpu")
+    _same(ref, simulate.load(out))
+
+
+def test_sigterm_keeps_partial_and_the_default_checkpoint(tmp_path):
     import simulate
 
     out = tmp_path / "run.nc"
-    run = [a for a in RUN if a != "--no-progress"]
-    proc = subprocess.Popen([sys.executable, "-m", "figures.cli", *run, "--out", str(out)], cwd=ROOT,
-                            env={**ENV, "TDYN_PROGRESS": "always"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    seen = b""
-    while b"scb/" not in seen and proc.poll() is None:  # the training bar: steps are under way
-        seen += os.read(proc.stderr.fileno(), 4096)
+    proc, seen = _start_plain([a for a in RUN if a != "--no-progress"] + ["--out", str(out)], ENV)
     proc.send_signal(signal.SIGTERM)
     _, rest = proc.communicate(timeout=120)
     err = (seen + rest).decode(errors="replace")
     assert proc.returncode == 143, err[-2000:]
     last = err.rstrip().split("\n")[-1].split("\r")[-1]  # the line after the (cleared) bar
     assert last.startswith("error: interrupted: stopped by SIGTERM at step "), err[-2000:]
-    assert "--checkpoint DIR" in last and "files written so far are complete" not in last
+    assert last.endswith(f"--out {out} --resume") and "files written so far are complete" not in last
     assert "kept in" in last
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.partial.nc"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.ckpt", "run.partial.nc"]
     partial = simulate.load(tmp_path / "run.partial.nc")
     assert partial.attrs["status"] == 1 and partial.sizes["time"] >= 1
+
+
+def test_train_without_out_still_says_how_to_make_it_resumable(tmp_path):
+    proc, seen = _start_plain([a for a in RUN if a != "--no-progress"], ENV)
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=120)
+    err = (seen + rest).decode(errors="replace")
+    assert proc.returncode == 130, err[-2000:]
+    last = err.rstrip().split("\n")[-1].split("\r")[-1]
+    assert last.startswith("interrupted: stopped by Ctrl-C at step ") and "--checkpoint DIR" in last, last
 
 
 @pytest.mark.parametrize("value, expected", [

@@ -138,10 +138,14 @@ def test_tdyn_claims_on_the_tiny_paper(tiny, tmp_path):
     res = runner.invoke(main, ["claims", "tiny", "--store", str(tmp_path), "--no-progress", "--device", "cpu"])
     assert res.exit_code == 0, res.output
     lines = res.output.strip().splitlines()
-    assert len(lines) == 8 and "HOLDS" in lines[1] and "grade B" in lines[1]
-    assert "test: exact sign test" in res.output and "null (an untrained logit" in res.output
-    assert "theory (exact flow): holds" in res.output
-    assert "regime: lr p (1 - p) in [0, 2]" in res.output and "breaks: fails outside the regime" in res.output
+    assert max(map(len, lines)) <= 120  # long lines wrapped (continuations indented two more)
+    name = [ln for ln in lines if ln.startswith("  gap_shrinks")]
+    assert len(name) == 1 and "HOLDS" in name[0] and "grade B" in name[0], res.output
+    assert len([ln for ln in lines if ln.startswith("    ") and not ln.startswith("      ")]) == 6  # a claim: 7 lines
+    flat = " ".join(res.output.split())  # the text as read, across wrapped lines
+    assert "test: exact sign test" in flat and "null (an untrained logit" in flat
+    assert "theory (exact flow): holds" in flat
+    assert "regime: lr p (1 - p) in [0, 2]" in flat and "breaks: fails outside the regime" in flat
     assert "values" not in res.output
 
 
@@ -170,6 +174,23 @@ def test_report_prints_the_claims_table(spec, tmp_path):
     doc = rep.to_json()
     assert tuple(doc) == REPORT_KEYS and doc["agreement_passed"] is True
     assert KEYS <= set(doc["claims"][0]) and doc["claims"][1]["evidence"] == {"nested": {"a": [1, 2, 3]}}
+
+
+def test_claim_lines_wrap_long_text_without_cutting_words(spec, tmp_path):
+    from figures.claims_report import claim_lines
+
+    with using_sweep(tmp_path, 1, None):
+        doc = decide_claim(spec, quick=True, device="cpu").to_json()
+    statement = " ".join(f"word{i}" for i in range(60))  # 60 words, ~410 characters
+    doc["statement"] = statement
+    if doc.get("null"):
+        doc["null"]["description"] = "a long null control description " * 4
+    lines = claim_lines(doc)
+    assert max(map(len, lines)) <= 120, max(lines, key=len)
+    text = " ".join(" ".join(lines).split())
+    assert statement in text and "…" not in text  # every word, whole
+    if doc.get("null"):
+        assert " ".join(doc["null"]["description"].split()) in text
 
 
 def test_figures_write_the_maps_and_claims_md(tmp_path):

@@ -189,6 +189,7 @@ def test_cli_missing_corpus_exits_2_with_one_line(args):
 def test_reproduce_jobs_runs_every_paper_in_its_own_process_and_reports_failures(monkeypatch, tmp_path):
     """``tdyn reproduce --jobs 2``: one ``tdyn figures P`` process per paper of the table (options
     passed on), every paper run even when one fails, then one error line and exit 1."""
+    import io
     import subprocess
 
     from figures import core
@@ -202,8 +203,10 @@ def test_reproduce_jobs_runs_every_paper_in_its_own_process_and_reports_failures
             self.args, self.paper = cmd, cmd[cmd.index("figures", 3) + 1]
             self.returncode = 1 if self.paper == "topic" else 0
 
-        def communicate(self):
-            return f"wrote {self.paper}\n", ""
+            self.stdout, self.stderr = io.StringIO(f"wrote {self.paper}\n"), io.StringIO("")
+
+        def wait(self):
+            return self.returncode
 
     monkeypatch.setattr(subprocess, "Popen", FakePopen)
     monkeypatch.setattr(core, "OUT_DIR", tmp_path)

@@ -45,6 +45,36 @@ def test_help_lists_papers_and_variants():
                 assert all(v in text for v in row.variants), (path, row.name)
 
 
+def test_top_level_help_lists_the_papers():
+    text = CliRunner().invoke(main, ["--help"]).output
+    section = text.split("Papers (PAPER):")[1]
+    assert [ln.split()[0] for ln in section.splitlines() if ln.startswith("  ") and not ln.startswith("   ")] \
+        == list(PAPERS)
+
+
+def test_sweep_help_lists_every_config_field_of_every_paper():
+    import dataclasses
+
+    text = CliRunner().invoke(main, ["sweep", "-h"]).output
+    listed = " ".join(text.split("is a field of the paper's config:")[1].split())
+    for row in PAPERS.values():
+        part = listed.split(f"{row.name}: ")[1]
+        names = [f.name for f in dataclasses.fields(row.Config)]
+        assert part.startswith(", ".join(names)), (row.name, part[:200])
+
+
+def test_variant_help_is_sentences():
+    for command in ("train", "sweep"):
+        text = " ".join(CliRunner().invoke(main, [command, "-h"]).output.split())
+        last = PAPERS["joma"].variants[-1]
+        assert f"{last}. " in text and f"{last} Applied" not in text and f"{last} (train" not in text
+
+
+def test_constraints_pin_each_package_once():
+    names = [ln.split("==")[0].lower() for ln in (ROOT / "constraints.txt").read_text().splitlines() if ln.strip()]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
 @pytest.mark.parametrize("args, line", [
     (["simulate", "scan_snap"], "error: paper: unknown paper 'scan_snap' (did you mean 'scan-snap'?)"),
     (["derive", "jomaa"], "error: paper: unknown paper 'jomaa' (did you mean 'joma'?)"),

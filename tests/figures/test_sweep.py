@@ -22,6 +22,9 @@ def test_sweep_scb_through_the_cli_matches_the_train_slot(tmp_path):
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     assert res.stdout.strip().endswith(f"4/4 cells done in {store / 'index.csv'}")
+    # each cell by its parameter values, not its hash
+    done = sorted(ln for ln in res.stdout.splitlines() if ln.endswith(": ok"))
+    assert done == sorted(f"eta_V={v}, seed={k}: ok" for v in (0.02, 0.05) for k in (0, 1)), res.stdout
     seen = []
     ds = sweep("scb", ["eta_V=0.02,0.05,0.1"], seeds=2, overrides=["T=8", "steps=10", "batch=16", "log_every=5"],
                store=store, progress=lambda *a: seen.append(a))

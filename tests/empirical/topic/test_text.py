@@ -48,3 +48,33 @@ shared effects cancel in the gap but not in the pairs' spread); a planted topic 
 def test_full_preset_is_the_papers_protocol():
     t = TT.TopicTextConfig.full()
     assert (t.run().objective, t.run().tie, t.thresholds, t.num_topics) == ("mlm", True, (0.0005, 0.001, 0.002), 100)
+
+
+def _pairs(W):
+    """Each distinct pair of ``W`` words once (upper triangle): counts 1, else 0."""
+    return np.triu(np.ones((W, W)), 1)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_undefined_ratio_and_z_are_nan_without_warnings():
+    topic = np.array([0, 0, 1, 1])
+    N = _pairs(4)
+    S = np.zeros((4, 4))
+    S[0, 1] = S[2, 3] = 2.0  # same-topic pairs only: the different-topic mean is exactly 0
+    r = TT.pair_gaps("x", S, N, topic, rng=np.random.default_rng(0), permutations=50)
+    assert r["x_same"] == 2.0 and r["x_diff"] == 0.0 and r["x_gap"] == 2.0  # (2 + 2) / 2 pairs; 0 / 4 pairs
+    assert np.isnan(r["x_ratio"])  # 2 / 0: undefined, not inf
+    one = TT.pair_gaps("x", S, N, topic, rng=np.random.default_rng(0), permutations=1)
+    assert np.isnan(one["x_perm_z"])  # one permutation: no SD
+    flat = TT.pair_gaps("x", np.where(N > 0, 1.0, 0.0), N, topic, rng=np.random.default_rng(0), permutations=20)
+    assert flat["x_ratio"] == 1.0 and flat["x_gap"] == 0.0 and np.isnan(flat["x_perm_z"])  # every gap 0: SD 0
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_pair_cosines_skip_zero_embeddings():
+    E = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [0.0, 2.0]])
+    S, N = TT.pair_cosines(E)
+    want = {(0, 1): 1 / np.sqrt(2), (0, 3): 0.0, (1, 3): 1 / np.sqrt(2)}  # by hand; the zero row has no cosine
+    assert {(i, j) for i, j in zip(*np.nonzero(N))} == set(want)
+    for (i, j), c in want.items():
+        assert S[i, j] == pytest.approx(c, abs=1e-15)
