@@ -267,14 +267,14 @@ def _pick_systems(paper, systems, name):
 
 
 def _derive_text(paper, systems, fmt, expanded, standalone=False, one=None) -> str:
-    from theory.export import latex_document, systems_to_json
+    from theory.export import latex_document, latex_listing, systems_to_json
 
     if fmt == "json":
         return (json.dumps(systems[0].to_json(), indent=2) if one else systems_to_json(paper, systems)) + "\n"
     if fmt == "latex":
         if standalone:
             return latex_document(paper, [(s, s.to_latex(expanded=expanded)) for s in systems])
-        return "".join(f"% {paper}/{s.name} — {s.spec}\n{s.to_latex(expanded=expanded)}\n\n" for s in systems)
+        return latex_listing(paper, systems, expanded)
     export = (lambda s, suffix: s.to_python(suffix)) if fmt == "python" else (
         lambda s, suffix: s.to_jax_source(suffix))
     parts = [("" if i == 0 else f"\n# ---- {s.name} ----\n") + export(s, "" if i == 0 else f"_{s.name}") + "\n"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,9 @@ from sympy.printing.str import StrPrinter
 
 from .core import TIME, ReducedSystem
 
-__all__ = ["to_latex", "latex", "latex_dot", "latex_document", "LatexPrinter", "LATEX_WIDTH", "to_source", "to_json",
-           "load_system", "systems_to_json", "system_signature", "expr_to_str", "noise_to_json", "noise_from_json"]
+__all__ = ["to_latex", "latex", "latex_dot", "latex_document", "LatexPrinter", "LATEX_WIDTH", "latex_listing",
+           "tex_prose", "to_source", "to_json", "load_system", "systems_to_json", "system_signature",
+           "expr_to_str", "noise_to_json", "noise_from_json"]
 
 JSON_FORMAT = "tdyn-reduced-system/1"
 
@@ -249,23 +251,64 @@ def _implicit_covariance_rows(system: ReducedSystem, noise, out: _Lines) -> list
     return rows
 
 
+#: LaTeX for the characters plain text may hold that are special (or, without T1 fonts, garbled) in text mode
+_TEX_TEXT = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+             "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "|": r"\textbar{}",
+             "<": r"\textless{}", ">": r"\textgreater{}"}
+
+#: ``$...$`` math in a description (a ``\$`` is a literal dollar)
+_MATH = re.compile(r"(?<!\\)\$(.+?)(?<!\\)\$")
+
+
 def _tex_text(text: str) -> str:
-    """Plain text for a LaTeX document (special characters escaped)."""
-    for ch, rep in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
-                    ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
-        text = text.replace(ch, rep)
-    return text
+    """Plain text for a LaTeX document: every character special in text mode escaped."""
+    return "".join(_TEX_TEXT.get(ch, ch) for ch in text)
+
+
+def tex_prose(text: str) -> str:
+    """A description for a LaTeX document: ``$...$`` spans kept as math, the rest escaped
+    (:func:`_tex_text`)."""
+    out, last = [], 0
+    for m in _MATH.finditer(text):
+        out += [_tex_text(text[last:m.start()]), m.group(0)]
+        last = m.end()
+    return "".join(out + [_tex_text(text[last:])])
+
+
+def _wrap(text: str, width: int = LATEX_WIDTH) -> list[str]:
+    """``text`` in lines of at most ``width`` characters (words kept whole; a LaTeX paragraph)."""
+    import textwrap
+
+    return textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def latex_listing(paper: str, systems: Sequence[ReducedSystem], expanded: bool = False) -> str:
+    """``tdyn derive PAPER --format latex``: per system a comment naming it and its specification
+    (wrapped to :data:`LATEX_WIDTH`), then :func:`to_latex`."""
+    parts = []
+    for s in systems:
+        head = _wrap(f"{paper}/{s.name} — {s.spec}", LATEX_WIDTH - 2)
+        parts.append("".join(f"% {ln}\n" for ln in head) + s.to_latex(expanded=expanded) + "\n\n")
+    return "".join(parts)
 
 
 def latex_document(paper: str, blocks: Sequence[tuple[ReducedSystem, str]]) -> str:
     """A compilable LaTeX document (``pdflatex``) holding each ``(system, to_latex(system))`` under
-    a heading with the system's name and spec."""
-    parts = [r"\documentclass[10pt]{article}", r"\usepackage[a4paper,landscape,margin=1.5cm]{geometry}",
-             r"\usepackage{amsmath,amssymb}", r"\allowdisplaybreaks", r"\begin{document}",
-             rf"\section*{{Reduced systems of {_tex_text(paper)} (tdyn)}}"]
+    a heading with the system's name, specification and description (its ``$...$`` math typeset,
+    the prose escaped; T1 fonts, so no character of the prose is garbled). No line over
+    :data:`LATEX_WIDTH` characters."""
+    parts = [r"\documentclass[10pt]{article}", r"\usepackage[T1]{fontenc}",
+             r"\IfFileExists{lmodern.sty}{\usepackage{lmodern}}{}",  # scalable T1 fonts where installed
+             r"\usepackage[a4paper,landscape,margin=1.5cm]{geometry}", r"\usepackage{amsmath,amssymb}",
+             r"\allowdisplaybreaks", r"\begin{document}", rf"\section*{{Reduced systems of {_tex_text(paper)} (tdyn)}}"]
     for system, block in blocks:
-        parts += [rf"\subsection*{{{_tex_text(system.name)}}}",
-                  _tex_text(" ".join(x for x in (system.spec, system.description) if x)), block]
+        parts += [rf"\subsection*{{{_tex_text(system.name)}}}"]
+        parts += _wrap(" ".join(x for x in (_tex_text(system.spec) + ("." if system.spec else ""),
+                                            tex_prose(system.description)) if x))
+        noise = getattr(system, "noise", None)
+        if noise is not None and noise.description:
+            parts += ["", *_wrap(r"\emph{Minibatch noise:} " + tex_prose(noise.description))]
+        parts += [block]
     return "\n".join(parts + [r"\end{document}", ""])
 
 
