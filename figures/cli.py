@@ -508,6 +508,9 @@ def compare(paper, quick, as_json, device, show_progress):
 @click.option("--quick/--full", default=True, show_default=True,
               help="Quick: the quick map at the seeds its test needs (>= 5); full: the full map, >= 12 seeds.")
 @click.option("--json", "as_json", is_flag=True, help="Print every claim with its evidence (map points) as JSON.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "latex"]), default="text", show_default=True,
+              help="text: a few lines per claim; json: every claim with its evidence (= --json); latex: a booktabs "
+                   "table (claim, verdict, statistic with its interval, seeds, grade and test).")
 @_device_option
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Local processes for the map cells.")
@@ -516,10 +519,10 @@ def compare(paper, quick, as_json, device, show_progress):
                    "finished cells are not recomputed.")
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS", help="Run the map cells on a Ray cluster (or 'auto').")
 @_progress_option
-def claims(paper, quick, as_json, device, workers, store, ray_address, show_progress):
+def claims(paper, quick, as_json, fmt, device, workers, store, ray_address, show_progress):
     """Decide the paper's claims over seeds inside its regime, with their validity maps."""
     from .claims import NoClaims, run_claims
-    from .claims_report import claims_table
+    from .claims_report import claims_latex, claims_table
 
     row = get(paper)
     with _checked_sweep(store, workers, ray_address):
@@ -528,7 +531,10 @@ def claims(paper, quick, as_json, device, workers, store, ray_address, show_prog
         except NoClaims as err:
             click.echo(f"note: {err.message}", err=True)
             results = []
-    click.echo(json.dumps([r.to_json() for r in results], indent=2) if as_json else claims_table(results, row.name))
+    if as_json or fmt == "json":
+        click.echo(json.dumps([r.to_json() for r in results], indent=2))
+    else:
+        click.echo(claims_latex(results, row.name) if fmt == "latex" else claims_table(results, row.name))
     failed = sum(r.failed_cells for r in results)
     if failed:
         click.echo(f"error: claims: {failed} map cell(s) failed (see the stores' index.csv); rerun to retry them",

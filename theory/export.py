@@ -34,7 +34,7 @@ from sympy.printing.str import StrPrinter
 from .core import TIME, ReducedSystem
 
 __all__ = ["to_latex", "latex", "latex_dot", "latex_document", "LatexPrinter", "LATEX_WIDTH", "latex_listing",
-           "tex_prose", "to_source", "to_json", "load_system", "systems_to_json", "system_signature",
+           "tex_prose", "tex_text", "to_source", "to_json", "load_system", "systems_to_json", "system_signature",
            "expr_to_str", "noise_to_json", "noise_from_json"]
 
 JSON_FORMAT = "tdyn-reduced-system/1"
@@ -260,19 +260,20 @@ _TEX_TEXT = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#":
 _MATH = re.compile(r"(?<!\\)\$(.+?)(?<!\\)\$")
 
 
-def _tex_text(text: str) -> str:
-    """Plain text for a LaTeX document: every character special in text mode escaped."""
+def tex_text(text: str) -> str:
+    """Plain text for a LaTeX document: every character special in text mode escaped (``|``, ``<``,
+    ``>`` as ``\\textbar{}`` etc., right in any font encoding)."""
     return "".join(_TEX_TEXT.get(ch, ch) for ch in text)
 
 
 def tex_prose(text: str) -> str:
     """A description for a LaTeX document: ``$...$`` spans kept as math, the rest escaped
-    (:func:`_tex_text`)."""
+    (:func:`tex_text`)."""
     out, last = [], 0
     for m in _MATH.finditer(text):
-        out += [_tex_text(text[last:m.start()]), m.group(0)]
+        out += [tex_text(text[last:m.start()]), m.group(0)]
         last = m.end()
-    return "".join(out + [_tex_text(text[last:])])
+    return "".join(out + [tex_text(text[last:])])
 
 
 def _wrap(text: str, width: int = LATEX_WIDTH) -> list[str]:
@@ -300,10 +301,10 @@ def latex_document(paper: str, blocks: Sequence[tuple[ReducedSystem, str]]) -> s
     parts = [r"\documentclass[10pt]{article}", r"\usepackage[T1]{fontenc}",
              r"\IfFileExists{lmodern.sty}{\usepackage{lmodern}}{}",  # scalable T1 fonts where installed
              r"\usepackage[a4paper,landscape,margin=1.5cm]{geometry}", r"\usepackage{amsmath,amssymb}",
-             r"\allowdisplaybreaks", r"\begin{document}", rf"\section*{{Reduced systems of {_tex_text(paper)} (tdyn)}}"]
+             r"\allowdisplaybreaks", r"\begin{document}", rf"\section*{{Reduced systems of {tex_text(paper)} (tdyn)}}"]
     for system, block in blocks:
-        parts += [rf"\subsection*{{{_tex_text(system.name)}}}"]
-        parts += _wrap(" ".join(x for x in (_tex_text(system.spec) + ("." if system.spec else ""),
+        parts += [rf"\subsection*{{{tex_text(system.name)}}}"]
+        parts += _wrap(" ".join(x for x in (tex_text(system.spec) + ("." if system.spec else ""),
                                             tex_prose(system.description)) if x))
         noise = getattr(system, "noise", None)
         if noise is not None and noise.description:
