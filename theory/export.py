@@ -216,6 +216,8 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
                     body += out.lines(lhs, "=", cov[i, j])
     elif noise is not None and getattr(noise, "implicit_covariance", False):
         body += _implicit_covariance_rows(system, noise, out)
+    elif noise is not None:
+        body += _sampled_covariance_rows(noise, out)
     rows = _block(body)
     note = []
     if out.names:
@@ -223,6 +225,26 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
         names = {1: first, 2: f"{first}, {last}"}.get(len(out.names), f"{first} to {last}")
         note = [f"% {names}: intermediates introduced for printing (not quantities of the system)"]
     return "\n".join([*note, r"\begin{align}", *rows, r"\end{align}"])
+
+
+#: the longest per-sample loss (LaTeX characters) a Monte-Carlo noise prints; a longer one is in the JSON
+SAMPLED_LOSS_MAX = 4000
+
+
+def _sampled_covariance_rows(noise, out: _Lines) -> list[str]:
+    """The rows of a noise whose covariance has no closed form here (a Monte-Carlo law): ``Σ`` as the
+    covariance over the law of the per-sample flow of the per-sample loss ``ℓ`` (printed when
+    shorter than :data:`SAMPLED_LOSS_MAX`; the JSON export always holds it and ``g``)."""
+    b = latex(noise.batch_symbol)
+    samples = ",".join(latex(x) for x in noise.samples)
+    rows = [rf"\Sigma(\theta) &= \frac{{1}}{{{b}}}\,\mathrm{{Cov}}_x\left[g(\theta;\, x)\right]"
+            r",\quad g(\theta;\, x) = -P\, \nabla_{\theta}\, \ell(\theta;\, x)",
+            out.CONT + r"\text{estimated per step by Monte Carlo over the law of } x"]
+    head = out.CONT + r"x = (" + samples + ")"
+    rows += [head] if out._fits(out.CONT, head[len(out.CONT):]) else []
+    if len(latex(noise.per_sample_loss)) <= SAMPLED_LOSS_MAX:
+        rows += out.lines(r"\ell(\theta;\, x)", "=", noise.per_sample_loss)
+    return rows
 
 
 def _implicit_covariance_rows(system: ReducedSystem, noise, out: _Lines) -> list[str]:
@@ -362,11 +384,66 @@ def to_source(system: ReducedSystem, kind: str = "numpy", suffix: str = "") -> s
         body += ["    return jax.numpy.stack([",
                  *[f"        jax.numpy.broadcast_to(jax.numpy.asarray({printer.doprint(e)}, dtype=y.dtype), ()),"
                    for e in reduced], "    ])", ""]
+    noise = getattr(system, "noise", None)
+    if noise is not None:
+        body += _noise_source(noise, printer, kind, suffix, unpack)
     if system.observables:
         body += [f"def observables{suffix}(y, p):", '    """Named observables as a dict."""', *unpack(),
                  "    return {", *[f"        {n!r}: {printer.doprint(e)}," for n, e in system.observables.items()],
                  "    }", ""]
     return "\n".join(head + body)
+
+
+#: the longest per-sample flow (characters of its common-subexpression form) the source export writes
+SOURCE_FLOW_MAX = 200_000
+
+
+def _noise_source(noise, printer, kind: str, suffix: str, unpack) -> list[str]:
+    """The minibatch noise as source: ``SAMPLES``, ``NOISE`` (method, exactness, batch symbol, the
+    law), ``per_sample_flow(y, p, x)`` (``g``, x in ``SAMPLES`` order) and, where it is exact,
+    ``covariance(y, p)`` (``Cov_x[g]`` per sample, ``d x d``; ``Σ = covariance / B``): the closed-form
+    matrix, or the sum over a finite law's outcomes. A Monte-Carlo law names its sampler."""
+    from . import noise as N
+
+    xp = "numpy" if kind == "numpy" else "jax.numpy"
+    dist = noise.distribution
+    law = (f"sampler {dist.ref or _callable_ref(dist.sampler)}" if isinstance(dist, N.MonteCarlo)
+           else f"{dist.kind} law (closed form)")
+    meta = {"method": noise.method, "exact": bool(noise.exact), "batch_symbol": str(noise.batch_symbol), "law": law}
+    out = [f"SAMPLES{suffix} = {[str(x) for x in noise.samples]!r}",
+           f"NOISE{suffix} = {meta!r}  # Sigma = Cov_x[g] / B", ""]
+    subs, reduced = sp.cse(list(noise.gradient), optimizations="basic")
+    code = [f"    {printer.doprint(s)} = {printer.doprint(e)}" for s, e in subs]
+    rows = [f"        {printer.doprint(e)}," for e in reduced]
+    if sum(map(len, code + rows)) > SOURCE_FLOW_MAX:
+        return out + [f"# per_sample_flow{suffix}: too long for the source export; the JSON export holds it", ""]
+    out += [f"def per_sample_flow{suffix}(y, p, x):",
+            f'    """g(theta; x) = -P grad l(theta; x), shape (d,); x in SAMPLES{suffix} order."""',
+            *unpack(), *[f"    {printer.doprint(x)} = x[{i}]" for i, x in enumerate(noise.samples)], *code,
+            f"    return {xp}.stack([{xp}.asarray(v, dtype=float) for v in [", *rows, "    ]])", ""]
+    d = len(noise.state)
+    if noise.covariance is not None:
+        entries = [noise.covariance[i, j] for i in range(d) for j in range(i, d)]
+        subs, reduced = sp.cse(entries, optimizations=None)  # "basic" costs minutes on a 30 x 30 covariance
+        out += [f"def covariance{suffix}(y, p):",
+                f'    """Cov_x[g] per sample ({noise.method}, exact: {bool(noise.exact)}), shape (d, d)."""',
+                *unpack(), *[f"    {printer.doprint(s)} = {printer.doprint(e)}" for s, e in subs],
+                "    upper = [", *[f"        {printer.doprint(e)}," for e in reduced], "    ]",
+                f"    C = {xp}.zeros(({d}, {d}))", f"    i, j = {xp}.triu_indices({d})",
+                *(["    C[i, j] = upper", "    C[j, i] = upper"] if kind == "numpy" else
+                  ["    C = C.at[i, j].set(jax.numpy.asarray(upper, dtype=float))",
+                   "    C = C.at[j, i].set(jax.numpy.asarray(upper, dtype=float))"]),
+                "    return C", ""]
+    elif isinstance(dist, N.Finite):
+        outcomes = ["[" + ", ".join(printer.doprint(o[x]) for x in noise.samples) + "]" for o in dist.outcomes]
+        out += [f"def covariance{suffix}(y, p):",
+                f'    """Cov_x[g] per sample, exact: the sum over the law\'s {len(outcomes)} outcomes, shape (d, d)."""',
+                *unpack(), "    probs = [" + ", ".join(printer.doprint(q) for q in dist.probabilities) + "]",
+                "    outcomes = [", *[f"        {o}," for o in outcomes], "    ]",
+                f"    gs = {xp}.stack([per_sample_flow{suffix}(y, p, x) for x in outcomes])",
+                f"    w = {xp}.asarray(probs, dtype=float)", "    dev = gs - w @ gs",
+                "    return (dev * w[:, None]).T @ dev", ""]
+    return out
 
 
 # ------------------------------------------------------------------------------------------------

@@ -207,7 +207,11 @@ def stage1_system(keys: str = "theory") -> ReducedSystem:
                       "block_difference_optimum": headline_block_difference(keys, limit=False)},
         spec=f"{SPEC} §3.5 (keys={keys})",
         description=(r"Stage 1: one-hot embeddings, uniform attention, squared loss, $N \to \infty$; "
-                     r"$W^V$ and $b$ in symmetric coordinates; $\eta$ = lr, time = optimiser step."),
+                     r"$W^V$ and $b$ in symmetric coordinates; $\eta$ = lr, time = optimiser step. The minibatch "
+                     r"noise does not live on these coordinates (docs/papers/topic.md, SDE note): its exact "
+                     r"covariance (closed-form moments) is exported with the full-space system of a small "
+                     r"vocabulary (tdyn derive topic --set T=2 --set v=2 --set tau=1), and theory.topic.sde "
+                     r"simulates it at any size."),
     )
 
 
