@@ -186,7 +186,7 @@ register(Paper(
     config="theory.scb:SCBConfig",
     systems="theory.scb:systems",
     problem="theory.scb:problem",
-    sde="theory.scb:minibatch_sde_reduced",  # spec §3.6 reduced state + off-manifold energies
+    sde="theory.scb:minibatch_sde_reduced",  # docs/papers/scb.md §3.6: reduced state + off-manifold energies
     train="empirical.scb:run",
     compare="figures.scb:compare",
     figures="figures.scb.figures:FIGURES",

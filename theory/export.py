@@ -209,6 +209,11 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
         b = latex(batch) if batch is not None else "B"
         body += [rf"\Sigma(\theta) &= \frac{{1}}{{{b}}}\,\mathrm{{Cov}}_x[g]"]
         n = len(system.state)
+        size = sum(len(str(cov[i, j])) for i in range(n) for j in range(i, n))
+        if size > COVARIANCE_PRINT_MAX:  # e.g. topic's full-space system: the entries are in the JSON and source
+            n = 0
+            body += [out.CONT + rf"\text{{exact (closed form): {sum(1 for e in cov if e != 0)} non-zero entries, "
+                                r"in the JSON and Python exports}"]
         for i in range(n):
             for j in range(i, n):
                 if cov[i, j] != 0:
@@ -227,6 +232,9 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
     return "\n".join([*note, r"\begin{align}", *rows, r"\end{align}"])
 
 
+#: the largest covariance (characters of its upper triangle) printed entry by entry; a larger one is in the JSON
+COVARIANCE_PRINT_MAX = 20_000
+
 #: the longest per-sample loss (LaTeX characters) a Monte-Carlo noise prints; a longer one is in the JSON
 SAMPLED_LOSS_MAX = 4000
 
@@ -237,8 +245,8 @@ def _sampled_covariance_rows(noise, out: _Lines) -> list[str]:
     shorter than :data:`SAMPLED_LOSS_MAX`; the JSON export always holds it and ``g``)."""
     b = latex(noise.batch_symbol)
     samples = ",".join(latex(x) for x in noise.samples)
-    rows = [rf"\Sigma(\theta) &= \frac{{1}}{{{b}}}\,\mathrm{{Cov}}_x\left[g(\theta;\, x)\right]"
-            r",\quad g(\theta;\, x) = -P\, \nabla_{\theta}\, \ell(\theta;\, x)",
+    rows = [rf"\Sigma(\theta) &= \frac{{1}}{{{b}}}\,\mathrm{{Cov}}_x\left[g(\theta;\, x)\right]",
+            out.CONT + r"g(\theta;\, x) = -P\, \nabla_{\theta}\, \ell(\theta;\, x)",
             out.CONT + r"\text{estimated per step by Monte Carlo over the law of } x"]
     head = out.CONT + r"x = (" + samples + ")"
     rows += [head] if out._fits(out.CONT, head[len(out.CONT):]) else []

@@ -25,7 +25,9 @@ def _noisy(name):
     return [s for s in row.slot("systems")(cfg) if s.noise is not None]
 
 
-@pytest.fixture(scope="module", params=["scb", "scan-snap", "joma", "topic"])
+#: scan-snap's 43-state flow and topic's 30 x 30 covariance take half a minute each to export: make test-slow
+@pytest.fixture(scope="module", params=["scb", "joma", pytest.param("scan-snap", marks=pytest.mark.slow),
+                                        pytest.param("topic", marks=pytest.mark.slow)])
 def noisy(request):
     systems = _noisy(request.param)
     assert systems, f"{request.param}: no system carries a noise"

@@ -326,7 +326,9 @@ def _symmetric_noise(U: int, has_common: bool, has_cross: bool):
                      r"$\times 1/(1 - \mathrm{momentum})$. The mean of $g$ is the finite-$T$ flow $E_q[g(\theta; q)]$, "
                      r"gradient ascent on $E_q[J_n(\theta; q)]$ (the loss is not linear in $q$): it is not this "
                      r"system's rhs, $g(\theta; E q)$ = the $T = \infty$ flow; the two differ by $O(1/T)$. The SDE "
-                     r"(theory.scan_snap.sde) drifts with $E_q[g]$."))
+                     r"(theory.scan_snap.sde) drifts with $E_q[g]$. The law of $q$ is exact (a multinomial), but "
+                     r"$g$ is not polynomial in $q$ (a softmax of log-counts), so $\mathrm{Cov}_q[g]$ has no closed "
+                     "form: it is estimated per step by Monte Carlo."))
 
 
 def full_system(config: ScanSnapConfig, *, noise: bool = False) -> ReducedSystem:

@@ -1,4 +1,4 @@
-"""Closed forms and the paper's reduced ODEs (spec §3.1-§3.5).
+"""Closed forms and the paper's reduced ODEs (docs/papers/scan_snap.md §3.1-§3.5).
 
 * :func:`closed_forms` — ``h`` (Eqn. 44-45, Lambert W), ``gamma`` (Eqn. 85), ``Gamma`` (Eqn. 128),
   ``z_ct`` (Eqn. 122), ``xi`` (Eqn. 123), ``B`` (Eqn. 124/129), Theorem 4's branches and times;

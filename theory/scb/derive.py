@@ -486,7 +486,9 @@ def noise_system(N: int) -> ReducedSystem:
                                   "docs/papers/scb.md Decision 3)"))
     noise = derive_noise(ell, G.state, samples, law, preconditioner=_reduced_preconditioner(N),
                          description=("minibatch SGD (docs/papers/scb.md §3.6 option A): per-sample flow of the "
-                                      "squared loss of one sequence on the invariant manifold; time = optimiser steps"))
+                                      "squared loss of one sequence on the invariant manifold; time = optimiser "
+                                      "steps. The law is exact and finite, but its closed-form covariance is not "
+                                      "derived here: the SDE estimates it per step by Monte Carlo"))
     noise = dataclasses.replace(noise, per_sample_loss=_canonical(noise.per_sample_loss),
                                 gradient=tuple(_canonical(e) for e in noise.gradient))
     P_entries = tuple(transition_matrix(N))

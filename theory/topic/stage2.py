@@ -1,4 +1,4 @@
-"""Stage 2 (``W^V`` frozen at the stage-1 optimum; spec §3.6) and the two-stage reduced system.
+"""Stage 2 (``W^V`` frozen at the stage-1 optimum; docs/papers/topic.md §3.6) and the two-stage reduced system.
 
 * :func:`stage2_optimum` — the optimal tied attention ``gamma*`` (numerical; code variant
   ``1 + T p_c/p_r``); :func:`escape_rate` — ``G = dL/dS`` at uniform attention by autodiff of

@@ -1,7 +1,7 @@
 """Scan & Snap's minibatch SDE (theory/scan_snap/{derive,sde}.py).
 
 References are independent of the derivation: ``jax.grad`` of the full-parameter objective
-(``theory.scan_snap.objective``, numpy/jax code written from spec §2.2) on the count vectors of one
+(``theory.scan_snap.objective``, numpy/jax code written from docs/papers/scan_snap.md §2.2) on the count vectors of one
 sequence, projected on the symmetric subspace; the ``T = inf`` flow; the compiled count-vector SGD
 (``empirical.scan_snap.fast``). Small layouts (3 distinct and 2 common tokens) keep the expanded
 per-sample flow small.
