@@ -4,38 +4,26 @@ installed: ``.ci/run`` installs them)."""
 
 import json
 import re
-import shutil
-import subprocess
 
 import pytest
 from click.testing import CliRunner
 
 from figures.claims_report import claims_latex
 from figures.cli import main
+from helpers.latex import GARBLED, have_tex, pdf_text
 from helpers.tiny_row import tiny_registered
 
-HAVE_TEX = all(shutil.which(t) for t in ("pdflatex", "pdftotext", "kpsewhich"))
 
-
-def _booktabs() -> bool:
-    return HAVE_TEX and subprocess.run(["kpsewhich", "booktabs.sty"], capture_output=True).returncode == 0
+def _compile(table: str, tmp_path) -> str:
+    doc = "\n".join([r"\documentclass{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{booktabs}",
+                     r"\begin{document}", table, r"\end{document}", ""])
+    return pdf_text(doc, tmp_path, "t")
 
 
 def _rows(table: str) -> list[list[str]]:
     """The body rows between ``\\midrule`` and ``\\bottomrule``, split into cells."""
     body = table.split("\\midrule\n", 1)[1].split("\\bottomrule", 1)[0]
     return [[c.strip() for c in re.split(r"(?<!\\)&", row.removesuffix(r"\\").strip())] for row in body.splitlines()]
-
-
-def _compile(table: str, tmp_path) -> str:
-    doc = "\n".join([r"\documentclass{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{booktabs}",
-                     r"\begin{document}", table, r"\end{document}", ""])
-    (tmp_path / "t.tex").write_text(doc)
-    res = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "t.tex"], cwd=tmp_path,
-                         capture_output=True, timeout=300)
-    assert res.returncode == 0, res.stdout.decode(errors="replace")[-3000:]
-    subprocess.run(["pdftotext", "-enc", "UTF-8", "t.pdf", "t.txt"], cwd=tmp_path, check=True, timeout=60)
-    return " ".join((tmp_path / "t.txt").read_text(encoding="utf-8").split())
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +76,7 @@ def _tiny_doc_template() -> dict:
             "statistic": {"name": "log_gap_ratio"}, "seeds": 12, "grade": "A", "test": "exact sign test, Holm"}
 
 
-@pytest.mark.skipif(not _booktabs(), reason="no pdflatex/pdftotext/booktabs (.ci/run installs them)")
+@pytest.mark.skipif(not have_tex("booktabs"), reason="no pdflatex/pdftotext/booktabs (.ci/run installs them)")
 def test_latex_table_compiles_with_booktabs(tiny_docs, tmp_path):
     docs, tex = tiny_docs
     text = _compile(tex, tmp_path)
@@ -98,4 +86,4 @@ def test_latex_table_compiles_with_booktabs(tiny_docs, tmp_path):
     text = _compile(claims_latex(more, "toy & co"), tmp_path)
     for d in more:
         assert f"{d['name']} {d['verdict']}" in text, text
-    assert "Claims of toy & co" in text and not [c for c in ("—", "¡", "¿") if c in text]
+    assert "Claims of toy & co" in text and not [c for c in GARBLED if c in text]

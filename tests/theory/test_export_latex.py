@@ -4,8 +4,6 @@ pdflatex (where installed), long right-hand sides are broken through named inter
 losing or changing a term, ``\\dot`` sits on the base symbol, sums open with a positive term, and the
 noise covariance is printed when a system carries one."""
 
-import shutil
-import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -14,6 +12,7 @@ from click.testing import CliRunner
 
 from figures.cli import main
 from figures.papers import get
+from helpers.latex import GARBLED, have_tex, pdf_text
 from theory import ReducedSystem
 from theory.export import LATEX_WIDTH, _Lines, latex, latex_document, to_latex
 
@@ -154,21 +153,7 @@ def test_cli_latex_is_a_complete_environment_and_standalone_a_document():
     assert bad.exit_code == 2 and bad.stderr.startswith("error: standalone:")
 
 
-def _pdf_text(tex: str, tmp_path) -> str:
-    """``tex`` compiled by pdflatex and read back by pdftotext (whitespace collapsed)."""
-    (tmp_path / "d.tex").write_text(tex)
-    res = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "d.tex"], cwd=tmp_path,
-                         capture_output=True, timeout=300)
-    assert res.returncode == 0, res.stdout.decode(errors="replace")[-3000:]
-    subprocess.run(["pdftotext", "-enc", "UTF-8", "d.pdf", "d.txt"], cwd=tmp_path, check=True, timeout=60)
-    return " ".join((tmp_path / "d.txt").read_text(encoding="utf-8").split())
-
-
-needs_tex = pytest.mark.skipif(shutil.which("pdflatex") is None or shutil.which("pdftotext") is None,
-                               reason="no pdflatex/pdftotext (CI installs texlive-latex-base and poppler-utils)")
-
-#: what pdflatex makes of ``|``, ``<``, ``>`` in text mode without T1 fonts
-GARBLED = ("—", "¡", "¿")
+needs_tex = pytest.mark.skipif(not have_tex(), reason="no pdflatex/pdftotext (.ci/run installs them)")
 
 
 @pytest.mark.parametrize("name", PAPER_NAMES)
@@ -202,7 +187,7 @@ def test_standalone_document_compiles_with_its_prose_intact(name, tmp_path):
     from theory.export import _MATH
 
     systems = _systems(name)
-    text = _pdf_text(latex_document(name, [(s, to_latex(s)) for s in systems]), tmp_path)
+    text = pdf_text(latex_document(name, [(s, to_latex(s)) for s in systems]), tmp_path)
     assert not [c for c in GARBLED if c in text], text[:2000]
     for s in systems:
         assert s.name in text
@@ -221,7 +206,7 @@ def test_special_characters_of_prose_survive_pdflatex(tmp_path):
     prose = r"n = |a|^2, c = <a, q> & 5% of #1 under_score {b} ~ back\slash; math $\zeta_{1}$ here"
     s = ReducedSystem(name="chars", paper="toy", state=(x,), parameters=(), rhs=(-x,), spec="toy §1",
                       description=prose)
-    text = _pdf_text(latex_document("toy", [(s, to_latex(s))]), tmp_path)
+    text = pdf_text(latex_document("toy", [(s, to_latex(s))]), tmp_path)
     assert r"n = |a|^2, c = <a, q> & 5% of #1 under_score {b} ~ back\slash; math ζ" in text
     assert "$" not in text and not [c for c in GARBLED if c in text]
 
