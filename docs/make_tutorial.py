@@ -2,6 +2,8 @@
 
 The notebook is executed by `make test` (tests/test_tutorial.py), at small sizes, so it cannot rot.
 Edit the cells here, not the .ipynb: the test also checks that the notebook is this script's output.
+Each code cell names what it shows (``SHOWS``: ``"figure"`` an inline PNG, ``"table"`` an HTML table,
+``"text"`` printed or returned text); the test holds every executed cell to it.
 """
 
 from __future__ import annotations
@@ -10,14 +12,19 @@ from pathlib import Path
 
 import nbformat
 
-CELLS: list[tuple[str, str]] = [
+#: what a code cell's output must hold (tests/test_tutorial.py): figure -> image/png, table -> an HTML table
+SHOWS = ("figure", "table", "text")
+
+#: ``(kind, source)`` for markdown, ``("code", source, shows)`` for code
+CELLS: list[tuple[str, ...]] = [
     ("md", """# tdyn tutorial: from a paper's loss to a verdict
 
 This notebook walks one paper (SCB, sparse contextual bigrams) through tdyn's chain — derive the
 reduced equations from the loss, export them, solve them as an ODE and an SDE, train the real
 network, overlay theory and practice — then reads a paper's claims and adds a tiny paper of your own.
 Sizes are small so that it runs in about a minute on a laptop CPU (`make test` executes it)."""),
-    ("code", """import json, tempfile
+    ("code", """%matplotlib inline
+import json, tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +35,7 @@ from theory import load_system
 
 row = get("scb")                                   # one row of the paper table
 cfg = row.make_config(["steps=120", "log_every=10", "batch=512"])   # the Config owns every setting and time
-cfg.ode_times()[:5]"""),
+cfg.ode_times()[:5]""", "text"),
     ("md", """## 1. Derive
 
 Every system is derived by sympy from the paper's loss (never typed in). `tdyn derive scb` prints the
@@ -36,7 +43,7 @@ same systems; `--format latex` gives an `align` environment you can paste into a
     ("code", """systems = row.slot("systems")(cfg)
 S = next(s for s in systems if s.name == "symmetric")
 print(S.state_names, S.parameter_names)
-print(S.to_latex()[:400])"""),
+print(S.to_latex()[:400])""", "text"),
     ("md", """## 2. Export and read back
 
 JSON round-trips: `load_system` reads a one-system document, or a many-system document and a name."""),
@@ -47,7 +54,7 @@ path = Path(tempfile.mkdtemp()) / "scb.json"
 path.write_text(doc)
 back = load_system(path, "symmetric")
 assert back.equivalent(S)
-back.name, len(json.loads(doc)["systems"])"""),
+back.name, len(json.loads(doc)["systems"])""", "text"),
     ("md", """## 3. Solve: ODE (two backends that agree) and SDE (minibatch noise)
 
 `row.slot("problem")(cfg)` is the system with its parameters, initial state and the config's time grid."""),
@@ -58,12 +65,12 @@ name = "value_transition_correlation"
 print("max |diffrax - scipy|:", float(np.max(np.abs(ode[name].values - ode_jax[name].values))))
 model, t = row.slot("sde")(cfg)                    # the SDE slot: a model and config.ode_times()
 ens = simulate.solve_sde(model, t, paths=64, seed=0)
-dict(ens.sizes)"""),
+dict(ens.sizes)""", "text"),
     ("md", """## 4. Train the real network, logged under the same observable names"""),
     ("code", """trained = row.slot("train")(cfg, device="cpu", progress=False)
 np.testing.assert_array_equal(trained["time"].values, ode["time"].values)   # one time grid
 from figures.core import agreement
-agreement(ode, trained, [name])"""),
+agreement(ode, trained, [name])""", "text"),
     ("md", """## 5. Overlay theory and practice
 
 The shared overlay draws the ODE, the SDE band and the trained runs in one style (labels from the
@@ -71,14 +78,21 @@ derivation's symbols)."""),
     ("code", """from figures.core import overlay
 
 fig = overlay(ode, trained, [name], sde=ens if name in ens else None, system=S)
-fig.axes[0].get_ylabel()"""),
+fig                                                  # shown inline""", "figure"),
     ("md", """## 6. Read a paper's claims
 
 Each claim is decided over seeds with a confidence interval, inside the regime the paper assumes, with
-a validity map (`tdyn claims P --quick`). Here we read the claims table of a report; the next section
-decides a whole claim for a tiny paper of our own."""),
-    ("code", """from figures.claims import ClaimResult  # noqa: F401  (what `tdyn claims` returns per claim)
-print(get("scb").claims or "scb's claims slot: " + get("scb").missing.get("claims", ""))"""),
+a validity map. The registry (`figures/scb/claims.toml`) states each claim, the regime it assumes, the
+statistic measured over seeds and the criterion it must meet; `tdyn claims scb --quick` decides them
+(`--format latex` gives a booktabs table with the verdicts)."""),
+    ("code", """import pandas as pd
+
+from figures.scb.claims import claims
+
+pd.set_option("display.max_colwidth", 90)
+pd.DataFrame([{"claim": c.name, "statement": c.statement, "regime": c.regime_text(),
+               "statistic": c.statistic.name, "holds when": c.criterion.describe()}
+              for c in claims.registry().claims]).set_index("claim")""", "table"),
     ("md", """## 7. Add a tiny paper
 
 A paper is three packages (theory/, empirical/, figures/) and one row. Here the whole paper lives in this
@@ -165,7 +179,7 @@ register(Paper(name="note", title="one logit", spec="this notebook", config=Note
                         "claims": "see docs/claims.md for a registry"}))
 report = get("note").slot("compare")(quick=True, device="cpu")
 print(report.table())
-PAPERS.pop("note");"""),
+PAPERS.pop("note");""", "text"),
     ("md", """That is the whole contract: a Config that owns time, systems derived from the loss, a problem, an
 experiment the Trainer runs, and a compare report. `docs/adding-a-paper.md` lists every slot (SDE,
 claims registry, figures, real text, resource estimates) and `tests/tiny/` is the same paper laid out
@@ -176,8 +190,13 @@ as three packages."""),
 def build() -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src)
-                for kind, src in CELLS]
+    nb.cells = []
+    for kind, src, *shows in CELLS:
+        if kind == "md":
+            nb.cells.append(nbformat.v4.new_markdown_cell(src))
+        else:
+            assert shows and shows[0] in SHOWS, f"a code cell names what it shows: {src[:60]!r}"
+            nb.cells.append(nbformat.v4.new_code_cell(src, metadata={"tdyn": {"shows": shows[0]}}))
     return nb
 
 

@@ -1,4 +1,4 @@
-"""Fast exact ``Multinomial(n, p)`` rows for a fixed ``(n, p)`` (count-vector SGD, spec §1.3).
+"""Fast exact ``Multinomial(n, p)`` rows for a fixed ``(n, p)`` (count-vector SGD, docs/papers/scan_snap.md §1.3).
 
 numpy's ``Generator.multinomial`` draws ``S - 1`` conditional binomials per row in a C loop at
 ~1.5 us a row (S = 20, n = 127 on this machine); a minibatch of 128 rows then costs more than the

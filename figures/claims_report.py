@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["claims_table", "claim_lines", "fig_claim_map", "map_table", "write_claim_outputs", "read_claims",
+__all__ = ["claims_table", "claims_latex", "claim_lines", "fig_claim_map", "map_table", "write_claim_outputs", "read_claims",
            "claims_summary", "write_claims_md", "tally", "CLAIMS_JSON"]
 
 #: a paper's decided claims, beside its figures: ``<outdir>/claims/claims.json``
@@ -127,6 +127,33 @@ def claims_table(results: Sequence[Any], title: str = "") -> str:
     for r in results:
         lines += claim_lines(r)
     return "\n".join(lines)
+
+
+def claims_latex(results: Sequence[Any], title: str = "") -> str:
+    """The claims of a paper as a LaTeX ``table`` to paste into a document with
+    ``\\usepackage{booktabs}``: one row per claim — claim, verdict, statistic with its interval at
+    the deciding point, seeds, grade and test — under a caption with the tests' family level."""
+    from theory.export import tex_text
+
+    level = _doc(results[0])["level"] if results else 0.95
+    caption = (f"Claims{' of ' + title if title else ''}, decided over seeds inside the paper's regime "
+               f"(a false `holds' and a false `fails' each at most {1 - level:.2g} over a claim's in-regime points).")
+    lines = [r"\begin{table}[htbp]", r"\centering", r"\small", rf"\caption{{{tex_text(caption)}}}",
+             r"\begin{tabular}{@{}llllrl@{}}", r"\toprule",
+             r"Claim & Verdict & Statistic & Estimate [interval] & Seeds & Grade (test) \\", r"\midrule"]
+    for r in results:
+        d = _doc(r)
+        lo, hi = d["interval"] or [None, None]
+        est = d["estimate"]
+        value = "n/a" if est is None or lo is None else f"{_n(est)} [{_n(lo)}, {_n(hi)}]"
+        test = d.get("test", d.get("method", "")).split(",")[0]
+        cells = [d["name"], d["verdict"], d["statistic"]["name"], value, str(d["seeds"]),
+                 f"{d['grade']} ({test})" if test else str(d["grade"])]
+        lines.append(" & ".join(tex_text(c) for c in cells) + r" \\")
+    if not results:
+        lines.append(r"\multicolumn{6}{@{}l}{no claims} \\")
+    label = "".join(ch if ch.isalnum() else "-" for ch in title) or "paper"
+    return "\n".join(lines + [r"\bottomrule", r"\end{tabular}", rf"\label{{tab:claims-{label}}}", r"\end{table}", ""])
 
 
 # ------------------------------------------------------------------------------------------------

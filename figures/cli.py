@@ -273,14 +273,14 @@ def _pick_systems(paper, systems, name):
 
 
 def _derive_text(paper, systems, fmt, expanded, standalone=False, one=None) -> str:
-    from theory.export import latex_document, systems_to_json
+    from theory.export import latex_document, latex_listing, systems_to_json
 
     if fmt == "json":
         return (json.dumps(systems[0].to_json(), indent=2) if one else systems_to_json(paper, systems)) + "\n"
     if fmt == "latex":
         if standalone:
             return latex_document(paper, [(s, s.to_latex(expanded=expanded)) for s in systems])
-        return "".join(f"% {paper}/{s.name} — {s.spec}\n{s.to_latex(expanded=expanded)}\n\n" for s in systems)
+        return latex_listing(paper, systems, expanded)
     export = (lambda s, suffix: s.to_python(suffix)) if fmt == "python" else (
         lambda s, suffix: s.to_jax_source(suffix))
     parts = [("" if i == 0 else f"\n# ---- {s.name} ----\n") + export(s, "" if i == 0 else f"_{s.name}") + "\n"
@@ -562,6 +562,9 @@ def compare(paper, quick, as_json, device, show_progress):
 @click.option("--quick/--full", default=True, show_default=True,
               help="Quick: the quick map at the seeds its test needs (>= 5); full: the full map, >= 12 seeds.")
 @click.option("--json", "as_json", is_flag=True, help="Print every claim with its evidence (map points) as JSON.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "latex"]), default="text", show_default=True,
+              help="text: a few lines per claim; json: every claim with its evidence (= --json); latex: a booktabs "
+                   "table (claim, verdict, statistic with its interval, seeds, grade and test).")
 @_device_option
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Local processes for the map cells.")
@@ -570,10 +573,10 @@ def compare(paper, quick, as_json, device, show_progress):
                    "finished cells are not recomputed.")
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS", help="Run the map cells on a Ray cluster (or 'auto').")
 @_progress_option
-def claims(paper, quick, as_json, device, workers, store, ray_address, show_progress):
+def claims(paper, quick, as_json, fmt, device, workers, store, ray_address, show_progress):
     """Decide the paper's claims over seeds inside its regime, with their validity maps."""
     from .claims import NoClaims, run_claims
-    from .claims_report import claims_table
+    from .claims_report import claims_latex, claims_table
 
     row = get(paper)
     with _checked_sweep(store, workers, ray_address):
@@ -582,7 +585,10 @@ def claims(paper, quick, as_json, device, workers, store, ray_address, show_prog
         except NoClaims as err:
             click.echo(f"note: {err.message}", err=True)
             results = []
-    click.echo(json.dumps([r.to_json() for r in results], indent=2) if as_json else claims_table(results, row.name))
+    if as_json or fmt == "json":
+        click.echo(json.dumps([r.to_json() for r in results], indent=2))
+    else:
+        click.echo(claims_latex(results, row.name) if fmt == "latex" else claims_table(results, row.name))
     failed = sum(r.failed_cells for r in results)
     if failed:
         click.echo(f"error: claims: {failed} map cell(s) failed (see the stores' index.csv); rerun to retry them",

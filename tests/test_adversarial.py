@@ -1,4 +1,4 @@
-"""Issue 28's adversarial probe as a table: each hostile case through the real CLI and the contract
+"""An adversarial probe as a table: each hostile case through the real CLI and the contract
 it must meet — one line ``error: <field>: <message>`` on stderr, exit code 2, nothing written
 besides what the case itself prepared, and no hang (each case under a time limit).
 

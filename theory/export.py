@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,9 @@ from sympy.printing.str import StrPrinter
 
 from .core import TIME, ReducedSystem
 
-__all__ = ["to_latex", "latex", "latex_dot", "latex_document", "LatexPrinter", "LATEX_WIDTH", "to_source", "to_json",
-           "load_system", "systems_to_json", "system_signature", "expr_to_str", "noise_to_json", "noise_from_json"]
+__all__ = ["to_latex", "latex", "latex_dot", "latex_document", "LatexPrinter", "LATEX_WIDTH", "latex_listing",
+           "tex_prose", "tex_text", "to_source", "to_json", "load_system", "systems_to_json", "system_signature",
+           "expr_to_str", "noise_to_json", "noise_from_json"]
 
 JSON_FORMAT = "tdyn-reduced-system/1"
 
@@ -207,6 +209,11 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
         b = latex(batch) if batch is not None else "B"
         body += [rf"\Sigma(\theta) &= \frac{{1}}{{{b}}}\,\mathrm{{Cov}}_x[g]"]
         n = len(system.state)
+        size = sum(len(str(cov[i, j])) for i in range(n) for j in range(i, n))
+        if size > COVARIANCE_PRINT_MAX:  # e.g. topic's full-space system: the entries are in the JSON and source
+            n = 0
+            body += [out.CONT + rf"\text{{exact (closed form): {sum(1 for e in cov if e != 0)} non-zero entries, "
+                                r"in the JSON and Python exports}"]
         for i in range(n):
             for j in range(i, n):
                 if cov[i, j] != 0:
@@ -214,6 +221,8 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
                     body += out.lines(lhs, "=", cov[i, j])
     elif noise is not None and getattr(noise, "implicit_covariance", False):
         body += _implicit_covariance_rows(system, noise, out)
+    elif noise is not None:
+        body += _sampled_covariance_rows(noise, out)
     rows = _block(body)
     note = []
     if out.names:
@@ -221,6 +230,29 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
         names = {1: first, 2: f"{first}, {last}"}.get(len(out.names), f"{first} to {last}")
         note = [f"% {names}: intermediates introduced for printing (not quantities of the system)"]
     return "\n".join([*note, r"\begin{align}", *rows, r"\end{align}"])
+
+
+#: the largest covariance (characters of its upper triangle) printed entry by entry; a larger one is in the JSON
+COVARIANCE_PRINT_MAX = 20_000
+
+#: the longest per-sample loss (LaTeX characters) a Monte-Carlo noise prints; a longer one is in the JSON
+SAMPLED_LOSS_MAX = 4000
+
+
+def _sampled_covariance_rows(noise, out: _Lines) -> list[str]:
+    """The rows of a noise whose covariance has no closed form here (a Monte-Carlo law): ``Σ`` as the
+    covariance over the law of the per-sample flow of the per-sample loss ``ℓ`` (printed when
+    shorter than :data:`SAMPLED_LOSS_MAX`; the JSON export always holds it and ``g``)."""
+    b = latex(noise.batch_symbol)
+    samples = ",".join(latex(x) for x in noise.samples)
+    rows = [rf"\Sigma(\theta) &= \frac{{1}}{{{b}}}\,\mathrm{{Cov}}_x\left[g(\theta;\, x)\right]",
+            out.CONT + r"g(\theta;\, x) = -P\, \nabla_{\theta}\, \ell(\theta;\, x)",
+            out.CONT + r"\text{estimated per step by Monte Carlo over the law of } x"]
+    head = out.CONT + r"x = (" + samples + ")"
+    rows += [head] if out._fits(out.CONT, head[len(out.CONT):]) else []
+    if len(latex(noise.per_sample_loss)) <= SAMPLED_LOSS_MAX:
+        rows += out.lines(r"\ell(\theta;\, x)", "=", noise.per_sample_loss)
+    return rows
 
 
 def _implicit_covariance_rows(system: ReducedSystem, noise, out: _Lines) -> list[str]:
@@ -249,23 +281,65 @@ def _implicit_covariance_rows(system: ReducedSystem, noise, out: _Lines) -> list
     return rows
 
 
-def _tex_text(text: str) -> str:
-    """Plain text for a LaTeX document (special characters escaped)."""
-    for ch, rep in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
-                    ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
-        text = text.replace(ch, rep)
-    return text
+#: LaTeX for the characters plain text may hold that are special (or, without T1 fonts, garbled) in text mode
+_TEX_TEXT = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+             "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "|": r"\textbar{}",
+             "<": r"\textless{}", ">": r"\textgreater{}"}
+
+#: ``$...$`` math in a description (a ``\$`` is a literal dollar)
+_MATH = re.compile(r"(?<!\\)\$(.+?)(?<!\\)\$")
+
+
+def tex_text(text: str) -> str:
+    """Plain text for a LaTeX document: every character special in text mode escaped (``|``, ``<``,
+    ``>`` as ``\\textbar{}`` etc., right in any font encoding)."""
+    return "".join(_TEX_TEXT.get(ch, ch) for ch in text)
+
+
+def tex_prose(text: str) -> str:
+    """A description for a LaTeX document: ``$...$`` spans kept as math, the rest escaped
+    (:func:`tex_text`)."""
+    out, last = [], 0
+    for m in _MATH.finditer(text):
+        out += [tex_text(text[last:m.start()]), m.group(0)]
+        last = m.end()
+    return "".join(out + [tex_text(text[last:])])
+
+
+def _wrap(text: str, width: int = LATEX_WIDTH) -> list[str]:
+    """``text`` in lines of at most ``width`` characters (words kept whole; a LaTeX paragraph)."""
+    import textwrap
+
+    return textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def latex_listing(paper: str, systems: Sequence[ReducedSystem], expanded: bool = False) -> str:
+    """``tdyn derive PAPER --format latex``: per system a comment naming it and its specification
+    (wrapped to :data:`LATEX_WIDTH`), then :func:`to_latex`."""
+    parts = []
+    for s in systems:
+        head = _wrap(f"{paper}/{s.name} — {s.spec}", LATEX_WIDTH - 2)
+        parts.append("".join(f"% {ln}\n" for ln in head) + s.to_latex(expanded=expanded) + "\n\n")
+    return "".join(parts)
 
 
 def latex_document(paper: str, blocks: Sequence[tuple[ReducedSystem, str]]) -> str:
     """A compilable LaTeX document (``pdflatex``) holding each ``(system, to_latex(system))`` under
-    a heading with the system's name and spec."""
-    parts = [r"\documentclass[10pt]{article}", r"\usepackage[a4paper,landscape,margin=1.5cm]{geometry}",
-             r"\usepackage{amsmath,amssymb}", r"\allowdisplaybreaks", r"\begin{document}",
-             rf"\section*{{Reduced systems of {_tex_text(paper)} (tdyn)}}"]
+    a heading with the system's name, specification and description (its ``$...$`` math typeset,
+    the prose escaped; T1 fonts, so no character of the prose is garbled). No line over
+    :data:`LATEX_WIDTH` characters."""
+    parts = [r"\documentclass[10pt]{article}", r"\usepackage[T1]{fontenc}",
+             r"\IfFileExists{lmodern.sty}{\usepackage{lmodern}}{}",  # scalable T1 fonts where installed
+             r"\usepackage[a4paper,landscape,margin=1.5cm]{geometry}", r"\usepackage{amsmath,amssymb}",
+             r"\allowdisplaybreaks", r"\begin{document}", rf"\section*{{Reduced systems of {tex_text(paper)} (tdyn)}}"]
     for system, block in blocks:
-        parts += [rf"\subsection*{{{_tex_text(system.name)}}}",
-                  _tex_text(" ".join(x for x in (system.spec, system.description) if x)), block]
+        parts += [rf"\subsection*{{{tex_text(system.name)}}}"]
+        parts += _wrap(" ".join(x for x in (tex_text(system.spec) + ("." if system.spec else ""),
+                                            tex_prose(system.description)) if x))
+        noise = getattr(system, "noise", None)
+        if noise is not None and noise.description:
+            parts += ["", *_wrap(r"\emph{Minibatch noise:} " + tex_prose(noise.description))]
+        parts += [block]
     return "\n".join(parts + [r"\end{document}", ""])
 
 
@@ -318,11 +392,66 @@ def to_source(system: ReducedSystem, kind: str = "numpy", suffix: str = "") -> s
         body += ["    return jax.numpy.stack([",
                  *[f"        jax.numpy.broadcast_to(jax.numpy.asarray({printer.doprint(e)}, dtype=y.dtype), ()),"
                    for e in reduced], "    ])", ""]
+    noise = getattr(system, "noise", None)
+    if noise is not None:
+        body += _noise_source(noise, printer, kind, suffix, unpack)
     if system.observables:
         body += [f"def observables{suffix}(y, p):", '    """Named observables as a dict."""', *unpack(),
                  "    return {", *[f"        {n!r}: {printer.doprint(e)}," for n, e in system.observables.items()],
                  "    }", ""]
     return "\n".join(head + body)
+
+
+#: the longest per-sample flow (characters of its common-subexpression form) the source export writes
+SOURCE_FLOW_MAX = 200_000
+
+
+def _noise_source(noise, printer, kind: str, suffix: str, unpack) -> list[str]:
+    """The minibatch noise as source: ``SAMPLES``, ``NOISE`` (method, exactness, batch symbol, the
+    law), ``per_sample_flow(y, p, x)`` (``g``, x in ``SAMPLES`` order) and, where it is exact,
+    ``covariance(y, p)`` (``Cov_x[g]`` per sample, ``d x d``; ``Σ = covariance / B``): the closed-form
+    matrix, or the sum over a finite law's outcomes. A Monte-Carlo law names its sampler."""
+    from . import noise as N
+
+    xp = "numpy" if kind == "numpy" else "jax.numpy"
+    dist = noise.distribution
+    law = (f"sampler {dist.ref or _callable_ref(dist.sampler)}" if isinstance(dist, N.MonteCarlo)
+           else f"{dist.kind} law (closed form)")
+    meta = {"method": noise.method, "exact": bool(noise.exact), "batch_symbol": str(noise.batch_symbol), "law": law}
+    out = [f"SAMPLES{suffix} = {[str(x) for x in noise.samples]!r}",
+           f"NOISE{suffix} = {meta!r}  # Sigma = Cov_x[g] / B", ""]
+    subs, reduced = sp.cse(list(noise.gradient), optimizations="basic")
+    code = [f"    {printer.doprint(s)} = {printer.doprint(e)}" for s, e in subs]
+    rows = [f"        {printer.doprint(e)}," for e in reduced]
+    if sum(map(len, code + rows)) > SOURCE_FLOW_MAX:
+        return out + [f"# per_sample_flow{suffix}: too long for the source export; the JSON export holds it", ""]
+    out += [f"def per_sample_flow{suffix}(y, p, x):",
+            f'    """g(theta; x) = -P grad l(theta; x), shape (d,); x in SAMPLES{suffix} order."""',
+            *unpack(), *[f"    {printer.doprint(x)} = x[{i}]" for i, x in enumerate(noise.samples)], *code,
+            f"    return {xp}.stack([{xp}.asarray(v, dtype=float) for v in [", *rows, "    ]])", ""]
+    d = len(noise.state)
+    if noise.covariance is not None:
+        entries = [noise.covariance[i, j] for i in range(d) for j in range(i, d)]
+        subs, reduced = sp.cse(entries, optimizations=None)  # "basic" costs minutes on a 30 x 30 covariance
+        out += [f"def covariance{suffix}(y, p):",
+                f'    """Cov_x[g] per sample ({noise.method}, exact: {bool(noise.exact)}), shape (d, d)."""',
+                *unpack(), *[f"    {printer.doprint(s)} = {printer.doprint(e)}" for s, e in subs],
+                "    upper = [", *[f"        {printer.doprint(e)}," for e in reduced], "    ]",
+                f"    C = {xp}.zeros(({d}, {d}))", f"    i, j = {xp}.triu_indices({d})",
+                *(["    C[i, j] = upper", "    C[j, i] = upper"] if kind == "numpy" else
+                  ["    C = C.at[i, j].set(jax.numpy.asarray(upper, dtype=float))",
+                   "    C = C.at[j, i].set(jax.numpy.asarray(upper, dtype=float))"]),
+                "    return C", ""]
+    elif isinstance(dist, N.Finite):
+        outcomes = ["[" + ", ".join(printer.doprint(o[x]) for x in noise.samples) + "]" for o in dist.outcomes]
+        out += [f"def covariance{suffix}(y, p):",
+                f'    """Cov_x[g] per sample, exact: the sum over the law\'s {len(outcomes)} outcomes, shape (d, d)."""',
+                *unpack(), "    probs = [" + ", ".join(printer.doprint(q) for q in dist.probabilities) + "]",
+                "    outcomes = [", *[f"        {o}," for o in outcomes], "    ]",
+                f"    gs = {xp}.stack([per_sample_flow{suffix}(y, p, x) for x in outcomes])",
+                f"    w = {xp}.asarray(probs, dtype=float)", "    dev = gs - w @ gs",
+                "    return (dev * w[:, None]).T @ dev", ""]
+    return out
 
 
 # ------------------------------------------------------------------------------------------------

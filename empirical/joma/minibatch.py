@@ -1,4 +1,4 @@
-"""Minibatch SGD of the JoMA block, every seed in one vectorised run (spec §2.7: the process the
+"""Minibatch SGD of the JoMA block, every seed in one vectorised run (docs/papers/joma.md §2.7: the process the
 block SDE approximates; the SDE's calibration).
 
 The network is :class:`~empirical.joma.model.JomaBlock` (the ``fixed`` top: loss

@@ -240,7 +240,7 @@ class _Mixture(_Block):
     """``mixture`` (:class:`~.experiment.MixtureExperiment`): token sequences, softmax over
     positions, cross-entropy (or ``top="fixed"``: loss ``-G(0).h``). Softmax attention over the
     positions with logits ``z[token]/T`` puts mass ``b_l = c_l e^{z_l/T} / sum_j c_j e^{z_j/T}`` on
-    token type ``l`` (``c_l`` its count; spec §1.2), so the batch runs the block on the bags of
+    token type ``l`` (``c_l`` its count; docs/papers/joma.md §1.2), so the batch runs the block on the bags of
     words ``X = c/L`` — no per-position work — and the entropy over positions is
     ``-sum_l b_l log(b_l / c_l)`` (each of the ``c_l`` positions of type ``l`` has weight ``b_l/c_l``)."""
 

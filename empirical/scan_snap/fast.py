@@ -1,4 +1,4 @@
-"""Count-vector SGD for Scan & Snap whose cost does not depend on T (spec §1.3, Decision 9).
+"""Count-vector SGD for Scan & Snap whose cost does not depend on T (docs/papers/scan_snap.md §1.3, Decision 9).
 
 For one sample the loss and every gradient depend on the sequence only through its token counts,
 so a minibatch is drawn as counts ``q ~ Multinomial(T - 1, P(.|n))`` on the class support

@@ -4,7 +4,7 @@ The same SGD as :class:`empirical.scb.experiment.SCBExperiment` (variants ``prec
 ``sgd``, the l1 proximal step with its switch, per-step normalisation), written for large ``T``:
 
 * the attention is stored transposed, ``At`` (N, T) with row k = a^(k); the forward pass adds the
-  rows of the batch's queries into the weighted histograms ``h_b = X_b a^(k_b)`` (B, N) (spec §2);
+  rows of the batch's queries into the weighted histograms ``h_b = X_b a^(k_b)`` (B, N) (docs/papers/scb.md §2);
   the gradient ``d l/d a^(k)_t = sum_{b: k_b = k} (V^T r_b)_{x_{b,t}}`` (spec §3.2) is a gather
   plus an add into the rows of the queries present, never a dense (T, N) gradient. It needs every
   position's token (the attention varies over positions once trained), so tokens are drawn, not

@@ -1,7 +1,7 @@
 """Fused CPU kernels (numba) for SCB real SGD at scale (used by :mod:`empirical.scb.fast`).
 
 One SGD step at N = 500, T = 1e5, batch 256 touches B*T = 2.56e7 token positions three times:
-draw the token, add its attention weight to the sample's histogram ``h_b = X_b a^(k_b)`` (spec §2),
+draw the token, add its attention weight to the sample's histogram ``h_b = X_b a^(k_b)`` (docs/papers/scb.md §2),
 and, after the residuals are known, add ``(V^T r_b)_{x_{b,t}}`` into the attention gradient of
 the sample's query (spec §3.2: ``d l / d a^(k)_t = sum_{b: k_b = k} (V^T r_b)_{x_{b,t}}``). The
 gradient needs every position's token (the attention is not constant over positions once training

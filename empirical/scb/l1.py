@@ -1,4 +1,4 @@
-"""SCB: many runs of the linear SCB model in one batched tensor (spec §2, §6 item 1, §6.1) — the
+"""SCB: many runs of the linear SCB model in one batched tensor (docs/papers/scb.md §2, §6 item 1, §6.1) — the
 engine of the claims' batched seeds (:func:`train_seeds`) and of the l1-vs-SGD comparison.
 
 :func:`train_runs` trains R runs of ``yhat = V X a^(k)`` (spec §2) at once: each run has its own

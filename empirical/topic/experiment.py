@@ -33,7 +33,7 @@ class TopicExperiment(ModuleState):
     (:data:`theory.topic.TopicConfig.VARIANTS`):
 
     * ``stage1``: uniform attention, one-hot, W_V trained (the stage-1 theorem setting);
-    * ``joint``: W_K, W_Q, W_V trained together from small init (two stages, spec §3.4);
+    * ``joint``: W_K, W_Q, W_V trained together from small init (two stages, docs/papers/topic.md §3.4);
     * ``attention``: W_V frozen (``config.value``: block or identity), attention trained;
     * ``embedding``: W_V = I frozen, uniform attention, W_E trained (spec §3.1).
     """

@@ -1,4 +1,4 @@
-"""The JoMA block SDE (spec §2.7, :mod:`theory.joma.sde`) against real minibatch SGD of the block
+"""The JoMA block SDE (docs/papers/joma.md §2.7, :mod:`theory.joma.sde`) against real minibatch SGD of the block
 (:func:`empirical.joma.minibatch.sgd_seeds`): the SDE's calibration and its own claim.
 
 **Protocol.** The ``fixed`` block (exp attention, linear MLP, ``Mc = 6``, ``K = N = 3``: the

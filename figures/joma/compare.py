@@ -201,7 +201,7 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
     regime = (f"mixture network: {cfg.K} classes, Mc={cfg.Mc} tokens, {cfg.n_per_class} sequences/class of "
               f"{cfg.seq_len} tokens, softmax over positions (T={cfg.temperature}), {cfg.activation} MLP, CE, "
               f"full-batch SGD lr={cfg.lr}, {cfg.steps} steps (t = lr*step <= {cfg.ode_time(cfg.steps):g}), zero init; "
-              f"ODE: block flow (spec §2.1) with G frozen at G(0)")
+              f"ODE: block flow (docs/papers/joma.md §2.1) with G frozen at G(0)")
     details = {"t_assumption1_window": h["t_window"], "ode_status": h["ode"]["status"],
                "final_accuracy": float(h["traj"]["accuracy"].values[-1]),
                "headline_is": "mixture (CE top, tanh, softmax)",

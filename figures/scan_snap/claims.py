@@ -222,7 +222,7 @@ def _fitted_C0(config) -> tuple[float, float]:
 
 
 def fitted_C0(config) -> float:
-    """Theorem 4's constant ``C_0``, fitted on the exact T = inf flow (spec §2.5, from zero init) of
+    """Theorem 4's constant ``C_0``, fitted on the exact T = inf flow (docs/papers/scan_snap.md §2.5, from zero init) of
     ``config``: along the 1-D snap ODE ``e^{-4 z_ct} - 1 = 4 Gamma(t)/C_0`` (Eqn. 122, Gamma of Eqn.
     128), so ``ln C_0 = ln 4 Gamma(t) - ln(e^{-4 z_c(t)} - 1)``; the fit is its mean over the flow's
     common-token logit at log-spaced times of ``[t0, 10^4 t0]`` (least squares in ``ln C_0``). A

@@ -1,4 +1,4 @@
-"""Scan & Snap: theory vs the trained (Y, Z) model (spec §3-§6).
+"""Scan & Snap: theory vs the trained (Y, Z) model (docs/papers/scan_snap.md §3-§6).
 
 :func:`compare` (the paper row's ``compare`` slot) returns a :class:`~figures.report.Report`:
 

@@ -1,4 +1,4 @@
-"""Scan & Snap Fig. 6 (spec §5.4) through the sweep runner (:mod:`empirical.sweeps`).
+"""Scan & Snap Fig. 6 (docs/papers/scan_snap.md §5.4) through the sweep runner (:mod:`empirical.sweeps`).
 
 The protocol is 4 panels (#last) x 4 eta_Z x 4 ratios eta_Y/eta_Z x 10 seeds, 100 SGD steps
 (momentum 0.9, batch 128, T = 128, default init). One sweep **cell** is one (panel, eta_Z) row:

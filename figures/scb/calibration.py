@@ -1,4 +1,4 @@
-"""SCB's minibatch SDE calibrated against real SGD (spec §3.6).
+"""SCB's minibatch SDE calibrated against real SGD (docs/papers/scb.md §3.6).
 
 * :func:`calibration` — at the overlay preset (small batch, the SDE's regime): coverage of the SGD
   runs' (t > 0) points by the SDE's central 50/80/90% bands with run-bootstrap intervals and the

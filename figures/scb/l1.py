@@ -1,4 +1,4 @@
-"""SCB main figure, for real: the l1-proximal preconditioned method vs vanilla SGD (spec §6 item 1,
+"""SCB main figure, for real: the l1-proximal preconditioned method vs vanilla SGD (docs/papers/scb.md §6 item 1,
 §6.1), drawn from the ``l1_beats_sgd`` claim's runs (:func:`figures.scb.claims.l1_sgd_runs`: the
 same cached computation the claim's map cells use, so ``tdyn figures scb`` trains them once).
 

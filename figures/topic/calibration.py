@@ -7,7 +7,7 @@ off-symmetric residual ``||W - sum_k omega_k Pi_k||_F`` over time. Two measured 
 
 * ``context_residual`` — the residual of the part of ``[W | b]`` in the span of the long-document
   contexts (:func:`theory.topic.context_residual`): everything the derived noise reaches;
-* ``off_symmetric_residual`` — the whole word block (spec §6). A document of finite length ``N``
+* ``off_symmetric_residual`` — the whole word block (docs/papers/topic.md §6). A document of finite length ``N``
   also moves ``W`` outside the context span (its context's within-topic fluctuations, which no
   force pulls back): SGD's total residual exceeds the SDE's by a part that grows with time and
   shrinks with ``N`` — the finite-N break, reported, not hidden.

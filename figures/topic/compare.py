@@ -5,7 +5,7 @@
   derived ODE (``theory.topic.problem``); the final block statistic against the closed form.
 * :func:`two_stage_run` — joint training of W_K, W_Q, W_V from small init; the stage-2 onset of
   the linearised theory (:mod:`theory.topic.onset`) against the measured one.
-* :func:`attention_table` — the paper's attention statistics (spec §5.6) for Adam
+* :func:`attention_table` — the paper's attention statistics (docs/papers/topic.md §5.6) for Adam
   0.003/0.01/0.03 and SGD 0.01/0.03 on the official LDA setting, mean and standard deviation
   over the seeds of the claim ``attention_table``'s map cells; each row carries its predicted
   onset (the SGD rows' lies far past the budget: they stay at their initial attention).
@@ -141,7 +141,7 @@ def table_onset(config: th.TopicConfig) -> dict:
     (tau-topic, squared-loss theory at the row's sizes; these runs use LDA data and CE), ``None``
     for Adam (the escape-rate theory is for gradient flow; Adam normalises per coordinate)."""
     if config.optimizer != "sgd":
-        return {"onset_predicted": None, "onset_note": "Adam: no gradient-flow prediction (spec §3.6)"}
+        return {"onset_predicted": None, "onset_note": "Adam: no gradient-flow prediction (docs/papers/topic.md §3.6)"}
     return {"onset_predicted": th.predicted_onset(config)["t2_steps"],
             "onset_note": "SGD escape heuristic (tau-topic law, squared loss; the run uses LDA data and CE)"}
 

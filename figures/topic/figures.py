@@ -133,7 +133,7 @@ _CLASSES = (("same_word", "same word (incl. itself)", dict(color="#0072B2", mark
 
 
 def fig_attention_table(outdir, quick: bool = True, *, device: str = "auto") -> list[dict]:
-    """The paper's attention table (spec §5.6): the average attention a word query pays to each key
+    """The paper's attention table (docs/papers/topic.md §5.6): the average attention a word query pays to each key
     class, per optimiser row, against uniform attention. Rows whose predicted stage-2 onset is far
     beyond the step budget are not trained (``compare.plan_row``): they are listed under the axes,
     not drawn as empty groups."""

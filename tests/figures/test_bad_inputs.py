@@ -1,4 +1,4 @@
-"""Issue 12's table of bad inputs through the real CLI: each gives one line ``error: <field>: ...``,
+"""A table of bad inputs through the real CLI: each gives one line ``error: <field>: ...``,
 exit code 2, and creates no file or directory. The table runs in one child process under an
 address-space limit and a per-row alarm (a row that started allocating or hanging fails instead of
 taking the machine down). The property tests of the config validation itself (hypothesis) are in

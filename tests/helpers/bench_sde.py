@@ -1,7 +1,7 @@
 """The `make bench` row of an SDE model (imported as ``helpers.bench_sde``): the goal "1000
 paths over the compare horizon in <= 10 s on 2 cores", per engine, warm (compiled once first).
 
-    bench_sde(bench_row, benchmark, "scb reduced SDE", model, t)   # a paper's row, next phase
+    bench_sde(bench_row, benchmark, "scb reduced SDE", model, t)   # a paper's bench row
 
 Rows: ``value`` the warm wall time (s) of ``paths`` paths on ``t`` (``config.ode_times()``),
 ``path_steps_per_s`` (paths x Euler–Maruyama steps per second), and for every engine after the

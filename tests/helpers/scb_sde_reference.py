@@ -1,6 +1,6 @@
 """Today's SCB SDE engines as they were before the derived noise (hand-built noise), kept as independent
 references for the derived SDEs of theory.scb.sde: the full (V, A) minibatch SDE with Gumbel
-sampling of every token (``MinibatchSDE``) and the reduced SDE of spec §3.6 with its hand-written
+sampling of every token (``MinibatchSDE``) and the reduced SDE of docs/papers/scb.md §3.6 with its hand-written
 drift (``reduced_drift``) and per-sample projection (``projected_per_sample``). The tests hold the
 derived models against these: same drift, same per-sample flows, same ensemble moments within
 Monte-Carlo error. Not used by the package."""

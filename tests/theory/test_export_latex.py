@@ -4,8 +4,6 @@ pdflatex (where installed), long right-hand sides are broken through named inter
 losing or changing a term, ``\\dot`` sits on the base symbol, sums open with a positive term, and the
 noise covariance is printed when a system carries one."""
 
-import shutil
-import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -14,6 +12,7 @@ from click.testing import CliRunner
 
 from figures.cli import main
 from figures.papers import get
+from helpers.latex import GARBLED, have_tex, pdf_text
 from theory import ReducedSystem
 from theory.export import LATEX_WIDTH, _Lines, latex, latex_document, to_latex
 
@@ -154,15 +153,62 @@ def test_cli_latex_is_a_complete_environment_and_standalone_a_document():
     assert bad.exit_code == 2 and bad.stderr.startswith("error: standalone:")
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no pdflatex (CI installs texlive-latex-base)")
+needs_tex = pytest.mark.skipif(not have_tex(), reason="no pdflatex/pdftotext (.ci/run installs them)")
+
+
 @pytest.mark.parametrize("name", PAPER_NAMES)
-def test_standalone_document_compiles(name, tmp_path):
+def test_standalone_lines_fit_and_descriptions_are_latex_math(name):
+    """No line of ``--format latex`` or ``--standalone`` over 120 characters; every ``$...$`` span of
+    a description renders in mathtext, and the prose outside them holds no ASCII math (``^``, ``*``,
+    ``<``, ``>``, ``|``: written as math instead)."""
+    from matplotlib.mathtext import MathTextParser
+
+    from theory.export import _MATH
+
+    runner = CliRunner()
+    for args in (["--format", "latex"], ["--standalone"]):
+        out = runner.invoke(main, ["derive", name, *args, "--no-cache"]).stdout
+        longest = max(out.splitlines(), key=len)
+        assert len(longest) <= LATEX_WIDTH, f"{name} {args}: {len(longest)} characters: {longest}"
+    parser = MathTextParser("agg")
+    for s in _systems(name):
+        for text in (s.description, s.noise.description if s.noise is not None else ""):
+            for m in _MATH.finditer(text):
+                parser.parse(m.group(0))
+            prose = _MATH.sub(" ", text)
+            assert not set("^*<>|") & set(prose), f"{name}/{s.name}: ASCII math in the prose: {prose}"
+
+
+@needs_tex
+@pytest.mark.parametrize("name", PAPER_NAMES)
+def test_standalone_document_compiles_with_its_prose_intact(name, tmp_path):
+    """pdflatex compiles the document; pdftotext reads every word of each description's prose
+    back in order (the math typeset between them) and no character garbled."""
+    from theory.export import _MATH
+
     systems = _systems(name)
-    (tmp_path / "d.tex").write_text(latex_document(name, [(s, to_latex(s)) for s in systems]))
-    res = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "d.tex"], cwd=tmp_path,
-                         capture_output=True, timeout=300)
-    assert res.returncode == 0, res.stdout.decode(errors="replace")[-3000:]
-    assert (tmp_path / "d.pdf").stat().st_size > 1000
+    text = pdf_text(latex_document(name, [(s, to_latex(s)) for s in systems]), tmp_path)
+    assert not [c for c in GARBLED if c in text], text[:2000]
+    for s in systems:
+        assert s.name in text
+        words = [w for w in _MATH.sub(" ", s.description).split() if w.isalpha()]
+        pos = 0
+        for w in words:  # in order: nothing dropped or turned into other characters
+            pos = text.find(w, pos)
+            assert pos >= 0, f"{name}/{s.name}: {w!r} missing from the PDF's text"
+
+
+@needs_tex
+def test_special_characters_of_prose_survive_pdflatex(tmp_path):
+    """``|``, ``<``, ``>`` and LaTeX's specials in prose come out of the PDF as typed; ``$...$``
+    is typeset as math (its letters, not the dollars)."""
+    x = sp.Symbol("x", real=True)
+    prose = r"n = |a|^2, c = <a, q> & 5% of #1 under_score {b} ~ back\slash; math $\zeta_{1}$ here"
+    s = ReducedSystem(name="chars", paper="toy", state=(x,), parameters=(), rhs=(-x,), spec="toy §1",
+                      description=prose)
+    text = pdf_text(latex_document("toy", [(s, to_latex(s))]), tmp_path)
+    assert r"n = |a|^2, c = <a, q> & 5% of #1 under_score {b} ~ back\slash; math ζ" in text
+    assert "$" not in text and not [c for c in GARBLED if c in text]
 
 
 def test_finite_noise_with_an_implicit_covariance_prints_the_outcome_form():

@@ -135,7 +135,7 @@ def test_monte_carlo_noise_drift_check():
 
 # -- distributions ---------------------------------------------------------------------------------
 def test_multinomial_frequencies_have_the_scan_snap_covariance():
-    """q = c/n, c ~ Mult(n, P): E q = P and Cov q = (diag P - P P^T)/n (Scan & Snap spec §9), n symbolic."""
+    """q = c/n, c ~ Mult(n, P): E q = P and Cov q = (diag P - P P^T)/n (docs/papers/scan_snap.md §9), n symbolic."""
     n = sp.Symbol("n", positive=True, integer=True)
     P0, P1 = sp.symbols("P0 P1", positive=True)
     P = (P0, P1, 1 - P0 - P1)

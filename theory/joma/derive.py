@@ -194,9 +194,9 @@ def block_system(attention: str = "exp", activation: str = "linear", Mc: int = 3
     loss, x, g = per_sample_loss(attention, activation, Mc, K)
     noise = derive_noise(loss, state, (*x, *g), rows_distribution(N, Mc, K), preconditioner=1, simplify=False,
                          covariance=False,
-                         description=(f"rows n ~ uniform over the {N} data rows (x_n, g_n), minibatches of B rows "
-                                      "with replacement; time = lr*step (one step: dt = lr); Cov[g] exact, implicit "
-                                      "in the rows"))
+                         description=(f"rows $n$ uniform over the {N} data rows $(x_n, g_n)$, minibatches of $B$ rows "
+                                      r"with replacement; time = lr $\times$ step (one step: $\Delta\tau$ = lr); "
+                                      r"$\mathrm{Cov}[g]$ exact, implicit in the rows"))
     return ReducedSystem(
         name=f"block_{attention}_{activation}",
         paper=PAPER,
@@ -207,7 +207,7 @@ def block_system(attention: str = "exp", activation: str = "linear", Mc: int = 3
         description=("Gradient flow of one JoMA block (free attention logits z of the query over "
                      "contextual tokens, lower-MLP weights projected on the orthonormal embeddings) "
                      "under a stationary back-propagated gradient; derived from the per-sample "
-                     "objective J = sum_k g_k phi(v_k.b + s_k)."),
+                     r"objective $J = \sum_k g_k \phi(v_k \cdot b + s_k)$."),
     )
 
 
@@ -284,7 +284,8 @@ def integrated_system(attention: str = "exp", activation: str = "linear", Mc: in
         name=f"integrated_{attention}_{activation}", paper=PAPER, state=state, parameters=params, rhs=rhs,
         observables={str(zl): zsol[zl] for zl in z},
         spec=f"{SPEC} §2.3 (attention integrated out, {attention}, {activation} MLP, Mc={Mc}, K={K}, N={N})",
-        description="v_dot_k = E[g_k h'_k x o exp(z/tau)]/A with z = (1/2 tau) sum_s v_s^2 (+ bbar term for softmax) + c.",
+        description=(r"$\dot{v}_k = E[g_k h'_k\, x \circ \exp(z/\tau)]/A$ with $z = \frac{1}{2\tau} \sum_s v_s^2$ "
+                     r"(+ a $\bar{b}$ term for softmax) + $c$."),
     )
 
 
@@ -321,7 +322,7 @@ def theorem2_system(Mc: int = 3, N: int = 2) -> ReducedSystem:
         observables={"attention_entropy": H}, closed_forms=closed,
         spec=f"{SPEC} §2.4 (Theorem 2, linear activation, K=1, exp attention)",
         description="Integrated-out MLP dynamics with linear activation: components decouple and blow up "
-                    "at t*_l = sqrt(pi/2)/|Delta_l|; the most salient component first.",
+                    r"at $t^*_l = \sqrt{\pi/2}/|\Delta_l|$; the most salient component first.",
     )
 
 
@@ -355,7 +356,7 @@ def nonlinear_exp_system(n: int = 10) -> ReducedSystem:
         name="nonlinear_exp", paper=PAPER, state=v, parameters=mu, rhs=rhs,
         observables={"attention_entropy": _entropy_expr([vi**2 / 2 for vi in v])},
         spec=f"{SPEC} §2.5 (nonlinear activation, exp attention; paper's equation)",
-        description="Components converge to mu_j at local rate exp(mu_j^2/2); entropy drops then bounces.",
+        description=r"Components converge to $\mu_j$ at local rate $\exp(\mu_j^2/2)$; entropy drops then bounces.",
     )
 
 

@@ -26,7 +26,7 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------------------------
-# Data of the block (spec §5 Fig. 2): X (N, Mc) rows x_n = P(. | y = n), G (N, K)
+# Data of the block (docs/papers/joma.md §5 Fig. 2): X (N, Mc) rows x_n = P(. | y = n), G (N, K)
 # ------------------------------------------------------------------------------------------------
 def class_distributions(Mc: int, N: int, data: str, rng: np.random.Generator) -> np.ndarray:
     """``X`` (N, Mc), ``X[n] = P(l | y = n)``: half "distinct" tokens peaked around a

@@ -31,7 +31,7 @@ SOLVE_OPTIONS = {"diffrax": {"method": "Dopri8", "rtol": 1e-10, "atol": 1e-12},
 
 
 def systems(config: JomaConfig | None = None) -> list[ReducedSystem]:
-    """The block flow for the config, Theorem 2, the two nonlinear ODEs (spec §2.1-2.5)."""
+    """The block flow for the config, Theorem 2, the two nonlinear ODEs (docs/papers/joma.md §2.1-2.5)."""
     c = config or JomaConfig()
     return [block_system(c.attention, c.activation, c.Mc, c.K, c.N), theorem2_system(c.Mc, 1),
             nonlinear_exp_system(len(FIG4_MU)), nonlinear_softmax_system(len(FIG4_MU))]

@@ -1,4 +1,4 @@
-"""Minibatch-SGD noise of the JoMA block as an SDE (spec §2.7 — this project's extension, not in
+"""Minibatch-SGD noise of the JoMA block as an SDE (docs/papers/joma.md §2.7 — this project's extension, not in
 the paper): the generic SDE (:func:`simulate.noise_sde`) of the noise the block system derives from
 its per-sample loss (:func:`.derive.per_sample_loss` over :func:`.derive.rows_distribution`).
 

@@ -252,13 +252,15 @@ def _symmetric_system(U: int, has_common: bool, has_cross: bool, noise: bool = F
         name="full", paper=PAPER, state=lay.symbols, parameters=params, rhs=tuple(rhs),
         definitions=tuple(definitions), observables=obs,
         spec=f"{SPEC} §2.5 (T = inf coupled flow, symmetric subspace); §1.3 and Decision 9 (finite-T noise)",
-        description=("Gradient ascent on J_inf(Y, Z) restricted to the exact invariant subspace of "
+        description=(r"Gradient ascent on $J_\infty(Y, Z)$ restricted to the exact invariant subspace of "
                      "the official generator from zero init; each coordinate stands for a group of "
-                     "equal entries of Y or Z and moves at rate/group size times dJ/dcoordinate. "
-                     "Definitions: c~ (Eqn. 5), |c~|, f = c~/|c~|, logits w = Y^T f, softmax "
-                     "normaliser S; xbar = dJ/dx (fbar is the back-propagated g = Y(e_n - alpha_n)). "
-                     "T (the sequence length) enters only the noise: the minibatch noise of finite-T "
-                     "count-vector SGD projected on the subspace (see per_sample_system)."),
+                     "equal entries of $Y$ or $Z$ and moves at rate/group size times "
+                     r"$\partial J/\partial$coordinate. "
+                     r"Definitions: $\tilde{c}$ (Eqn. 5), $\|\tilde{c}\|$, $f = \tilde{c}/\|\tilde{c}\|$, logits "
+                     r"$w = Y^\top f$, softmax normaliser $S$; $\bar{x} = \partial J/\partial x$ ($\bar{f}$ is the "
+                     r"back-propagated $g = Y(e_n - \alpha_n)$). $T$ (the sequence length) enters only the noise: the "
+                     "minibatch noise of finite-$T$ count-vector SGD projected on the subspace "
+                     "(see per_sample_system)."),
         noise=_symmetric_noise(U, has_common, has_cross) if noise else None,
     )
 
@@ -294,9 +296,9 @@ def _per_sample_system(U: int, has_common: bool, has_cross: bool) -> ReducedSyst
         name="per_sample", paper=PAPER, state=lay.symbols,
         parameters=_symmetric_parameters(U, has_common) + sample_symbols(U, has_common), rhs=rhs,
         definitions=definitions, spec=f"{SPEC} §1.3 (one sequence's count vector)",
-        description=("The per-sample flow g(theta; q) of one sequence with frequencies q (the last "
-                     "parameters): gradient ascent on J_n(theta; q) with the metric of full_system, "
-                     "through the same named quantities; g(theta; P) is full_system's rhs."))
+        description=(r"The per-sample flow $g(\theta; q)$ of one sequence with frequencies $q$ (the last "
+                     r"parameters): gradient ascent on $J_n(\theta; q)$ with the metric of full_system, "
+                     r"through the same named quantities; $g(\theta; P)$ is full_system's rhs."))
 
 
 def per_sample_system(config: ScanSnapConfig) -> ReducedSystem:
@@ -314,16 +316,19 @@ def _symmetric_noise(U: int, has_common: bool, has_cross: bool):
     q = sample_symbols(U, has_common)
     ref = f"theory.scan_snap.sde:{'count_sampler' if has_common else 'count_sampler_no_common'}"
     counts = MonteCarlo(q, ref=ref, description=(
-        "one sequence's frequencies q = counts/(T - 1), counts ~ Multinomial(T - 1, P(.|n)) on the class "
-        "support (spec §1.3), exact; on the symmetric subspace every class gives the same law"))
+        r"one sequence's frequencies $q = c/(T - 1)$, counts $c \sim \mathrm{Multinomial}(T - 1, P(\cdot \mid n))$ "
+        "on the class support (docs/papers/scan_snap.md §1.3), exact; on the symmetric subspace every class gives "
+        "the same law"))
     return derive_noise(
         _per_sample(U, has_common, has_cross)[2], lay.symbols, q, counts,
         preconditioner=[r / w for r, w in zip(lay.rates, lay.weights)],
-        description=("finite-T count-vector SGD projected on the symmetric subspace; time = optimiser steps "
-                     "x 1/(1 - momentum). The mean of g is the finite-T flow E_q[g(theta; q)], gradient ascent "
-                     "on E_q[J_n(theta; q)] (the loss is not linear in q): it is NOT this system's rhs, "
-                     "g(theta; E q) = the T = inf flow; the two differ by O(1/T). The SDE (theory.scan_snap."
-                     "sde) drifts with E_q[g]."))
+        description=(r"finite-$T$ count-vector SGD projected on the symmetric subspace; time = optimiser steps "
+                     r"$\times 1/(1 - \mathrm{momentum})$. The mean of $g$ is the finite-$T$ flow $E_q[g(\theta; q)]$, "
+                     r"gradient ascent on $E_q[J_n(\theta; q)]$ (the loss is not linear in $q$): it is not this "
+                     r"system's rhs, $g(\theta; E q)$ = the $T = \infty$ flow; the two differ by $O(1/T)$. The SDE "
+                     r"(theory.scan_snap.sde) drifts with $E_q[g]$. The law of $q$ is exact (a multinomial), but "
+                     r"$g$ is not polynomial in $q$ (a softmax of log-counts), so $\mathrm{Cov}_q[g]$ has no closed "
+                     "form: it is estimated per step by Monte Carlo."))
 
 
 def full_system(config: ScanSnapConfig, *, noise: bool = False) -> ReducedSystem:
@@ -387,9 +392,9 @@ def _general_system(config: ScanSnapConfig) -> ReducedSystem:
     return ReducedSystem(
         name="general", paper=PAPER, state=state, parameters=(eta_Y, eta_Z, R_sym), rhs=tuple(rhs),
         observables={"population_loss": -J}, spec=f"{SPEC} §2.5 (T = inf coupled flow)",
-        description=("Gradient ascent on J_inf(Y, Z) for the numeric instance; Y restricted to the "
-                     "union of supports and to K label columns + one shared non-label column "
-                     "(exact from Y(0) = 0); z restricted to the supports of each query's classes."),
+        description=(r"Gradient ascent on $J_\infty(Y, Z)$ for the numeric instance; $Y$ restricted to the "
+                     r"union of supports and to $K$ label columns + one shared non-label column "
+                     r"(exact from $Y(0) = 0$); $z$ restricted to the supports of each query's classes."),
     )
 
 

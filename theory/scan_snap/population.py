@@ -3,7 +3,7 @@
 Every function takes ``xp`` (``numpy`` or ``jax.numpy``) so the observables logged from training
 (numpy) and the objectives differentiated by ``jax.grad`` (training simulators, the discrete
 momentum map) are the same code. Shapes: ``Y`` (..., M_in, M_out), ``Z`` (..., M_in, M_in);
-``weights`` (B, M_in) are rows of ``P(.|n)`` (T = inf, spec §2.5) or token counts of sampled
+``weights`` (B, M_in) are rows of ``P(.|n)`` (T = inf, docs/papers/scan_snap.md §2.5) or token counts of sampled
 sequences (finite T, exact by spec §1.3). Float64 unless the caller passes float32 arrays.
 """
 

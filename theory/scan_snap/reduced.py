@@ -1,4 +1,4 @@
-"""Closed forms and the paper's reduced ODEs (spec §3.1-§3.5).
+"""Closed forms and the paper's reduced ODEs (docs/papers/scan_snap.md §3.1-§3.5).
 
 * :func:`closed_forms` — ``h`` (Eqn. 44-45, Lambert W), ``gamma`` (Eqn. 85), ``Gamma`` (Eqn. 128),
   ``z_ct`` (Eqn. 122), ``xi`` (Eqn. 123), ``B`` (Eqn. 124/129), Theorem 4's branches and times;
@@ -153,7 +153,7 @@ def snap_system() -> ReducedSystem:
         rhs=rhs, definitions=defs, observables={"gamma": gam, "xi": xi},
         closed_forms={k: f[k] for k in ("Gamma", "z_ct", "B", "xi")},
         spec=f"{SPEC} §3.5 (Theorem 4, 1-D snap ODE)",
-        description="Single common token with the same C_0 in z and xi; h carries gamma(t).",
+        description=r"Single common token with the same $C_0$ in $z$ and $\xi$; $h$ carries $\gamma(t)$.",
     )
 
 
@@ -204,9 +204,9 @@ def _reduced_system(U: int, has_common: bool, per_query: int, uniform: bool, rem
         observables={"dt_entropy": entropy_expr(c_dt), "gamma": gam, "xi": xi},
         spec=f"{SPEC} §3.2 (Lemma 4 / Eqn. 10 compact form, gamma from h(t/K)"
              + ("; h at Remark 1's effective rate (1 - E) eta_Y)" if remark1 and has_common else ")"),
-        description=("Reduced attention ODE with exogenous gamma(t) on the symmetric subspace of the "
-                     "official generator; B = eta_Z int xi dt (per class, Decision 2 weights). "
-                     "E is the overlap f_n^T f_n' of two classes (Assumption 2)."),
+        description=(r"Reduced attention ODE with exogenous $\gamma(t)$ on the symmetric subspace of the "
+                     r"official generator; $B = \eta_Z \int \xi\, dt$ (per class, Decision 2 weights). "
+                     r"$E$ is the overlap $f_n^\top f_{n'}$ of two classes (Assumption 2)."),
     )
 
 

@@ -1,8 +1,9 @@
-"""Scan & Snap's minibatch SDE: finite-T count-vector SGD on the symmetric subspace (spec §1.3, §8 Decision 9). The row's ``sde`` slot is :func:`sde`.
+"""Scan & Snap's minibatch SDE: finite-T count-vector SGD on the symmetric subspace (docs/papers/scan_snap.md
+§1.3, §8 Decision 9). The row's ``sde`` slot is :func:`sde`.
 
 **The noise** is derived in :mod:`.derive` (``full_system(config, noise=True).noise``): the
 per-sample loss ``l(theta; q)`` of one sequence — the class objective ``J_n`` with the sequence's
-frequencies ``q`` in place of ``P(.|n)`` (spec §1.3: a sequence enters only through its count
+frequencies ``q`` in place of ``P(.|n)`` (docs/papers/scan_snap.md §1.3: a sequence enters only through its count
 vector) — differentiated with the metric of the ``T = inf`` flow; ``q ~ Multinomial(T - 1,
 P(.|n))/(T - 1)`` exactly (:func:`count_sampler`, a Monte-Carlo law: no closed form). On the
 symmetric subspace every class gives the same per-sample flow, so the SDE's noise is the count

@@ -186,9 +186,9 @@ def symmetric_system() -> ReducedSystem:
         spec=f"{SPEC} §3.3 (symmetric case)",
         description=(
             "Preconditioned population gradient flow of the linear transformer on SCB data, "
-            "restricted to its exact invariant manifold V = zeta*P_tilde + omega*mu1^T, "
-            "a_k = xi*1 + beta*q_k; s = 1^T a, n = |a|^2, c = <a, q>. "
-            "Time is in optimiser steps (eta_V, eta_A are learning rates)."
+            r"restricted to its exact invariant manifold $V = \zeta \tilde{P} + \omega \mu \mathbf{1}^\top$, "
+            r"$a_k = \xi \mathbf{1} + \beta q_k$; $s = \mathbf{1}^\top a$, $n = \|a\|^2$, $c = \langle a, q\rangle$. "
+            r"Time is in optimiser steps ($\eta_V$, $\eta_A$ are learning rates)."
         ),
     )
 
@@ -265,8 +265,8 @@ def general_system(N: int) -> ReducedSystem:
         "general", (zeta, omega, *xis, *betas), (T, K, m2, eta_V, eta_A, *mus, *rhos), derived, printed, defs,
         observables=obs,
         spec=f"{SPEC} §3.3 (general reduced ODE, N={N})",
-        description="Per-query reduced flow; exact for any q^(k), mu and P (lambda = 0). "
-                    "s_k = 1^T a_k, n_k = |a_k|^2, c_k = <a_k, q_k>.",
+        description=(r"Per-query reduced flow; exact for any $q^{(k)}$, $\mu$ and $P$ ($\lambda = 0$). "
+                     r"$s_k = \mathbf{1}^\top a_k$, $n_k = \|a_k\|^2$, $c_k = \langle a_k, q_k\rangle$."),
     )
 
 
@@ -309,8 +309,8 @@ def l1_symmetric_system() -> ReducedSystem:
             "population_loss": loss,
         },
         spec=f"{SPEC} §3.3 (l1, u-w form, uniform q)",
-        description="Gradient part of the proximal map; the prox soft-thresholds u and w at eta_A*lambda. "
-                    "s = 1^T a, n = |a|^2, c = <a, q>.",
+        description=(r"Gradient part of the proximal map; the prox soft-thresholds $u$ and $w$ at $\eta_A \lambda$. "
+                     r"$s = \mathbf{1}^\top a$, $n = \|a\|^2$, $c = \langle a, q\rangle$."),
     )
 
 
@@ -340,7 +340,7 @@ def l1_general_system(N: int, Qn: int) -> ReducedSystem:
         rhs=tuple(rhs),
         observables={"value_transition_correlation": zeta, "value_mean_scale": omega, "population_loss": loss},
         spec=f"{SPEC} §3.3 (l1, u-w form, general q; Q={Qn} support positions per query)",
-        description="Gradient part of the proximal map; the prox soft-thresholds u_k and w_k at eta_A*lambda.",
+        description=r"Gradient part of the proximal map; the prox soft-thresholds $u_k$ and $w_k$ at $\eta_A \lambda$.",
     )
 
 
@@ -481,11 +481,14 @@ def noise_system(N: int) -> ReducedSystem:
     samples = tuple(s for name in ("kappa", "b", "nu", "y") for s in st[name])
     ell, _, _ = _reduced_sample(N)
     law = MonteCarlo(samples, ref="theory.scb.sde:draw_statistics",
-                     description="one sequence's statistics: query kappa ~ mu, b = X q_kappa, counts nu = X 1, "
-                                 "target y ~ P[:, x_s], s ~ q_kappa (uniform q, Decision 3)")
+                     description=(r"one sequence's statistics: query $\kappa \sim \mu$, $b = X q_\kappa$, counts "
+                                  r"$\nu = X \mathbf{1}$, target $y \sim P_{:, x_s}$, $s \sim q_\kappa$ (uniform $q$, "
+                                  "docs/papers/scb.md Decision 3)"))
     noise = derive_noise(ell, G.state, samples, law, preconditioner=_reduced_preconditioner(N),
-                         description="minibatch SGD (spec §3.6 option A): per-sample flow of the squared loss of "
-                                     "one sequence on the invariant manifold; time = optimiser steps")
+                         description=("minibatch SGD (docs/papers/scb.md §3.6 option A): per-sample flow of the "
+                                      "squared loss of one sequence on the invariant manifold; time = optimiser "
+                                      "steps. The law is exact and finite, but its closed-form covariance is not "
+                                      "derived here: the SDE estimates it per step by Monte Carlo"))
     noise = dataclasses.replace(noise, per_sample_loss=_canonical(noise.per_sample_loss),
                                 gradient=tuple(_canonical(e) for e in noise.gradient))
     P_entries = tuple(transition_matrix(N))
@@ -628,13 +631,14 @@ def full_system(N: int, T_: int) -> ReducedSystem:
     ell = per_sample_loss(V, h, s["y"])
     samples = (*s["x"], *s["kappa"], *s["y"])
     law = MonteCarlo(samples, ref=f"theory.scb.sde:draw_sequences_{N}x{T_}",
-                     description="one sequence: query kappa ~ mu, context tokens iid mu, target y ~ P[:, x_s], "
-                                 "s ~ q_kappa (spec §1.2, Decision 1 A)")
+                     description=(r"one sequence: query $\kappa \sim \mu$, context tokens iid $\mu$, target "
+                                  r"$y \sim P_{:, x_s}$, $s \sim q_\kappa$ (docs/papers/scb.md §1.2, Decision 1 A)"))
     pre = [eta_V / mus[j] for i in range(N) for j in range(N)] + [eta_A / mus[k] for t in range(T_) for k in range(N)]
     noise = derive_noise(ell, state, samples, law, preconditioner=pre, simplify=False,
-                         description="minibatch SGD on (V, A) (spec §3.6 option A); time = optimiser steps")
+                         description=("minibatch SGD on $(V, A)$ (docs/papers/scb.md §3.6 option A); "
+                                      "time = optimiser steps"))
     return ReducedSystem(
         name="full", paper=PAPER, state=state, parameters=(eta_V, eta_A, *mus, *Pm, *Qm), rhs=tuple(rhs),
         observables={"population_loss": loss}, spec=f"{SPEC} §3.2-3.3, §3.6 option A (N={N}, T={T_})",
-        description="Preconditioned population flow of the full parameters (V, A) with the minibatch noise of one "
+        description="Preconditioned population flow of the full parameters $(V, A)$ with the minibatch noise of one "
                     "sequence's squared loss.", noise=noise)

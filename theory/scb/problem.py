@@ -12,7 +12,7 @@ from .population import initial_state, system_parameters
 __all__ = ["systems", "problem", "SOLVE_OPTIONS"]
 
 #: The reduced system is stiff for large T (the mean block relaxes at rate ~ eta_A (1 + T m2) while
-#: the escape takes ~ log T, spec §3.4 "Stiffness"): implicit solvers by default.
+#: the escape takes ~ log T, docs/papers/scb.md §3.4 "Stiffness"): implicit solvers by default.
 SOLVE_OPTIONS = {
     "diffrax": {"method": "Kvaerno5", "rtol": 1e-8, "atol": 1e-10},
     "scipy": {"method": "Radau", "rtol": 1e-8, "atol": 1e-10},

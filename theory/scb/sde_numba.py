@@ -1,4 +1,4 @@
-"""The full (V, A) SCB minibatch-SGD SDE step as a numba kernel (spec §3.6 option A), for
+"""The full (V, A) SCB minibatch-SGD SDE step as a numba kernel (docs/papers/scb.md §3.6 option A), for
 ``simulate.solve_sde(..., backend="numba")``.
 
 One Euler–Maruyama increment ``dy = f h + g dW`` of :class:`theory.scb.FullMinibatchSDE` (the SDE

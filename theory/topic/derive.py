@@ -206,8 +206,12 @@ def stage1_system(keys: str = "theory") -> ReducedSystem:
         closed_forms={"topic_mode": topic_mode_solution(keys)["omega_2"],
                       "block_difference_optimum": headline_block_difference(keys, limit=False)},
         spec=f"{SPEC} §3.5 (keys={keys})",
-        description=("Stage 1: one-hot embeddings, uniform attention, squared loss, N -> inf; "
-                     "W^V and b in symmetric coordinates; eta = lr, time = optimiser step."),
+        description=(r"Stage 1: one-hot embeddings, uniform attention, squared loss, $N \to \infty$; "
+                     r"$W^V$ and $b$ in symmetric coordinates; $\eta$ = lr, time = optimiser step. The minibatch "
+                     r"noise does not live on these coordinates (docs/papers/topic.md, SDE note): its exact "
+                     r"covariance (closed-form moments) is exported with the full-space system of a small "
+                     r"vocabulary (tdyn derive topic --set T=2 --set v=2 --set tau=1), and theory.topic.sde "
+                     r"simulates it at any size."),
     )
 
 
@@ -304,7 +308,7 @@ def embedding_system(keys: str = "theory") -> ReducedSystem:
         rhs=(em["rhs"],), observables={"block_difference": e_2 / v},
         closed_forms={"fixed_point": em["fixed_point"]},
         spec=f"{SPEC} §3.5 (embedding version, keys={keys})",
-        description="Topic mode of E = W_E^T W_E with W^V = I frozen: logistic growth to 1/a.",
+        description=r"Topic mode of $E = W_E^\top W_E$ with $W^V = I$ frozen: logistic growth to $1/a$.",
     )
 
 
@@ -411,8 +415,9 @@ def _full_space_system(T_: int, v_: int, tau_: int, keys: str) -> ReducedSystem:
     rhs = tuple(-eta * sp.diff(L, x) for x in state)
     noise = derive_noise(document_loss(config), state, tuple(sym["xbar"]) + tuple(sym["q"]),
                          document_distribution(config), preconditioner=eta, simplify=False,
-                         description=("one document: topic set S uniform, context x_bar_S (N -> inf), n_sel labels "
-                                      "~ Multinomial(n_sel, u_S); time = optimiser steps (eta = lr)"))
+                         description=(r"one document: topic set $S$ uniform, context $\bar{x}_S$ ($N \to \infty$), "
+                                      r"$n_{sel}$ labels $\sim \mathrm{Multinomial}(n_{sel}, u_S)$; time = optimiser "
+                                      r"steps ($\eta$ = lr)"))
     nw = config.n_words
     return ReducedSystem(
         name=f"stage1_full_{keys}", paper=PAPER, state=state, parameters=FULL_PARAMETERS, rhs=rhs,
@@ -420,8 +425,8 @@ def _full_space_system(T_: int, v_: int, tau_: int, keys: str) -> ReducedSystem:
                      "topic_mode": sum(sym["W"][i, j] * (sp.Rational(1, v_) if i // v_ == j // v_ else 0)
                                        - sym["W"][i, j] / nw for i in range(nw) for j in range(nw)) / (T_ - 1)},
         spec=f"{SPEC} §3.5, SDE note (full D x D space, T={T_} v={v_} tau={tau_}, keys={keys})", noise=noise,
-        description=("Stage 1 in the full (W^V, b) space with its minibatch noise: one-hot, uniform attention, "
-                     "squared loss, N -> inf context; eta = lr, time = optimiser step."),
+        description=(r"Stage 1 in the full $(W^V, b)$ space with its minibatch noise: one-hot, uniform attention, "
+                     r"squared loss, $N \to \infty$ context; $\eta$ = lr, time = optimiser step."),
     )
 
 

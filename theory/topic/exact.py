@@ -1,4 +1,4 @@
-"""The exact (un-reduced) population gradient flows of the topic paper's one-layer model (spec §3.5,
+"""The exact (un-reduced) population gradient flows of the topic paper's one-layer model (docs/papers/topic.md §3.5,
 §3.6): every entry of every trained matrix, the ``N -> inf`` masked-LM loss over all ``C(T, tau)``
 documents, no symmetry reduction, no linearisation. The claims' theory checks run on these flows;
 the reduced ODEs (:mod:`.derive`, :mod:`.stage2`) and the linearised escape (:mod:`.onset`) define
@@ -43,7 +43,8 @@ def _check(config: TopicConfig) -> None:
     if config.vocab != "theory":
         raise ConfigError("vocab", "the exact population flows are on the theory vocabulary (Tv words + MASK)")
     if config.loss != "squared":
-        raise ConfigError("loss", "the exact population flows are of the squared loss (spec §8 Decision 1)")
+        raise ConfigError("loss", "the exact population flows are of the squared loss "
+                                  "(docs/papers/topic.md §8 Decision 1)")
     if config.optimizer != "sgd":
         raise ConfigError("optimizer", "a gradient flow describes plain SGD (Adam has no time map)")
 

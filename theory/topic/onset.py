@@ -1,4 +1,4 @@
-"""The two-stage escape in detail (spec §3.4, §3.6): what the K/Q norms, the stage-2 onset and the
+"""The two-stage escape in detail (docs/papers/topic.md §3.4, §3.6): what the K/Q norms, the stage-2 onset and the
 attention ratio ``gamma`` do from a small random initialisation, in the linearised theory.
 
 * **Stage 1.** The value matrix's topic mode is affine (:func:`~.derive.topic_mode_equation`):

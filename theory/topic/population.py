@@ -1,4 +1,4 @@
-"""Population quantities on the full vocabulary (spec §3.5, §3.6), written once for any array
+"""Population quantities on the full vocabulary (docs/papers/topic.md §3.5, §3.6), written once for any array
 module: ``xp=numpy`` for plain evaluation, ``xp=jax.numpy`` (the default) for autodiff.
 
 * :func:`full_value_matrix` / :func:`reduced_coordinates` — symmetric coordinates <-> ``(W, b)``;

@@ -1,4 +1,4 @@
-"""Stage 2 (``W^V`` frozen at the stage-1 optimum; spec §3.6) and the two-stage reduced system.
+"""Stage 2 (``W^V`` frozen at the stage-1 optimum; docs/papers/topic.md §3.6) and the two-stage reduced system.
 
 * :func:`stage2_optimum` — the optimal tied attention ``gamma*`` (numerical; code variant
   ``1 + T p_c/p_r``); :func:`escape_rate` — ``G = dL/dS`` at uniform attention by autodiff of
@@ -176,8 +176,9 @@ def stage2_system(keys: str = "theory") -> ReducedSystem:
         rhs=rhs, definitions=defs,
         observables={"gamma": gamma, "alpha": sp.exp(s2), "beta": sp.exp(s1), "stage2_loss": loss},
         spec=f"{SPEC} §3.6 (keys={keys}, paper-style tying)",
-        description=("Tied attention logits under gradient flow with W^V frozen (stage 2). Per query kind "
-                     "i/x/M: Z normaliser, h key masses, o outputs; u_k = h_k dL/dh_k per loss term c, r, x, M."),
+        description=(r"Tied attention logits under gradient flow with $W^V$ frozen (stage 2). Per query kind "
+                     r"$i$/$x$/$M$: $Z$ normaliser, $h$ key masses, $o$ outputs; $u_k = h_k\, \partial L/\partial h_k$ "
+                     r"per loss term $c, r, x, M$."),
     )
 
 

@@ -33,7 +33,7 @@ def test_network_gradient_is_the_derived_block_flow(attention, activation):
 def test_mixture_network_gradient_is_the_block_flow_and_entropy_is_its_own():
     """The headline network's -grad (CE, softmax over positions, tanh) at a random point equals the
     block flow with G = onehot - softmax(h) on its bags of words; its logged attention entropy equals
-    the position-softmax entropy recomputed from z (spec §1.2)."""
+    the position-softmax entropy recomputed from z (docs/papers/joma.md §1.2)."""
     cfg = J.JomaConfig(variant="mixture", Mc=5, K=3, d=7, n_per_class=6, seq_len=5, init_scale=0.3)
     exp = E.MixtureExperiment(cfg)
     exp.setup(torch.device("cpu"), torch.Generator())

@@ -51,7 +51,7 @@ def test_train_seeds_equals_the_per_seed_trainer_runs(name):
 
 
 def test_probe_targets_are_the_official_fig4_draw():
-    """Seed 0's probe targets are twice Fig. 4's mu (spec §5, printed to 4 decimals); other seeds
+    """Seed 0's probe targets are twice Fig. 4's mu (docs/papers/joma.md §5, printed to 4 decimals); other seeds
     draw other targets, sorted, in [2, 8)."""
     mu0 = probe_targets(torch.Generator().manual_seed(0)).numpy()
     np.testing.assert_allclose(mu0 / 2, J.FIG4_MU, atol=1.5e-4)

@@ -47,7 +47,7 @@ def test_counts_vs_sequences_speed(benchmark, T):
 @pytest.mark.benchmark
 @pytest.mark.parametrize("T", [128, 4096])
 def test_count_engine_vs_sequences_speed(bench_row, benchmark, one_blas_thread, T):
-    """Issue 11 item 2: count-vector SGD step (numba kernels: multinomial counts, analytic gradient,
+    """Count-vector SGD step (numba kernels: multinomial counts, analytic gradient,
     momentum update; batch 128, one run) against the torch sequence path's loss + backward at the same T,
     measured in the same run. The engine draws its data ahead in blocks, so its time is the mean
     step of a 256-step run (refills included), best of 3. Asserted: the engine's counts are
@@ -85,7 +85,7 @@ def test_count_engine_vs_sequences_speed(bench_row, benchmark, one_blas_thread, 
 @pytest.mark.benchmark
 @pytest.mark.parametrize("setting", ["theory", "official"])
 def test_seeds_batched_vs_per_seed_loop(bench_row, benchmark, one_blas_thread, one_torch_thread, setting):
-    """Issue 19 item 7: the 12 seeds of one claim map point as one call of
+    """The 12 seeds of one claim map point as one call of
     :func:`empirical.scan_snap.experiment.train_seeds` (the count engine, one generator per seed)
     against a loop over the row's train slot (the Trainer, one seed at a time: what a claim cell
     runs without a ``runs`` function), same config and logging, measured in the same run (best of

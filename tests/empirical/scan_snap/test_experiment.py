@@ -32,7 +32,7 @@ def test_count_and_sequence_paths_same_loss_curve_distribution():
 
 
 def test_training_invariants_sgd_and_not_adam():
-    """Row sums of Y and Z stay at their initial values under SGD with momentum (spec §2.4); logits
+    """Row sums of Y and Z stay at their initial values under SGD with momentum (docs/papers/scan_snap.md §2.4); logits
     outside the supports never move; Adam breaks the row sums."""
     for zero in (True, False):
         cfg = ss.Config(batch=32, steps=15, log_every=15, zero_init=zero, eta_Y=2.0, eta_Z=2.0)

@@ -1,4 +1,4 @@
-"""SCB data (empirical/scb/data.py): the sampler follows the generative process of spec §1.2."""
+"""SCB data (empirical/scb/data.py): the sampler follows the generative process of docs/papers/scb.md §1.2."""
 
 import numpy as np
 

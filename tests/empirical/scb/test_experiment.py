@@ -113,7 +113,7 @@ def test_divergence_raises_with_step_and_keeps_partial_trajectory():
 
 def test_proximal_step_is_preconditioned_gradient_then_soft_threshold():
     """One trainer step equals V - eta_V G_V D^-1, soft_threshold(A - eta_A G_A / mu, eta_A lam),
-    recomputed in numpy from the same minibatch (spec §2 pseudo-code, Decision 5)."""
+    recomputed in numpy from the same minibatch (docs/papers/scb.md §2 pseudo-code, Decision 5)."""
     cfg = scb.SCBConfig(N=3, T=8, Q=2, eta_V=0.2, eta_A=0.3, batch=256, lam=0.05, lam_switch=0.0)
     exp = _setup(cfg, seed=3)
     rng = np.random.default_rng(3)

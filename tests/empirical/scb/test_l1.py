@@ -1,5 +1,5 @@
 """SCB's batched runs (empirical/scb/l1.py): gradients and prox steps against independent
-computations (spec §2, §3.2, §3.5), and ``train_seeds`` equal to the Trainer's per-seed runs."""
+computations (docs/papers/scb.md §2, §3.2, §3.5), and ``train_seeds`` equal to the Trainer's per-seed runs."""
 
 import numpy as np
 import pytest

@@ -10,7 +10,7 @@ from theory import scb
 
 
 def test_autograd_gradients_equal_spec_per_sample_formulas():
-    """G_V = r (X a)^T, G_a(k) = X^T V^T r (spec §3.2), without dense one-hots in the model."""
+    """G_V = r (X a)^T, G_a(k) = X^T V^T r (docs/papers/scb.md §3.2), without dense one-hots in the model."""
     cfg = scb.SCBConfig(N=4, T=7, Q=2)
     exp = _setup(cfg)
     rng = np.random.default_rng(0)

@@ -36,7 +36,7 @@ def test_population_step_is_the_theory_discrete_map_bit_for_bit():
 
 def test_population_steps_follow_the_reduced_proximal_map():
     """Many population steps of the rule equal the reduced u-w proximal map derived in sympy
-    (spec §3.3, non-uniform q, lambda > 0; the prox on from the start)."""
+    (docs/papers/scb.md §3.3, non-uniform q, lambda > 0; the prox on from the start)."""
     N, Q_, T_ = 3, 3, 20
     task = _task(N=N, T=T_, Q=Q_, seed=11)
     Ls = scb.l1_general_system(N, Q_)

@@ -22,7 +22,7 @@ def test_the_variant_keyword_replaces_the_configs_variant():
 
 
 def test_embedding_topic_mode_follows_logistic_flow():
-    """Spec §3.5 embedding version (W_V = I, uniform attention, W_E trained): the topic mode of
+    """docs/papers/topic.md §3.5 embedding version (W_V = I, uniform attention, W_E trained): the topic mode of
     E = W_E^T W_E follows e_2' = -8 eta kappa a e_2 (a e_2 - 1) (derived, previously unchecked)
     and ends at 1/(v a). Identity init keeps E in the symmetric algebra; a Gaussian init does not
     commute with the gradient and lags the ODE (rel_l2 ~ 0.09 measured; not asserted)."""

@@ -27,7 +27,7 @@ def test_uniform_path_equals_general_attention_with_zero_kq():
 
 
 def test_attention_statistics_uniform_and_planted():
-    """Uniform attention: every statistic is 1/L (spec §5.8). A planted block attention gives the
+    """Uniform attention: every statistic is 1/L (docs/papers/topic.md §5.8). A planted block attention gives the
     exact planted averages (topics from (id-4)//v, specials excluded)."""
     cfg = th.TopicConfig(variant="joint", T=10, v=10, data="lda", N=100, N_max=150, vocab="code", kq_init_scale=0.0)
     assert cfg.attention == "trained"

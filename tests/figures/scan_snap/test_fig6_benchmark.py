@@ -11,7 +11,7 @@ from helpers.threads import one_blas_thread, one_torch_thread  # noqa: F401  (fi
 
 @pytest.mark.benchmark
 def test_fig6_protocol_new_vs_old(bench_row, benchmark, one_blas_thread, tmp_path):
-    """Issue 11 item 2: the Fig. 6 protocol (spec §5.4: 4 panels x 4 eta_Z x 4 ratios, 100 steps,
+    """The Fig. 6 protocol (docs/papers/scan_snap.md §5.4: 4 panels x 4 eta_Z x 4 ratios, 100 steps,
     float64) at 2 seeds instead of 10 (the full one takes minutes on the old path): new = the sweep
     runner's cells on the count-vector engine (:mod:`figures.scan_snap.fig6`, one process, fresh
     store), old = the torch grid per panel as before (:func:`empirical.scan_snap.experiment.train_grid`, float64,

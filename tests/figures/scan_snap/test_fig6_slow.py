@@ -1,4 +1,4 @@
-"""Fig. 6 at full size (spec §5.4): 4 panels x 4 eta_Z x 4 ratios x 10 seeds, 100 steps, default
+"""Fig. 6 at full size (docs/papers/scan_snap.md §5.4): 4 panels x 4 eta_Z x 4 ratios x 10 seeds, 100 steps, default
 init, float64 — the published-number check, with the spec's tolerance ("matched the published table
 within seed noise"). Slow (``-m slow``).
 

@@ -61,7 +61,7 @@ def test_theory_passes_its_own_criterion_inside_the_regime(spec):
 
 @pytest.mark.slow
 def test_calibration_at_the_overlay_preset():
-    """Issue 20's numbers at the overlay preset: coverage within 0.8 +- 0.05 at 80% for both
+    """The calibration at the overlay preset: coverage within 0.8 +- 0.05 at 80% for both
     observables (intervals reported), variance ratio intervals containing 1."""
     res = C.calibration(True, device="cpu")
     js = C.calibration_json(res)

@@ -211,7 +211,7 @@ def test_transfer_planted_violation_fails():
 # ------------------------------------------------------------------------------------------------
 def test_escape_slope_uses_each_contexts_own_constants():
     """tau* = t eta sqrt(rho K) of each context's own task (no hard-coded rho or K): recomputed here
-    from the tasks; the flow's slope between T/4 and T approaches 1 (spec §3.4)."""
+    from the tasks; the flow's slope between T/4 and T approaches 1 (docs/papers/scb.md §3.4)."""
     cfg = _cfg("escape_time_log_t").replace(T=128)
     th = C.escape_theory(cfg)
     taus = []

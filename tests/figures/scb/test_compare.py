@@ -22,7 +22,7 @@ def test_trained_network_follows_the_ode():
 
 
 def test_sde_bands_are_calibrated_at_small_batch():
-    """Issue 9 item 6: at batch 32 the central 50/80/90% bands of 256 SDE paths (minibatch noise
+    """At batch 32 the central 50/80/90% bands of 256 SDE paths (minibatch noise
     estimated from per-sample gradients) cover that fraction of the t > 0 points of 32 SGD runs,
     within +-5 points (the band's order statistics give (j-i)/(n+1) = 50.2/80.5/90.7% for a
     perfect noise model; 32 runs give a standard error of ~2-3 points)."""
@@ -41,7 +41,7 @@ def test_sde_bands_are_calibrated_at_small_batch():
 def test_transfer_table_is_the_claims_runs(monkeypatch):
     """The transfer figure's table is the ``transfer_skips_stage1`` claim's runs at a map point
     (T = 16, two seeds): per seed one scratch row and one per pretraining length, with the claim's
-    escapes, the ODE's from the same start, and the pretrained V's correlation (spec §5: the
+    escapes, the ODE's from the same start, and the pretrained V's correlation (docs/papers/scb.md §5: the
     pretrained start escapes sooner than scratch, as its ODE says)."""
     from figures.claims import registry
     from figures.scb import claims as C

@@ -37,7 +37,7 @@ def test_joint_training_shows_two_stages_and_topic_attention():
     traj, pred, check = ft.two_stage_run(quick=True, device="cpu")
     assert check["two_stages"], check
     assert len(check["seeds"]) == len(ft.SEEDS) and all(s["two_stages"] for s in check["seeds"])
-    # escape rate of the code variant in closed form (spec §3.6): 2 p_c (tau-1)/(tau^2 v) / ((T-1) v)
+    # escape rate of the code variant in closed form (docs/papers/topic.md §3.6): 2 p_c (tau-1)/(tau^2 v) / ((T-1) v)
     c = JOINT
     assert pred["sigma_max"] == pytest.approx(2 * c.p_c * (c.tau - 1) / (c.tau**2 * c.v) / ((c.T - 1) * c.v), rel=1e-9)
     assert check["onset_tolerance"] == pytest.approx(1 / pred["escape_rate"], rel=1e-12)

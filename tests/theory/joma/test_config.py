@@ -55,7 +55,7 @@ def test_variant_only_is_derived_from_what_each_variant_reads():
 
 
 def test_presets_are_the_figures_settings():
-    """Config.preset: the official Figs. 2-3 toy (spec §5), the probe, the headline and Table 1."""
+    """Config.preset: the official Figs. 2-3 toy (docs/papers/joma.md §5), the probe, the headline and Table 1."""
     toy = J.JomaConfig.preset("toy", quick=False)
     assert (toy.variant, toy.attention, toy.Mc, toy.K, toy.N, toy.d, toy.temperature, toy.lr, toy.init_scale,
             toy.steps) == ("ce", "softmax", 20, 20, 20, 30, 0.5, 0.1, 0.01, 2000)

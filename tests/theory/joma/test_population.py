@@ -30,7 +30,7 @@ def test_theorem2_most_salient_diverges_first_and_others_stay_finite():
     Delta = np.array([0.3, -0.2, 0.1])
     tb = J.blow_up_times(Delta)
     assert int(np.argmin(tb)) == int(np.argmax(np.abs(Delta)))
-    # at t* of the salient one, the others equal sqrt(2) erfinv(Delta_l/Delta_*)  (spec §2.4)
+    # at t* of the salient one, the others equal sqrt(2) erfinv(Delta_l/Delta_*)  (docs/papers/joma.md §2.4)
     t = tb.min()
     others = np.sqrt(2) * erfinv(np.sqrt(2 / np.pi) * Delta[1:] * t)
     np.testing.assert_allclose(others, np.sqrt(2) * erfinv(Delta[1:] / 0.3), rtol=1e-12)

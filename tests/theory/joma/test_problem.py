@@ -31,7 +31,7 @@ def test_exact_invariants_along_the_ode(backend, method, attention, activation, 
 
 
 def test_integrated_out_dynamics_reproduce_the_block_flow_exactly_for_exp():
-    """Spec §2.3: substituting the invariant into v_dot gives MLP-only dynamics whose (v, s) equal
+    """docs/papers/joma.md §2.3: substituting the invariant into v_dot gives MLP-only dynamics whose (v, s) equal
     the full block's (exact for exp attention), and whose implied z equals the block's z."""
     cfg = J.JomaConfig(Mc=3, K=2, N=2, d=5, activation="tanh", gradient="random", lr=0.05, steps=600, log_every=20)
     run = J.problem(cfg)

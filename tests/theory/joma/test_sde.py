@@ -1,4 +1,4 @@
-"""theory/joma/sde.py and the block's derived noise (spec §2.7, project extension): the
+"""theory/joma/sde.py and the block's derived noise (docs/papers/joma.md §2.7, project extension): the
 noise comes from the per-sample loss, its mean is the derived block flow, its covariance is the
 covariance of the real network's per-row gradients, one Euler–Maruyama step has covariance
 ``Sigma dt``, the SDE is the earlier hand-built model within Monte-Carlo error, and the path

@@ -25,7 +25,7 @@ def test_variants_and_presets():
     # inside the theory's regime: zero init, plain SGD (ODE time = step), count vectors, T >> |supp|
     assert theory.zero_init and theory.momentum == 0.0 and theory.variant == "counts" and theory.T == 4096
     np.testing.assert_array_equal(theory.ode_times(), theory.log_steps())
-    official = ss.Config.preset("official", quick=False)  # the official Fig. 4 run (spec §5.3)
+    official = ss.Config.preset("official", quick=False)  # the official Fig. 4 run (docs/papers/scan_snap.md §5.3)
     assert (official.T, official.batch, official.momentum, official.steps, official.K) == (128, 128, 0.9, 100, 2)
     fig6 = ss.Config.preset("fig6", num_last=3)  # Syn-Medium, default init (spec §5.4)
     assert (fig6.K, fig6.zero_init, fig6.steps, fig6.M_out) == (6, False, 100, 79)

@@ -120,7 +120,7 @@ def test_A3_theorem2_signs_and_xi():
 
 
 def test_A3_compact_form_equals_eqn10_with_beta_E_prime():
-    """Eqn. 10 with beta_{nn'} = E'_{nn'} equals the compact form (spec §3.2), random F."""
+    """Eqn. 10 with beta_{nn'} = E'_{nn'} equals the compact form (docs/papers/scan_snap.md §3.2), random F."""
     for _ in range(10):
         M, K = 12, 4
         F = RNG.random((M, K))

@@ -1,4 +1,4 @@
-"""theory/scan_snap/population.py: observables of full parameters (spec §4 reference values) and
+"""theory/scan_snap/population.py: observables of full parameters (docs/papers/scan_snap.md §4 reference values) and
 the symmetric-coordinate means of Y."""
 
 import math

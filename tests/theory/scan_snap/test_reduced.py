@@ -116,7 +116,7 @@ def test_reduced_system_invariant_and_eqn11():
     z = np.stack([tr[f"z_dt_{j}"].values for j in range(10)], -1)[1:]
     P = task.P[0, task.dt[0]]
     I = (1 - np.exp(-2 * z)) / P**2
-    assert np.abs(I / I[:, :1] - 1).max() < 1e-7  # spec §3.4 item 1, exact in the reduced ODE
+    assert np.abs(I / I[:, :1] - 1).max() < 1e-7  # docs/papers/scan_snap.md §3.4 item 1, exact in the reduced ODE
     # Eqn. 11: r_{l/l'}(t) = r(0) chi_l(t) with f^2 ratios from the current logits
     c = P * np.exp(z)
     r = c[:, -1] ** 2 / c[:, 0] ** 2 - 1

@@ -1,7 +1,7 @@
 """Scan & Snap's minibatch SDE (theory/scan_snap/{derive,sde}.py).
 
 References are independent of the derivation: ``jax.grad`` of the full-parameter objective
-(``theory.scan_snap.objective``, numpy/jax code written from spec §2.2) on the count vectors of one
+(``theory.scan_snap.objective``, numpy/jax code written from docs/papers/scan_snap.md §2.2) on the count vectors of one
 sequence, projected on the symmetric subspace; the ``T = inf`` flow; the compiled count-vector SGD
 (``empirical.scan_snap.fast``). Small layouts (3 distinct and 2 common tokens) keep the expanded
 per-sample flow small.
@@ -113,7 +113,8 @@ def test_exported_noise_gradient_is_the_per_sample_system():
     sysm = ss.full_system(SMALL, noise=True)
     noise = sysm.noise
     assert noise.method == "monte_carlo" and noise.covariance is None and noise.mean is None
-    assert "E_q[g(theta; q)]" in noise.description and "NOT this system's rhs" in noise.description
+    assert r"$E_q[g(\theta; q)]$" in noise.description and "not this system's rhs" in noise.description
+    assert "no closed form" in noise.description and not noise.exact
     f = sp.lambdify((sysm.state, sysm.parameters, noise.samples), list(noise.gradient), "numpy")
     rng = np.random.default_rng(2)
     pv = sysm.parameter_vector(ss.full_parameters(SMALL))

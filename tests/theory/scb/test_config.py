@@ -28,7 +28,7 @@ def test_replace_keeps_an_explicit_transition_matrix():
 
 def test_presets_are_the_regimes_the_figures_used():
     """The presets replace compare_regime/overlay_config and the inline configs of the figures and
-    the l1 study; their settings are those (spec §6)."""
+    the l1 study; their settings are those (docs/papers/scb.md §6)."""
     C = scb.SCBConfig
     base = dict(N=3, T=16, Q=2, eta_V=0.05, eta_A=0.05, steps=600, log_every=5)
     assert C.preset("compare") == C(**base, batch=4096)

@@ -5,7 +5,7 @@ slow — both SDEs against today's hand-built engines (tests/helpers/scb_sde_ref
 against each other, in the mean and variance of zeta and <a,q> within Monte-Carlo error.
 
 References are independent: the full preconditioned flow (theory.scb.preconditioned_flow), full
-per-sample gradients written out here in numpy from spec §3.2, exact sums over the outcome
+per-sample gradients written out here in numpy from docs/papers/scb.md §3.2, exact sums over the outcome
 tables, the hand-built engines and the full SDE ensemble."""
 
 import numpy as np

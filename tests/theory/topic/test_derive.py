@@ -1,5 +1,5 @@
 """theory.topic.derive: the derived stage-1 flow against full-matrix numpy gradient descent, the
-headline 1/(v(1-(1-p_c)p_m)), the closed forms of spec §3.5 and the embedding version."""
+headline 1/(v(1-(1-p_c)p_m)), the closed forms of docs/papers/topic.md §3.5 and the embedding version."""
 
 from __future__ import annotations
 

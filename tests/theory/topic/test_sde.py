@@ -67,7 +67,7 @@ def test_noise_is_exact_and_its_mean_is_the_derived_flow(small):
 
 def test_full_flow_on_the_symmetric_subspace_is_the_stage1_flow(small):
     """The full-matrix flow at a symmetric (W, b) stays symmetric and its class means are the
-    reduced flow theta_k' = -eta n_k^{-1} dL/dtheta_k (spec §3.5) — two separate derivations."""
+    reduced flow theta_k' = -eta n_k^{-1} dL/dtheta_k (docs/papers/topic.md §3.5) — two separate derivations."""
     rng = np.random.default_rng(1)
     f_full = small.to_numpy()
     reduced = stage1_flow("theory")

@@ -1,4 +1,4 @@
-"""theory.topic.stage2: the stage-2 optimum (spec §3.6 table; code variant 1 + T p_c/p_r), the
+"""theory.topic.stage2: the stage-2 optimum (docs/papers/topic.md §3.6 table; code variant 1 + T p_c/p_r), the
 escape rate, and the class-counted tied loss and its flow."""
 
 from __future__ import annotations
