@@ -56,7 +56,7 @@ ROLES: dict[str, dict] = {
     "theory_alt": {"color": "black", "linestyle": "--", "linewidth": 1.5, "zorder": 5},
     "practice": {"color": "#D55E00", "linestyle": ":", "marker": "o", "markersize": 3, "linewidth": 1.0,
                  "zorder": 4},
-    "run": {"color": "#E69F00", "linestyle": "-", "linewidth": 0.6, "alpha": 0.5, "zorder": 2},
+    "run": {"color": "#E69F00", "linestyle": "-", "linewidth": 0.7, "alpha": 0.5, "zorder": 2},
     "band": {"facecolor": "#0072B2", "alpha": 0.35, "edgecolor": "none", "zorder": 3},
     "band_edge": {"color": "#0072B2", "linestyle": "--", "linewidth": 0.9, "zorder": 3.5},
     "reference": {"color": "0.35", "linestyle": "-.", "linewidth": 0.9, "zorder": 1},
@@ -76,8 +76,8 @@ def role(name: str, **overrides) -> dict:
 
 def run_alpha(n: int) -> float:
     """The opacity of each of ``n`` overlaid runs: :data:`ROLES` ``run`` alpha for a few, falling as
-    ``5 / n`` (at least 0.1) so that many runs read as a density and never hide a band drawn with them."""
-    return max(0.1, min(ROLES["run"]["alpha"], 5.0 / max(n, 1)))
+    ``6 / n`` (at least 0.2) so that many runs read as a density and never hide a band drawn with them."""
+    return max(0.2, min(ROLES["run"]["alpha"], 6.0 / max(n, 1)))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -461,6 +461,8 @@ def lint(fig) -> list[str]:
     sup = {k: getattr(fig, f"_sup{k}label", None) for k in ("x", "y")}
     sup = {k: bool(v is not None and v.get_text()) for k, v in sup.items()}
     cbar_norms = [ax._colorbar.mappable.norm for ax in fig.axes if _is_colorbar(ax) and hasattr(ax, "_colorbar")]
+    coded = any(getattr(ax._colorbar.mappable, "axes", None) is None
+                for ax in fig.axes if _is_colorbar(ax) and hasattr(ax, "_colorbar"))
     texts = [("suptitle", fig._suptitle.get_text() if fig._suptitle is not None else "")]
     for i, ax in enumerate(main, 1):
         name = f"panel {i}" + (f" ({ax.get_title()!r})" if ax.get_title() else "")
@@ -491,10 +493,12 @@ def lint(fig) -> list[str]:
             missing = sorted({_named(s) for s in named} - legend)
             if missing:
                 problems.append(f"{name}: legend does not name {missing}")
-            styles = {_style_key(s) for s in named}
+            # colour named by a colourbar (curves coloured from a colour map): the legend names the style
+            key = (lambda a: (_style_key(a) or (None,))[1:]) if coded else _style_key
+            styles = {key(s) for s in named}
             fills = {matplotlib.colors.to_hex(c.get_facecolor()[0]) for c in named  # a band's edges
                      if isinstance(c, PolyCollection) and len(c.get_facecolor())}
-            anon = [s for s in series if isinstance(s, Line2D) and not _named(s) and _style_key(s) not in styles
+            anon = [s for s in series if isinstance(s, Line2D) and not _named(s) and key(s) not in styles
                     and matplotlib.colors.to_hex(s.get_color()) not in fills]
             if named and anon:
                 problems.append(f"{name}: {len(anon)} curve(s) drawn in a style no legend entry names")

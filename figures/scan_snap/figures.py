@@ -133,7 +133,8 @@ def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds
             line, = ax.plot(s.ratio, s["mean"], marker=m, ms=3, ls="-", color=col, label=f"$\\eta_Z = {ez:g}$")
             ax.errorbar(s.ratio, s["mean"], yerr=s["std"], fmt="none", ecolor=line.get_color(), lw=0.8)
         ax.set_xscale("log")
-        ax.set_xlabel(style.axis_label("", symbol="$\\eta_Y / \\eta_Z$"))
+        ax.tick_params(labelleft=True)  # shared y, numbers on every panel
+        ax.set_xlabel(style.axis_label("learning-rate ratio", symbol="$\\eta_Y / \\eta_Z$"))
         ax.set_ylabel(style.axis_label("DT attention entropy", "nats"))
         ax.set_title(f"last / next tokens = {nl} / {2 * nl}")
     style.legend_outside(fig, axes[:len(panels)])
@@ -156,7 +157,7 @@ def fig8_h(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataF
             rows.append({"M": M, "eta_Y": eta, "max_gap": float((hs - h).max()), "bound_2eta_over_M": 2 * eta / M})
         ax.set_title(f"Fig. 8: $M = {M}$")
         ax.set_xlabel(style.axis_label("step", symbol="s"))
-        ax.set_ylabel(style.axis_label("", symbol="h"))
+        ax.set_ylabel(style.axis_label("decoder growth (logit scale)", symbol="h"))
     return _finish(fig, outdir, "fig8_h.png", rows, "fig8_gap.csv", ncols=4)
 
 
@@ -189,7 +190,7 @@ def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2,
             rows.append({"nu": nu, "M": M, "eta_Z": ez, "t0": t0, "B_at_t0": b0, "B_end": float(b[-1])})
         ax.set_title(f"Fig. 9: $\\nu = {nu}$, $M = {M}$, $K = {K}$")
         ax.set_xlabel(style.axis_label("time", symbol="t"))
-        ax.set_ylabel(style.axis_label("", symbol="$B_n(t)$"))
+        ax.set_ylabel(style.axis_label("attention sparsity exponent", symbol="$B_n(t)$"))
     return _finish(fig, outdir, "fig9_B.png", rows, "fig9_B.csv", ncols=5)
 
 
@@ -267,7 +268,17 @@ _SDE_NAMES = ("z_dt_0", "z_c", "Y_own_0", "dt_entropy")  # = calibration.OBSERVA
 
 
 def _sde_labels(config) -> dict[str, str]:
+    """Each state in words with its symbol (the derivation's layout, ``theory.scan_snap.derive``):
+    distinct token ``j`` of a class (``j = 0`` the rarest), a common token, the decoder's weight
+    from a distinct token to its class's label."""
     labels = style.symbol_labels(ss.full_system(config))
+    U = config.num_unique_per_next
+    for j in range(U):
+        rank = ", the rarest" if j == 0 else ", the most frequent" if j == U - 1 else ""
+        labels[f"z_dt_{j}"] = (r"attention logit $z_{m,\mathrm{dt}_{%d}}$" % j + f"\n(distinct token {j}{rank})")
+        labels[f"Y_own_{j}"] = (r"decoder weight $Y_{\mathrm{dt}_{%d},\,n}$" % j
+                                + f"\n(distinct token {j} to its class)")
+    labels["z_c"] = "attention logit $z_{m,c}$\n(a common token)"
     labels["dt_entropy"] = "DT attention entropy (nats)"
     return labels
 

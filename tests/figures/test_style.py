@@ -277,3 +277,22 @@ def test_tick_numbers_text_and_legend_styles():
     style.legend_outside(fig)
     assert any("legend entries drawn alike" in p for p in style.lint(fig))
     plt.close(fig)
+
+
+def test_curves_coloured_from_a_colourbar_are_named_by_their_style():
+    """Ten components in ten colours of a sequential map with a colourbar naming them: the legend
+    names the two line styles (theory dashed, trained with markers), not every colour."""
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import BoundaryNorm
+
+    fig, (ax,) = style.panels(1)
+    cmap = plt.get_cmap("viridis", 10)
+    for l in range(10):
+        ax.plot(T, (l + 1) * T, color=cmap(l), ls="--", label="ODE" if l == 0 else None)
+        ax.plot(T, (l + 1) * T + 0.1, color=cmap(l), ls="-", marker="o", label="trained" if l == 0 else None)
+    _labelled(ax)
+    style.legend_outside(fig)
+    assert any("drawn in a style no legend entry names" in p for p in style.lint(fig))  # colours unexplained
+    fig.colorbar(ScalarMappable(BoundaryNorm(np.arange(0.5, 11), 10), cmap), ax=ax, label="component $l$")
+    assert style.lint(fig) == []
+    plt.close(fig)
