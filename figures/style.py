@@ -42,8 +42,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 __all__ = ["STYLE", "use", "ROLES", "role", "math", "axis_label", "symbol_labels", "quantity_label", "panels",
-           "legend_outside", "heatmap", "integer_ticks", "lint", "MAX_PER_ROW", "grid_columns", "run_alpha", "text_colour",
-           "contrast"]
+           "legend_outside", "heatmap", "integer_ticks", "lint", "MAX_PER_ROW", "grid_columns", "run_alpha",
+           "text_colour", "contrast"]
 
 #: the shared matplotlib style (package data)
 STYLE = Path(__file__).resolve().with_name("tdyn.mplstyle")
@@ -478,7 +478,8 @@ def lint(fig) -> list[str]:
             bare = _words_problem(f"{name} {k} label", getattr(ax, f"get_{k}label")())
             if bare:
                 problems.append(bare)
-            if ax.axison and not any(t.get_visible() and t.get_text() for t in getattr(ax, f"get_{k}ticklabels")()):
+            ticks = getattr(ax, f"get_{k}ticklabels")(which="both")  # a log axis within a decade: minor ones
+            if ax.axison and not any(t.get_visible() and t.get_text() for t in ticks):
                 problems.append(f"{name}: no tick numbers on the {k} axis")
         problems += _text_problems(ax, name, renderer)
         for m in _mappables(ax):

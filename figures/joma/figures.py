@@ -114,7 +114,7 @@ def fig3_component_growth(outdir: Path | None = None, quick: bool = True, *, dev
     for ax, V, when in ((axes[0], V0, "at initialisation"), (axes[1], V1, "after training")):
         lim = float(np.abs(V).max()) or 1.0
         heatmap(ax, V, xlabel=axis_label("contextual token", symbol="$l$"),
-                ylabel=axis_label("hidden unit", symbol="$k$"), cbar_label=r"$v_{kl} = (U^\top W)_{lk}$",
+                ylabel=axis_label("hidden unit", symbol="$k$"), cbar_label=r"MLP weight $v_{kl} = (U^\top W)_{lk}$",
                 cmap="RdBu_r", vmin=-lim, vmax=lim)
         ax.set_title(r"$V = (U^\top W)^\top$ " + when)
     axes[1].add_patch(plt.Rectangle((-0.5, -0.5), cfg.Mc, 4, fill=False, ec="k", lw=1.5))
@@ -168,7 +168,8 @@ def fig4_nonlinear(outdir: Path | None = None, quick: bool = True, *, device: st
     axes[0].set_title("the Fig. 4 script's components, coloured by iteration")
     axes[1].plot(iters, soft["attention_entropy"].values, color="C0",
                  label=r"the authors' Fig. 4 script: softmax$(v^2/3)$ weights")
-    axes[1].axhline(J.fixed_point_entropy(mu, temperature=T), **role("reference"), label="its entropy at the fixed point")
+    axes[1].axhline(J.fixed_point_entropy(mu, temperature=T), **role("reference"),
+                    label="its entropy at the fixed point")
     axes[1].set_xlabel(axis_label("iteration", symbol="$k$"))
     axes[1].set_ylabel(ENTROPY)
     curves = {r"the paper's ODE, $\dot v \propto (\mu - v) \circ e^{v^2/2}$": expo,

@@ -44,14 +44,6 @@ YLABELS = {
 STEP = style.axis_label("time", "optimiser steps", "$t$")
 
 
-def _finish(fig, axes, outdir, name: str, xlabel: str, ylabel: str):
-    for ax in axes:
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-    style.legend_outside(fig, axes)
-    return finish_figure(fig, outdir, name)
-
-
 # ------------------------------------------------------------------------------------------------
 def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str = "auto",
                 config: scb.SCBConfig | None = None, runs: int = 32, paths: int = 256, seed: int = 0) -> dict[str, Any]:
@@ -61,7 +53,8 @@ def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str =
     data = overlay_data(quick, device=device, config=config, runs=runs, paths=paths, seed=seed)
     ode, ens, sgd, coverage, cfg = data["ode"], data["sde"], data["sgd"], data["coverage"], data["config"]
     names = list(scb.CORRELATION_OBSERVABLES)
-    cov80 = ", ".join(f"{sym} {coverage['0.8'][n]:.2f}" for n, sym in zip(names, (r"$\zeta$", r"$\langle a, q\rangle$")))
+    symbols = (r"$\zeta$", r"$\langle a, q\rangle$")
+    cov80 = ", ".join(f"{sym} {coverage['0.8'][n]:.2f}" for n, sym in zip(names, symbols))
     fig = overlay(ode, sgd, names + ["population_loss"], sde=ens, xlabel=STEP, ylabels=YLABELS,
                   title=f"SCB, batch {cfg.batch}: the SDE ({paths} paths) vs {sgd.sizes['run']} SGD runs\n"
                         f"fraction of the SGD points ($t > 0$) inside the SDE's 10-90% band (nominal 0.80): {cov80}")
@@ -116,17 +109,23 @@ def fig_transfer(outdir: Path | None = None, quick: bool = True, *, device: str 
     mean = df.groupby(["start", "T"], sort=False).agg(samples=("samples", "mean"),
                                                        ode=("ode_escape_steps", "first"), batch=("batch", "first"))
     markers = iter(("o", "s", "^", "D", "v", "P"))
-    for label, g in mean.groupby(level="start", sort=False):
+    colours = {}
+    for label, g in mean.groupby(level="start", sort=False):  # SGD first: the legend's left column
         T = g.index.get_level_values("T")
         at_start = bool((g["samples"] == 0).all())  # beta0 >= 1/2 already: nothing to draw on a log axis
         line, = ax.plot(T, g["samples"], marker=next(markers), linestyle="-",
                         label=f"SGD, {label} (mean over seeds)" + (" (escaped at step 0)" if at_start else ""))
-        ax.plot(T, g["ode"] * g["batch"], "x--", color=line.get_color(), alpha=0.6, label=f"ODE, {label}")
+        colours[label] = line.get_color()
+    for label, g in mean.groupby(level="start", sort=False):  # its ODE beside it, in the right column
+        ax.plot(g.index.get_level_values("T"), g["ode"] * g["batch"], "x--", color=colours[label], alpha=0.6,
+                label=f"ODE, {label}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_title(f"SCB transfer (correlated P, mix {df['mix'].iloc[0]}), batch {int(df['batch'].iloc[0])}")
-    _finish(fig, [ax], outdir, "transfer.png", style.axis_label("context length", None, "$T$"),
-            style.axis_label(r"samples until $\beta \geq 1/2$", "samples"))
+    ax.set_xlabel(style.axis_label("context length", None, "$T$"))
+    ax.set_ylabel(r"samples until $\beta \geq 1/2$")
+    style.legend_outside(fig, [ax], ncols=2)  # SGD and its ODE side by side, one start per row
+    finish_figure(fig, outdir, "transfer.png")
     return df
 
 

@@ -290,7 +290,8 @@ def test_a_window_claims_map_is_scaled_to_the_window_and_titled_by_its_statement
     fig = _heat_map(plt, doc, axes, map_table(doc))
     assert style.lint(fig) == []
     title = fig._suptitle.get_text()
-    assert title.startswith("The SDE with drift $\\eta_{A}$ g predicts the seed spread of real SGD") and "sde" not in title
+    assert title.startswith("The SDE with drift $\\eta_{A}$ g predicts the seed spread of real SGD")
+    assert "sde" not in title
     cbar = next(a for a in fig.axes if hasattr(a, "_colorbar"))
     norm = cbar._colorbar.norm
     assert (norm.vmin, norm.vmax) == pytest.approx((0.725, 0.875))

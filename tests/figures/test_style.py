@@ -225,7 +225,8 @@ def test_colour_scales_need_a_perceptual_map_and_a_visible_range():
     assert any("the colour scale spans 0.806 to 0.815" in p for p in style.lint(fig))
     plt.close(fig)
     fig, (ax,) = style.panels(1)
-    style.heatmap(ax, np.arange(6.0).reshape(2, 3), xlabel="column $j$", ylabel="row $i$", cbar_label=r"$\mathrm{cov}_{80}$")
+    style.heatmap(ax, np.arange(6.0).reshape(2, 3), xlabel="column $j$", ylabel="row $i$",
+                  cbar_label=r"$\mathrm{cov}_{80}$")
     assert any("is a bare symbol" in p and "colourbar" in p for p in style.lint(fig))
     plt.close(fig)
 
