@@ -264,8 +264,10 @@ def _line_map(plt, d, axis, rows):
         ax.add_artist(ax.legend(handles=[Patch(color="0.88", label="outside the regime")], loc="upper left",
                                 bbox_to_anchor=(1.01, 0.25), fontsize=8))
     ax.set_xlabel(_axis_text(axis))
-    if not numeric:
-        ax.set_xticks(pos, [str(x) for x in xs])
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xticks(pos, [_n(x) if numeric else str(x) for x in xs])  # the map's points, plain numbers
+    ax.xaxis.set_minor_formatter(NullFormatter())  # a log axis' minor labels would collide with them
     ax.set_ylabel(_stat_label(d, 60))
     fig.suptitle(_title(d, 90), fontsize=8.5)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))

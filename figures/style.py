@@ -15,7 +15,7 @@
   trained curve with markers.
 * :func:`lint` — the problems of a figure, read from its objects (not pixels): every axes with data
   has x and y labels that say in words what they show (not a bare symbol) and tick numbers on both
-  axes, a legend naming every labelled curve where there is more than one and no two of its curves
+  axes that do not overlap, a legend naming every labelled curve where there is more than one and no two of its curves
   drawn alike, a colourbar for every image/mesh with a perceptual colour map (no rainbow) and a
   scale wider than 2% of its values, no internal names (``snake_case`` identifiers), raw LaTeX
   outside ``$...$`` or integers written as ``4.0`` in titles, labels or legends, a legend that
@@ -374,6 +374,13 @@ def _text_problems(ax, name: str, renderer) -> list[str]:
     return problems
 
 
+def _overlapping(labels, renderer) -> bool:
+    """Whether two shown tick labels of one axis overlap (their boxes, in display coordinates)."""
+    boxes = [t.get_window_extent(renderer) for t in labels if t.get_visible() and t.get_text()]
+    return any(a.overlaps(b) and min(a.x1, b.x1) - max(a.x0, b.x0) > 1 and min(a.y1, b.y1) - max(a.y0, b.y0) > 1
+               for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
 def _empty_slots(main) -> list[str]:
     """Grid cells left empty where :func:`grid_columns` would leave fewer."""
     problems = []
@@ -481,6 +488,8 @@ def lint(fig) -> list[str]:
             ticks = getattr(ax, f"get_{k}ticklabels")(which="both")  # a log axis within a decade: minor ones
             if ax.axison and not any(t.get_visible() and t.get_text() for t in ticks):
                 problems.append(f"{name}: no tick numbers on the {k} axis")
+            if ax.axison and _overlapping(ticks, renderer):
+                problems.append(f"{name}: tick labels overlap on the {k} axis (e.g. a log axis' minor labels)")
         problems += _text_problems(ax, name, renderer)
         for m in _mappables(ax):
             if getattr(m, "colorbar", None) is None and not any(m.norm is n for n in cbar_norms):

@@ -301,10 +301,9 @@ def fig_sde_overlay(outdir=None, quick: bool = True, *, device: str = "auto", T:
     fig = overlay(ode, runs.isel(run=slice(0, 24)), _SDE_NAMES, sde=sde, ylabels=_sde_labels(cfg),
                   title=f"Scan & Snap at $T = {T}$, batch {cfg.batch}: the SDE vs count-vector SGD vs the "
                         "$T = \\infty$ ODE\n"
-                        f"The ODE is the $T = \\infty$ flow. At $T = {T}$ the rarest distinct token appears "
-                        f"{rare:.2f} times per sequence on average,\nso the finite-$T$ drift moves its logit the other "
-                        "way (sampling makes attention sparser, docs/papers/scan_snap.md §5.3);\nthe SDE has the "
-                        "finite-$T$ drift and follows SGD. Not a sign error.",
+                        f"The rarest distinct token appears {rare:.2f} times per sequence on average at $T = {T}$: "
+                        "the finite-$T$ drift\nmoves its logit the other way from the $T = \\infty$ ODE's (sampling "
+                        "makes attention sparser); the SDE has that drift.",
                   xlabel=style.axis_label("time", "steps", "t"))
     finish_figure(fig, outdir, "sde_overlay.png")
     return ode, sde, runs

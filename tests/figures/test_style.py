@@ -297,3 +297,17 @@ def test_curves_coloured_from_a_colourbar_are_named_by_their_style():
     fig.colorbar(ScalarMappable(BoundaryNorm(np.arange(0.5, 11), 10), cmap), ax=ax, label="component $l$")
     assert style.lint(fig) == []
     plt.close(fig)
+
+
+def test_overlapping_tick_labels_are_refused():
+    fig, (ax,) = style.panels(1, size=(3.0, 2.4))
+    ax.semilogx([30, 40, 60, 100, 200, 400], np.arange(6.0))  # minor labels 3x10^1, 4x10^1 ... crowd each other
+    ax.set_xticks([30, 32, 34], ["30.0000", "32.0000", "34.0000"])
+    _labelled(ax)
+    assert any("tick labels overlap on the x axis" in p for p in style.lint(fig))
+    ax.set_xticks([30, 100, 400], ["30", "100", "400"])
+    from matplotlib.ticker import NullFormatter
+
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    assert style.lint(fig) == []
+    plt.close(fig)
