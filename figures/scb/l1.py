@@ -66,6 +66,12 @@ def l1_table(quick: bool = True, *, device: str = "cpu") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _tex_number(x: float) -> str:
+    """``x`` to two digits as mathtext: ``9 \\times 10^{-5}`` below 0.001 (not ``9e-05``)."""
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{float(mantissa):g} \\times 10^{{{int(exponent)}}}" if x and abs(x) < 1e-3 else f"{x:.2g}"
+
+
 def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str = "auto") -> dict[str, Any]:
     """Distance to the ground truth vs samples, l1 (each lambda) vs vanilla SGD, at the map's
     largest T (module docstring); also ``l1_vs_sgd.csv`` (:func:`l1_table`)."""
@@ -95,7 +101,7 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
                 y = _chosen(ds, "l1_")[row]
                 curves[(T, B, c["lam"], which)] = y
                 ax.plot(samples, np.median(y, 0), color=colours[c["lam"]], lw=1.2,
-                        label=rf"$\ell_1$ proximal, $\lambda = {c['lam']:.2g}$")
+                        label=rf"$\ell_1$ proximal, $\lambda = {_tex_number(c['lam'])}$")
             curves[(T, B, "sgd", which)] = sgd
             ax.set_yscale("log")
             ax.set_xlabel(axis_label("samples", None))
