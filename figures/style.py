@@ -15,12 +15,13 @@
   trained curve with markers.
 * :func:`lint` — the problems of a figure, read from its objects (not pixels): every axes with data
   has x and y labels that say in words what they show (not a bare symbol) and tick numbers on both
-  axes that do not overlap, a legend naming every labelled curve where there is more than one and no two of its curves
-  drawn alike, a colourbar for every image/mesh with a perceptual colour map (no rainbow) and a
-  scale wider than 2% of its values, no internal names (``snake_case`` identifiers), raw LaTeX
-  outside ``$...$`` or integers written as ``4.0`` in titles, labels or legends, a legend that
-  covers no data point, text on an image legible against its cell (contrast at least 4.5) and not
-  crossed by hatching, no colourbar over another panel, at most three panels per row and no empty
+  axes that do not overlap; a legend naming every labelled curve where there is more than one, no
+  two of its entries drawn alike and no entry standing for curves drawn differently; a colourbar
+  for every image/mesh, labelled in words, with a perceptual colour map (no rainbow) and a scale
+  wider than 2% of its values, over no other panel; no internal names (``snake_case``
+  identifiers), raw LaTeX outside ``$...$`` or integers written as ``4.0`` in titles, labels or
+  legends; a legend that covers no data point; text on an image legible against its cell
+  (contrast at least 4.5) and not crossed by hatching; at most three panels per row and no empty
   grid cells where a fuller grid of at most three columns exists.
   :func:`figures.core.finish_figure` runs it and records the problems with the collector.
 """
@@ -527,6 +528,15 @@ def lint(fig) -> list[str]:
                 problems.append(f"{name}: the legend covers {covered} data point(s)")
     for leg in fig.legends:
         texts += [("figure legend", t.get_text()) for t in leg.get_texts()]
+    if fig.legends:  # one figure legend shows one handle per label: every curve with that label must look like it
+        looks: dict[str, set] = {}
+        for ax in main:
+            for s in _series(ax):
+                if isinstance(s, Line2D) and _named(s):
+                    looks.setdefault(_named(s), set()).add(_style_key(s))
+        mixed = sorted(k for k, v in looks.items() if len(v) > 1)
+        if mixed:
+            problems.append(f"the figure legend names differently drawn curves with one entry: {mixed[:3]}")
     problems += _colourbar_problems(fig, main, renderer, texts)
     for where, text in texts:
         hits = _INTERNAL.findall(_outside_math(text))

@@ -69,9 +69,11 @@ def _component_colourbar(fig, mappable, axes, symbol: str = "$l$"):
     fig.colorbar(mappable, ax=axes, ticks=range(1, n + 1), label=axis_label("component", symbol=symbol))
 
 
-def _neutral_legend(legend):
-    for h in [] if legend is None else legend.legend_handles:
-        h.set_color("0.25")
+def _neutral_legend(legend, labels):
+    """Recolour the handles of ``labels`` (the roles drawn in every component's colour) neutral."""
+    for h, t in [] if legend is None else zip(legend.legend_handles, legend.get_texts()):
+        if t.get_text() in labels:
+            h.set_color("0.25")
 
 def fig2_invariant(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
     """Fig. 2: NC(zhat, z) and its two terms over training, Gaussian and random X (softmax toy,
@@ -151,7 +153,7 @@ def fig4_nonlinear(outdir: Path | None = None, quick: bool = True, *, device: st
     expo = sim.solve(J.nonlinear_exp_system(n), {f"mu_{j + 1}": m for j, m in enumerate(mu)}, np.zeros(n),
                      t_exp, backend="scipy", method="DOP853", rtol=1e-9, atol=1e-11)
     probe, _ = E.train(J.JomaConfig.preset("probe", quick), device=_dev(device))
-    fig, axes = panels(3, size=(3.8, 3.0))
+    fig, axes = panels(3, size=(3.8, 3.6))  # room for the colourbar above the first panel
     V = stack(soft, [f"v_{j + 1}" for j in range(n)])
     iters = soft["time"].values / eta
     keep = np.arange(0, V.shape[1], 4)
@@ -175,10 +177,11 @@ def fig4_nonlinear(outdir: Path | None = None, quick: bool = True, *, device: st
     curves = {r"the paper's ODE, $\dot v \propto (\mu - v) \circ e^{v^2/2}$": expo,
               r"the authors' Fig. 4 script: softmax$(v^2/3)$ weights": soft,
               "a trained network (one token per class, run to convergence)": probe}
-    for i, (lab, ds) in enumerate(curves.items()):
+    looks = ({"color": "C1", "ls": "--"}, {"color": "C0", "ls": "-"},  # the script's curve as in panel 2
+             {"color": "C3", "ls": ":", "marker": "o", "markersize": 2, "markevery": 8})
+    for (lab, ds), look in zip(curves.items(), looks):
         t = ds["time"].values
-        axes[2].plot(t[1:] / _t_min(ds), ds["attention_entropy"].values[1:], color=f"C{i + 1}",
-                     ls=("-", "--", ":")[i], marker=(None, None, "o")[i], markersize=2, markevery=8, label=lab)
+        axes[2].plot(t[1:] / _t_min(ds), ds["attention_entropy"].values[1:], label=lab, **look)
     axes[2].set_xscale("log")
     axes[2].set_xlabel(axis_label("time / time of the minimum", symbol=r"$t / t_{\min}$"))
     axes[2].set_ylabel(ENTROPY)
@@ -225,7 +228,7 @@ def fig_block_overlay(outdir: Path | None = None, quick: bool = True, *, device:
         ax.set_ylabel(label)
     _component_colourbar(fig, sm, axes)
     fig.suptitle("fixed top (the ODE's own objective): trained block vs block ODE")
-    _neutral_legend(legend_outside(fig, axes, ncols=2))
+    _neutral_legend(legend_outside(fig, axes, ncols=2), ("trained block (markers)", "block ODE (dashed)"))
     finish_figure(fig, outdir, "block_ode_vs_trained.png")
     return {"ode": ode, "trained": traj}
 
@@ -350,7 +353,8 @@ def fig_headline(outdir: Path | None = None, quick: bool = True, *, device: str 
         ax.set_xscale("symlog", linthresh=10.0)
         ax.set_xlim(0, t[-1])
         ax.set_xlabel(T_ODE)
-    _neutral_legend(legend_outside(fig, axes, ncols=3))
+    _neutral_legend(legend_outside(fig, axes, ncols=3),
+                    ("network (markers)", "JoMA ODE, $G$ frozen at $G(0)$ (dashed)"))
     finish_figure(fig, outdir, "headline_mixture_vs_ode.png")
     return {k: h[k] for k in ("time", "net", "theory", "H_net", "H_ode", "drift", "t_break", "rel_window", "rel_full")}
 

@@ -148,12 +148,14 @@ def fig8_h(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataF
     """Fig. 8: discrete h* (Eqn. 33) vs continuous h (Eqn. 45)."""
     fig, axes = style.panels(2, size=(4.2, 3.2))
     rows = []
-    for ax, (M, etas, tmax) in zip(axes, ((50, (0.1, 0.2, 0.5, 1, 2), 80), (1000, (0.2, 0.5, 1, 2, 4), 70))):
+    panels = ((50, (0.1, 0.2, 0.5, 1, 2), 80), (1000, (0.2, 0.5, 1, 2, 4), 70))
+    colour = {eta: f"C{i}" for i, eta in enumerate(sorted({e for _, etas, _ in panels for e in etas}))}  # same in both
+    for ax, (M, etas, tmax) in zip(axes, panels):
         s = np.arange(tmax + 1)
         for eta in etas:
             hs, h = ss.h_discrete(tmax, M, eta), ss.h_closed_form(s, M, eta)
-            line, = ax.plot(s, hs, ls="-", label=f"$h^*$ (Eqn. 33), $\\eta_Y = {eta:g}$")
-            ax.plot(s, h, color=line.get_color(), ls="--", label=f"$h$ (Eqn. 45), $\\eta_Y = {eta:g}$")
+            ax.plot(s, hs, color=colour[eta], ls="-", label=f"$h^*$ (Eqn. 33), $\\eta_Y = {eta:g}$")
+            ax.plot(s, h, color=colour[eta], ls="--", label=f"$h$ (Eqn. 45), $\\eta_Y = {eta:g}$")
             rows.append({"M": M, "eta_Y": eta, "max_gap": float((hs - h).max()), "bound_2eta_over_M": 2 * eta / M})
         ax.set_title(f"Fig. 8: $M = {M}$")
         ax.set_xlabel(style.axis_label("step", symbol="s"))

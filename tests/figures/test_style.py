@@ -311,3 +311,16 @@ def test_overlapping_tick_labels_are_refused():
     ax.xaxis.set_minor_formatter(NullFormatter())
     assert style.lint(fig) == []
     plt.close(fig)
+
+
+def test_one_legend_entry_must_not_stand_for_curves_drawn_differently():
+    fig, axes = style.panels(2)
+    axes[0].plot(T, T, color="C0", ls="-", label="the authors' script")
+    axes[1].plot(T, 2 * T, color="C2", ls="--", label="the authors' script")  # the legend shows panel 1's look
+    for ax in axes:
+        _labelled(ax)
+    style.legend_outside(fig)
+    assert any("names differently drawn curves with one entry" in p for p in style.lint(fig))
+    axes[1].get_lines()[0].set(color="C0", linestyle="-")
+    assert style.lint(fig) == []
+    plt.close(fig)
