@@ -181,11 +181,15 @@ def _title(d: Mapping[str, Any], width: int = 100) -> str:
     from .style import _INTERNAL, quantity_label
 
     text = " ".join(str(d.get("statement") or d["name"]).split())
-    head = re.split(r"(?<=[a-z0-9)\]])\. ", text, maxsplit=1)[0].rstrip(".")
+    # the first sentence: a full stop before a capital, not after an abbreviation (Fig. 2, Eqn. 5, e.g.)
+    head = re.split(r"(?<![Ff]ig)(?<!Eqn)(?<!Thm)(?<!e\.g)(?<!i\.e)(?<!vs)(?<=[a-z0-9)\]])\. (?=[A-Z])", text,
+                    maxsplit=1)[0].rstrip(".")
     before, colon, after = head.partition(": ")
     if colon and "=" in after and len(before) >= 40:  # "...: t* = formula": the words say it
         head = before
+    head = re.sub(r"\s*\([^()]*(?:§|spec|Eqn|Thm)[^()]*\)", "", head)  # citations: the report has them
     head = _INTERNAL.sub(lambda m: quantity_label(m.group()), head)
+    head = re.sub(r"\$([^$]*)\$\^(\w+|\([^()]*\))", r"$\1^{\2}$", head)  # "$v_{k}$^2" -> "$v_{k}^{2}$"
     n = max(1, round(len(head) / width + 0.4))  # a tenth over the width still fits one line
     lines = textwrap.wrap(head, math.ceil(len(head) / n) + 6, break_on_hyphens=False)  # balanced lines, no widow word
     if len(lines) > 3:
