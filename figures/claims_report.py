@@ -377,7 +377,9 @@ def _heat_map(plt, d, axes, rows):
         cb.ax.axhline(b, color="black", lw=2.4)
         cb.ax.axhline(b, color="white", lw=0.8, ls="--")
     if bounds:
-        cb.set_ticks(sorted({*[t for t in cb.get_ticks() if norm.vmin <= t <= norm.vmax], *bounds}))
+        gap = 0.07 * (norm.vmax - norm.vmin)  # the bounds' own ticks; none crowding them
+        cb.set_ticks(sorted({*[t for t in cb.get_ticks() if norm.vmin <= t <= norm.vmax
+                               and min(abs(t - b) for b in bounds) > gap], *bounds}))
     handles = [Patch(fill=False, hatch="///", ec="0.5", label="outside the regime")]
     if any(row["paper_setting"] for row in rows):
         handles.append(Patch(fill=False, ec="goldenrod", lw=2.0, label="the paper's setting"))
