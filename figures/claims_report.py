@@ -229,7 +229,17 @@ def _axis_text(axis: Mapping[str, Any]) -> str:
     from .style import _outside_math, words
 
     label = axis.get("label") or axis["name"]
-    return label if re.search(r"[A-Za-z]{3,}", _outside_math(label)) else f"{words(axis['name'])} {label}"
+    if re.search(r"[A-Za-z]{3,}", _outside_math(label)):
+        return label
+    name = axis["name"]
+    what = _SYMBOL_WORDS.get(name.split("_")[0], words(name))  # eta_Y -> learning rate (not "eta Y")
+    return f"{what}{' ratio' if '/' in label else ''} {label}"
+
+
+#: the words of a map axis named by a symbol (its label only a formula)
+_SYMBOL_WORDS = {"eta": "learning rate", "lr": "learning rate", "lam": "regularisation strength",
+                 "lambda": "regularisation strength", "T": "context length", "B": "batch size", "batch": "batch size",
+                 "t": "time", "tau": "time", "K": "number of classes", "M": "vocabulary size"}
 
 
 def _line_map(plt, d, axis, rows):
