@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import NullFormatter
 
 from theory import scan_snap as ss
 
@@ -133,6 +134,9 @@ def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds
             line, = ax.plot(s.ratio, s["mean"], marker=m, ms=3, ls="-", color=col, label=f"$\\eta_Z = {ez:g}$")
             ax.errorbar(s.ratio, s["mean"], yerr=s["std"], fmt="none", ecolor=line.get_color(), lw=0.8)
         ax.set_xscale("log")
+        ratios = sorted(g.ratio.unique())
+        ax.set_xticks(ratios, [f"{r:g}" for r in ratios])  # the grid's ratios, not powers of ten
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.tick_params(labelleft=True)  # shared y, numbers on every panel
         ax.set_xlabel(style.axis_label("learning-rate ratio", symbol="$\\eta_Y / \\eta_Z$"))
         ax.set_ylabel(style.axis_label("DT attention entropy", "nats"))
