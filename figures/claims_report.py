@@ -178,7 +178,7 @@ def _title(d: Mapping[str, Any], width: int = 100) -> str:
     import re
     import textwrap
 
-    from .style import _INTERNAL, quantity_label
+    from .style import _INTERNAL, math as tex, symbol_like, words
 
     text = " ".join(str(d.get("statement") or d["name"]).split())
     # the first sentence: a full stop before a capital, not after an abbreviation (Fig. 2, Eqn. 5, e.g.)
@@ -188,7 +188,7 @@ def _title(d: Mapping[str, Any], width: int = 100) -> str:
     if colon and "=" in after and len(before) >= 40:  # "...: t* = formula": the words say it
         head = before
     head = re.sub(r"\s*\([^()]*(?:§|spec|Eqn|Thm)[^()]*\)", "", head)  # citations: the report has them
-    head = _INTERNAL.sub(lambda m: quantity_label(m.group()), head)
+    head = _INTERNAL.sub(lambda m: tex(m.group()) if symbol_like(m.group()) else words(m.group()), head)
     head = re.sub(r"\$([^$]*)\$\^(\w+|\([^()]*\))", r"$\1^{\2}$", head)  # "$v_{k}$^2" -> "$v_{k}^{2}$"
     n = max(1, round(len(head) / width + 0.4))  # a tenth over the width still fits one line
     lines = textwrap.wrap(head, math.ceil(len(head) / n) + 6, break_on_hyphens=False)  # balanced lines, no widow word

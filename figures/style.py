@@ -44,7 +44,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 __all__ = ["STYLE", "use", "ROLES", "role", "math", "axis_label", "symbol_labels", "quantity_label", "panels",
            "legend_outside", "heatmap", "integer_ticks", "lint", "MAX_PER_ROW", "grid_columns", "run_alpha",
-           "text_colour", "contrast"]
+           "symbol_like", "text_colour", "contrast"]
 
 #: the shared matplotlib style (package data)
 STYLE = Path(__file__).resolve().with_name("tdyn.mplstyle")
@@ -127,16 +127,23 @@ def words(name: str) -> str:
 def quantity_label(name: str, labels: Mapping[str, str] | None = None) -> str:
     """The label of a quantity: ``labels[name]`` (e.g. from :func:`symbol_labels`) where given,
     else a symbol-like name (a letter or Greek letter, an optional subscript: ``xi_1``, ``K``) as
-    mathtext, else the name in words."""
+    ``value of`` its mathtext, else the name in words."""
+    if (labels or {}).get(name):
+        return labels[name]
+    if symbol_like(name):
+        return f"value of {math(name)}"  # a symbol alone is no label (the lint refuses it): at least a word
+    return words(name)
+
+
+def symbol_like(name: str) -> bool:
+    """Whether ``name`` reads as a symbol: a letter or Greek letter with an optional subscript
+    (``xi_1``, ``eta_V``, ``K``), not a word (``population_loss``)."""
     from sympy.printing.conventions import split_super_sub
     from sympy.printing.latex import greek_letters_set
 
-    if (labels or {}).get(name):
-        return labels[name]
     base = split_super_sub(name)[0]
-    if re.fullmatch(r"[A-Za-z]+(_[A-Za-z0-9]+)?", name) and (len(base) == 1 or base.lower() in greek_letters_set):
-        return math(name)
-    return words(name)
+    return bool(re.fullmatch(r"[A-Za-z]+(_[A-Za-z0-9]+)?", name)) and (len(base) == 1
+                                                                        or base.lower() in greek_letters_set)
 
 
 # ------------------------------------------------------------------------------------------------

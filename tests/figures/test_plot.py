@@ -30,7 +30,7 @@ def test_each_kind_drawn_as_itself_and_lint_clean():
     fig = plot_trajectories(runs, [ode, sde])
     assert style.lint(fig) == []
     ax = fig.axes[0]
-    assert ax.get_ylabel() == r"$\xi_{1}$"
+    assert ax.get_ylabel() == r"value of $\xi_{1}$"  # no system names it: its symbol with a word
     assert fig.axes[1].get_ylabel() == r"value transition correlation $\zeta$"  # SCB's symbol
     bands = [c for c in ax.collections if "10-90% of 50 paths" in c.get_label()]
     assert len(bands) == 1
