@@ -280,13 +280,25 @@ def _line_map(plt, d, axis, rows):
     ax.set_xlabel(_axis_text(axis))
     from matplotlib.ticker import NullFormatter
 
-    ax.set_xticks(pos, [_n(x) if numeric else str(x) for x in xs])  # the map's points, plain numbers
+    ax.set_xticks(*_spaced_ticks(ax, pos, [_n(x) if numeric else str(x) for x in xs]))  # the map's points
     ax.xaxis.set_minor_formatter(NullFormatter())  # a log axis' minor labels would collide with them
     ax.set_ylabel(_stat_label(d, 60))
     fig.suptitle(_title(d, 90), fontsize=8.5)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
     return fig
+
+
+def _spaced_ticks(ax, pos, labels, gap: float = 0.09):
+    """The points' ticks, each at least ``gap`` of the axis width from the last one kept (labels
+    of close points would overlap): ``(positions, labels)``."""
+    to_axes = lambda x: ax.transLimits.transform(ax.transScale.transform((x, 0.0)))[0]  # noqa: E731
+    ax.get_xlim()  # settle the limits
+    kept = []
+    for p, lab in sorted(zip(pos, labels), key=lambda t: t[0]):
+        if not kept or to_axes(p) - to_axes(kept[-1][0]) >= gap:
+            kept.append((p, lab))
+    return [p for p, _ in kept], [lab for _, lab in kept]
 
 
 def _span(pos, x, scale):

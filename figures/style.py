@@ -125,11 +125,13 @@ def words(name: str) -> str:
 
 
 def quantity_label(name: str, labels: Mapping[str, str] | None = None) -> str:
-    """The label of a quantity: ``labels[name]`` (e.g. from :func:`symbol_labels`) where given,
+    """The label of a quantity: ``labels[name]`` (e.g. from :func:`symbol_labels`; ``value of`` a
+    label that is only a symbol) where given,
     else a symbol-like name (a letter or Greek letter, an optional subscript: ``xi_1``, ``K``) as
     ``value of`` its mathtext, else the name in words."""
     if (labels or {}).get(name):
-        return labels[name]
+        label = labels[name]  # a state's label is its symbol alone: give it a word
+        return label if re.search(r"[A-Za-z]{3,}", _outside_math(label)) else f"value of {label}"
     if symbol_like(name):
         return f"value of {math(name)}"  # a symbol alone is no label (the lint refuses it): at least a word
     return words(name)

@@ -188,9 +188,9 @@ def fig4_nonlinear(outdir: Path | None = None, quick: bool = True, *, device: st
     axes[2].set_title("the entropy drops, then bounces")
     legend_outside(fig, axes, ncols=2)
     finish_figure(fig, outdir, "fig4_nonlinear_entropy.png")
-    return {"softmax_variant": soft, "exp_ode": expo, "trained": probe,
-            "t_min": {k: _t_min(v) for k, v in curves.items()},
-            "bounce": {k: J.drops_then_bounces(v["attention_entropy"].values, 1e-9) for k, v in curves.items()}}
+    runs = {"exp_ode": expo, "softmax_variant": soft, "trained": probe}  # stable keys, not the legend's words
+    return {**runs, "t_min": {k: _t_min(v) for k, v in runs.items()},
+            "bounce": {k: J.drops_then_bounces(v["attention_entropy"].values, 1e-9) for k, v in runs.items()}}
 
 
 def fig_theorem2(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):

@@ -142,12 +142,12 @@ def test_overlay_band_visible_theory_apart_in_greyscale_and_lint_clean():
     theory = xr.Dataset({"xi_1": ("time", T**2)}, coords={"time": T})
     sde = xr.Dataset({"xi_1": (("path", "time"), T**2 + 0.05 * rng.standard_normal((30, T.size)))}, coords={"time": T})
     runs = xr.Dataset({"xi_1": (("run", "time"), T**2 + 0.05 * rng.standard_normal((8, T.size)))}, coords={"time": T})
-    fig = overlay(theory, runs, ["xi_1"] * 4, sde=sde, ylabels={"xi_1": r"$\xi_{1}$"})
-    assert any(r"'$\\xi_{1}$' is a bare symbol" in p for p in style.lint(fig))  # the symbol alone says nothing
-    plt.close(fig)
-    fig = overlay(theory, runs, ["xi_1"] * 4, sde=sde)  # unnamed: the symbol with a word
-    assert fig.axes[0].get_ylabel() == r"value of $\xi_{1}$" and style.lint(fig) == []
-    plt.close(fig)
+    for ylabels in ({"xi_1": r"$\xi_{1}$"}, None):  # a symbol alone, or no label: the symbol with a word
+        fig = overlay(theory, runs, ["xi_1"] * 4, sde=sde, ylabels=ylabels)
+        assert fig.axes[0].get_ylabel() == r"value of $\xi_{1}$" and style.lint(fig) == []
+        fig.axes[0].set_ylabel(r"$\xi_{1}$")
+        assert any(r"'$\\xi_{1}$' is a bare symbol" in p for p in style.lint(fig))  # the symbol says nothing
+        plt.close(fig)
     fig = overlay(theory, runs, ["xi_1"] * 4, sde=sde, ylabels={"xi_1": r"correlation $\xi_{1}$"})
     assert style.lint(fig) == []
     ax = fig.axes[0]
