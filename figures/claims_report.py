@@ -205,17 +205,79 @@ def fig_claim_map(r: Any, outdir: str | Path | None, name: str | None = None) ->
     return {"rows": rows, "axes": [a["name"] for a in axes]}
 
 
-def _title(d: Mapping[str, Any]) -> str:
-    """The map's title in words (no internal identifiers: the lint of figures.style refuses them)."""
+def _title(d: Mapping[str, Any], width: int = 100) -> str:
+    """The map's title: the claim's statement (its first sentence, without a formula after a colon; identifiers
+    such as ``eta_V`` as mathtext), wrapped to ``width`` characters, then the verdict and the
+    criterion in words (no internal names: the lint of figures.style refuses them)."""
+    import re
+    import textwrap
+
+    from .style import _INTERNAL, math as tex, symbol_like, words
+
+    text = " ".join(str(d.get("statement") or d["name"]).split())
+    # the first sentence: a full stop before a capital, not after an abbreviation (Fig. 2, Eqn. 5, e.g.)
+    head = re.split(r"(?<![Ff]ig)(?<!Eqn)(?<!Thm)(?<!e\.g)(?<!i\.e)(?<!vs)(?<=[a-z0-9)\]])\. (?=[A-Z])", text,
+                    maxsplit=1)[0].rstrip(".")
+    before, colon, after = head.partition(": ")
+    if colon and "=" in after and len(before) >= 40:  # "...: t* = formula": the words say it
+        head = before
+    head = re.sub(r"\s*\([^()]*(?:§|spec|Eqn|Thm)[^()]*\)", "", head)  # citations: the report has them
+    head = _INTERNAL.sub(lambda m: tex(m.group()) if symbol_like(m.group()) else words(m.group()), head)
+    head = re.sub(r"\$([^$]*)\$\^(\w+|\([^()]*\))", r"$\1^{\2}$", head)  # "$v_{k}$^2" -> "$v_{k}^{2}$"
+    n = max(1, round(len(head) / width + 0.4))  # a tenth over the width still fits one line
+    lines = textwrap.wrap(head, math.ceil(len(head) / n) + 6, break_on_hyphens=False)  # balanced lines, no widow word
+    if len(lines) > 3:
+        lines = lines[:3]
+        lines[-1] = lines[-1].rstrip(",;") + " …"
+    return "\n".join(lines + [f"verdict: {d['verdict']} (grade {d['grade']}, {d['seeds']} seeds); holds when "
+                              f"{_stat_words(d)} {d['criterion']['holds_when']}"])
+
+
+def _stat_words(d: Mapping[str, Any]) -> str:
     from .style import words
 
-    return (f"{words(d['name'])}: {d['verdict']} (grade {d['grade']}, {d['seeds']} seeds)\n"
-            f"holds when {words(d['statistic']['name'])} {d['criterion']['holds_when']}; "
-            "hatched/grey: outside the regime")
+    return words(d["statistic"]["name"])
+
+
+def _stat_label(d: Mapping[str, Any], width: int = 34) -> str:
+    """The statistic in words, its symbol and unit (a colourbar's or y axis' label), wrapped."""
+    st = d["statistic"]
+    unit = st.get("unit") or ""
+    text = " ".join(x for x in (_stat_words(d), st.get("symbol") or "", f"({unit})" if unit else "") if x)
+    # wrap between words, never inside $...$
+    parts, out, line = text.split("$"), [], ""
+    tokens = [tok for i, part in enumerate(parts) for tok in ([f"${part}$"] if i % 2 else part.split())]
+    for tok in tokens:
+        if line and len(line) + 1 + len(tok) > width and not tok.startswith("$"):
+            out.append(line)
+            line = tok
+        else:
+            line = f"{line} {tok}".strip()
+    return "\n".join(out + [line])
+
+
+def _axis_text(axis: Mapping[str, Any]) -> str:
+    """A map axis' label, with the quantity's name in words when the label is only a symbol."""
+    import re
+
+    from .style import _outside_math, words
+
+    label = axis.get("label") or axis["name"]
+    if re.search(r"[A-Za-z]{3,}", _outside_math(label)):
+        return label
+    name = axis["name"]
+    what = _SYMBOL_WORDS.get(name.split("_")[0], words(name))  # eta_Y -> learning rate (not "eta Y")
+    return f"{what}{' ratio' if '/' in label else ''} {label}"
+
+
+#: the words of a map axis named by a symbol (its label only a formula)
+_SYMBOL_WORDS = {"eta": "learning rate", "lr": "learning rate", "lam": "regularisation strength",
+                 "lambda": "regularisation strength", "T": "context length", "B": "batch size", "batch": "batch size",
+                 "t": "time", "tau": "time", "K": "number of classes", "M": "vocabulary size"}
 
 
 def _line_map(plt, d, axis, rows):
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
     name = axis["name"]
     xs = [row[name] for row in rows]
     numeric = all(isinstance(x, (int, float)) for x in xs)
@@ -244,15 +306,33 @@ def _line_map(plt, d, axis, rows):
     if th:
         ax.plot(*zip(*th), "k--", lw=1, marker="x", label="theory")
     _boundary(ax.axhline, d["criterion"])
-    ax.set_xlabel(axis["label"])
-    if not numeric:
-        ax.set_xticks(pos, [str(x) for x in xs])
-    ax.set_ylabel(d["statistic"]["symbol"] or d["statistic"]["name"])
-    ax.set_title(_title(d), fontsize=9)
-    ax.legend(fontsize=8, loc="best", framealpha=0.9)
+    if any(not row["inside_regime"] for row in rows):
+        from matplotlib.patches import Patch
+
+        ax.add_artist(ax.legend(handles=[Patch(color="0.88", label="outside the regime")], loc="upper left",
+                                bbox_to_anchor=(1.01, 0.25), fontsize=8))
+    ax.set_xlabel(_axis_text(axis))
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xticks(*_spaced_ticks(ax, pos, [_n(x) if numeric else str(x) for x in xs]))  # the map's points
+    ax.xaxis.set_minor_formatter(NullFormatter())  # a log axis' minor labels would collide with them
+    ax.set_ylabel(_stat_label(d, 60))
+    fig.suptitle(_title(d, 90), fontsize=8.5)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
-    fig.tight_layout()
     return fig
+
+
+def _spaced_ticks(ax, pos, labels, gap: float = 0.09):
+    """The points' ticks, each at least ``gap`` of the axis width from the last one kept (labels
+    of close points would overlap): ``(positions, labels)``."""
+    to_axes = lambda x: ax.transLimits.transform(ax.transScale.transform((x, 0.0)))[0]  # noqa: E731
+    ax.get_xlim()  # settle the limits
+    kept = []
+    for p, lab in sorted(zip(pos, labels), key=lambda t: t[0]):
+        if not kept or to_axes(p) - to_axes(kept[-1][0]) >= gap:
+            kept.append((p, lab))
+    return [p for p, _ in kept], [lab for _, lab in kept]
 
 
 def _span(pos, x, scale):
@@ -269,10 +349,36 @@ def _boundary(line, crit):
         line(v, color="tab:blue", ls=":", lw=1.2, label=None if i else f"boundary (holds when {crit['holds_when']})")
 
 
-def _heat_map(plt, d, axes, rows):
+def _colour_scale(crit, finite):
+    """``(norm, cmap, bounds)`` of a heat map: one norm for every panel. A one-sided criterion: a
+    diverging map centred on the boundary (blue: the holding side), symmetric around it. A window
+    ("inside"): a sequential map over the window widened by a quarter of its width on each side and
+    stretched to every value, so the window, not the spread of the values, sets the scale."""
     import numpy as np
-    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.colors import Normalize, TwoSlopeNorm
+
+    b = crit["boundary"]
+    if crit["direction"] == "inside" and isinstance(b, list) and len(b) == 2:
+        lo, hi = float(b[0]), float(b[1])
+        pad = 0.25 * (hi - lo) if hi > lo else 1.0
+        vmin = min([lo - pad, *finite.tolist()])
+        vmax = max([hi + pad, *finite.tolist()])
+        return Normalize(vmin=vmin, vmax=vmax), "cividis", [lo, hi]
+    if crit["direction"] == "inside" or finite.size == 0:
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        return Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1.0), "cividis", []
+    b = float(b)
+    span = max(float(np.max(np.abs(finite - b))), 0.05 * abs(b), 1e-12)
+    norm = TwoSlopeNorm(vcenter=b, vmin=b - span, vmax=b + span)
+    return norm, ("RdBu_r" if crit["direction"] == "below" else "RdBu"), [b]
+
+
+def _heat_map(plt, d, axes, rows):
+    import matplotlib
+    import numpy as np
     from matplotlib.patches import Patch
+
+    from .style import grid_columns, text_colour
 
     ax0, ax1 = axes[0], axes[1]
     panels = [None] if len(axes) == 2 else list(dict.fromkeys(row[axes[2]["name"]] for row in rows))
@@ -280,23 +386,12 @@ def _heat_map(plt, d, axes, rows):
     ys = list(dict.fromkeys(row[ax1["name"]] for row in rows))
     est = np.array([row["estimate"] if row["estimate"] is not None else np.nan for row in rows], dtype=float)
     crit = d["criterion"]
-    finite = est[np.isfinite(est)]
-    if crit["direction"] == "inside" or finite.size == 0:
-        from matplotlib.colors import Normalize
-
-        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        # one norm for every panel: the colourbar then stands for each panel's image
-        norm, cmap = Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1e-12), "viridis"
-    else:
-        b = float(crit["boundary"])
-        span = max(float(np.max(np.abs(finite - b))), 1e-12)
-        norm = TwoSlopeNorm(vcenter=b, vmin=b - span, vmax=b + span)
-        cmap = "RdBu_r" if crit["direction"] == "below" else "RdBu"  # blue: the holding side
-    from .style import MAX_PER_ROW
-
-    ncols = min(len(panels), MAX_PER_ROW)  # a page's layout: at most three panels per row, then a grid
+    norm, cmap, bounds = _colour_scale(crit, est[np.isfinite(est)])
+    cmap = plt.get_cmap(cmap)
+    ncols = grid_columns(len(panels))  # a page's layout: at most three per row, no avoidable empty cell
     nrows = math.ceil(len(panels) / ncols)
-    fig, grid_axes = plt.subplots(nrows, ncols, figsize=(3.0 + 1.1 * len(xs) * ncols, (2.4 + 0.5 * len(ys)) * nrows),
+    width = max(3.0 + 1.1 * len(xs) * ncols, 6.4)
+    fig, grid_axes = plt.subplots(nrows, ncols, figsize=(width, (2.4 + 0.5 * len(ys)) * nrows + 0.6),
                                   squeeze=False, layout="constrained")
     flat = list(grid_axes.ravel())
     for ax in flat[len(panels):]:
@@ -311,31 +406,42 @@ def _heat_map(plt, d, axes, rows):
             i, j = ys.index(row[ax1["name"]]), xs.index(row[ax0["name"]])
             grid[i, j] = np.nan if row["estimate"] is None else row["estimate"]
             v = row["verdict"] if row["verdict"] != "undecided" else None
-            # on a light box: legible on dark cells and over the hatching of points outside the regime
+            cell = cmap(norm(grid[i, j])) if np.isfinite(grid[i, j]) else (1.0, 1.0, 1.0, 1.0)
+            # black or white, whichever reads on the cell; the box (the cell's own colour, opaque) keeps
+            # the hatching of points outside the regime off the digits
             ax.text(j, i, f"{_SYMBOL[v]} {_n(row['estimate'])}", ha="center", va="center", fontsize=7, zorder=5,
-                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.75})
+                    color=text_colour(cell), bbox={"boxstyle": "round,pad=0.2", "fc": cell, "ec": "none"})
             if not row["inside_regime"]:
-                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", ec="0.45", lw=0))
+                hatch = (*matplotlib.colors.to_rgb(text_colour(cell)), 0.55)  # visible on light and dark cells
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", ec=hatch, lw=0,
+                                           zorder=2))
             if row["paper_setting"]:
-                ax.add_patch(plt.Rectangle((j - 0.47, i - 0.47), 0.94, 0.94, fill=False, ec="goldenrod", lw=2.0))
+                ax.add_patch(plt.Rectangle((j - 0.47, i - 0.47), 0.94, 0.94, fill=False, ec="goldenrod", lw=2.0,
+                                           zorder=3))
         im = ax.imshow(grid, origin="lower", aspect="auto", cmap=cmap, norm=norm)
         ax.grid(False)  # the style's grid would cut through the cells
         ax.set_xticks(range(len(xs)), [_n(x) for x in xs])
         ax.set_yticks(range(len(ys)), [_n(y) for y in ys])
-        ax.set_xlabel(ax0["label"])
-        ax.set_ylabel(ax1["label"])
+        ax.set_xlabel(_axis_text(ax0))
+        ax.set_ylabel(_axis_text(ax1))
         if panel is not None:
-            ax.set_title(f"{axes[2]['label']} = {_n(panel)}", fontsize=8)
+            ax.set_title(f"{_axis_text(axes[2])} = {_n(panel)}", fontsize=8)
     cb = fig.colorbar(im, ax=axs)
-    cb.set_label(d["statistic"]["symbol"] or d["statistic"]["name"])
-    if crit["direction"] != "inside" and finite.size:
-        cb.ax.axhline(float(crit["boundary"]), color="k", lw=1)
-    handles = [Patch(fill=False, hatch="///", ec="0.45", label="outside the regime")]
+    what = "lines: the criterion's window" if len(bounds) == 2 else "line: the criterion's boundary"
+    cb.set_label(_stat_label(d) + (f"\n({what})" if bounds else ""))
+    for b in bounds:  # the criterion's boundary (or window) on the colour scale
+        cb.ax.axhline(b, color="black", lw=2.4)
+        cb.ax.axhline(b, color="white", lw=0.8, ls="--")
+    if bounds:
+        gap = 0.07 * (norm.vmax - norm.vmin)  # the bounds' own ticks; none crowding them
+        cb.set_ticks(sorted({*[t for t in cb.get_ticks() if norm.vmin <= t <= norm.vmax
+                               and min(abs(t - b) for b in bounds) > gap], *bounds}))
+    handles = [Patch(fill=False, hatch="///", ec="0.5", label="outside the regime")]
     if any(row["paper_setting"] for row in rows):
         handles.append(Patch(fill=False, ec="goldenrod", lw=2.0, label="the paper's setting"))
-    fig.legend(handles=handles, fontsize=7, loc="outside lower left", frameon=False)
-    fig.suptitle(_title(d) + f"; {_SYMBOL['holds']} holds, {_SYMBOL['fails']} fails, ? inconclusive, "
-                 f"{_SYMBOL[None]} undecided", fontsize=8)
+    fig.legend(handles=handles, fontsize=7, loc="outside lower left", frameon=False, ncols=2)
+    fig.suptitle(_title(d, int(width * 14)) + f"\n{_SYMBOL['holds']} holds, {_SYMBOL['fails']} fails, "
+                 f"? inconclusive, {_SYMBOL[None]} undecided", fontsize=8)
     return fig
 
 

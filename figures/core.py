@@ -160,7 +160,8 @@ def overlay(theory: xr.Dataset | None, practice: xr.Dataset | Sequence[xr.Datase
             system=None):
     """One panel per observable (at most three per row, then a grid): theory (solid black line),
     SDE band (shaded, dashed edges, drawn above the runs so that it stays visible), practice runs
-    (thin lines; one trained curve: dotted with markers) — apart in greyscale too — and one legend
+    (thin translucent lines, :func:`figures.style.run_alpha`; one trained curve: dotted with markers)
+    — apart in greyscale too — and one legend
     below the panels. A panel's y label is ``ylabels[name]``, else the symbol of ``name`` in
     ``system`` (a ReducedSystem: :func:`figures.style.symbol_labels`), else its name in words."""
     practice_list = [] if practice is None else ([practice] if isinstance(practice, xr.Dataset) else list(practice))
@@ -177,10 +178,11 @@ def overlay(theory: xr.Dataset | None, practice: xr.Dataset | Sequence[xr.Datase
             if name not in pr:
                 continue
             da = pr[name]
-            if "run" in da.dims:
-                for j in range(da.sizes["run"]):
-                    ax.plot(pr["time"], da.isel(run=j), **style.role("run"),
-                            label=f"SGD runs ({da.sizes['run']})" if j == 0 else None)
+            if "run" in da.dims:  # thin, translucent: many runs read as a density under the band
+                n = da.sizes["run"]
+                for j in range(n):
+                    ax.plot(pr["time"], da.isel(run=j), **style.role("run", alpha=style.run_alpha(n)),
+                            label=f"SGD runs ({n})" if j == 0 else None)
             else:
                 kw = style.role("practice") if i == 0 else {"marker": "s^vD"[i % 4], "markersize": 3}
                 ax.plot(pr["time"], da, **kw, markevery=max(1, da.size // 40), label=(labels[i] if labels else "trained"))

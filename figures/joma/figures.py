@@ -44,13 +44,36 @@ STEPS = axis_label("minibatch", symbol="$k$")
 ENTROPY = axis_label("attention entropy", "nats", r"$H$")
 
 
-def _pairs(ax, t_pr, Y_pr, t_th, Y_th, prefix: str, theory_label: str):
-    """Per component ``l`` (columns of ``Y``): the trained curve in colour (thick, translucent,
-    named ``prefix l``) and the theory as a thin dashed black line (named once)."""
-    for l in range(Y_pr.shape[1]):
-        ax.plot(t_pr, Y_pr[:, l], color=f"C{l % 10}", lw=2, alpha=0.5, label=f"{prefix}{l + 1}$")
-        ax.plot(t_th, Y_th[:, l], **role("theory_alt", linewidth=0.8), label=theory_label)
+def _pairs(ax, t_pr, Y_pr, t_th, Y_th, practice: str, theory_label: str):
+    """Per component ``l`` (columns of ``Y``), in the component's colour from a sequential map (one
+    colour per component; :func:`_component_colourbar` names them): the theory as a dashed line and
+    the trained curve on top of it, a thin line with markers, so neither hides the other. Each
+    role is named once (``practice``, ``theory_label``). Returns the colour map's mappable."""
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import BoundaryNorm
 
+    n = Y_pr.shape[1]
+    cmap = plt.get_cmap("viridis", n)
+    every = max(1, len(t_pr) // 25)
+    for l in range(n):
+        ax.plot(t_th, Y_th[:, l], color=cmap(l), ls="--", lw=1.2, zorder=2, label=theory_label if l == 0 else None)
+        ax.plot(t_pr, Y_pr[:, l], color=cmap(l), ls="-", lw=0.8, marker="o", ms=2.5, markevery=(l % every, every),
+                zorder=4, label=practice if l == 0 else None)
+    return ScalarMappable(BoundaryNorm(np.arange(0.5, n + 1), n), cmap)
+
+
+def _component_colourbar(fig, mappable, axes, symbol: str = "$l$"):
+    """The colourbar naming each component's colour (integer ticks), and the figure legend's handles
+    recoloured neutral: in the legend only the line style (dashed theory, markers trained) speaks."""
+    n = mappable.norm.N
+    fig.colorbar(mappable, ax=axes, ticks=range(1, n + 1), label=axis_label("component", symbol=symbol))
+
+
+def _neutral_legend(legend, labels):
+    """Recolour the handles of ``labels`` (the roles drawn in every component's colour) neutral."""
+    for h, t in [] if legend is None else zip(legend.legend_handles, legend.get_texts()):
+        if t.get_text() in labels:
+            h.set_color("0.25")
 
 def fig2_invariant(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
     """Fig. 2: NC(zhat, z) and its two terms over training, Gaussian and random X (softmax toy,
@@ -93,7 +116,7 @@ def fig3_component_growth(outdir: Path | None = None, quick: bool = True, *, dev
     for ax, V, when in ((axes[0], V0, "at initialisation"), (axes[1], V1, "after training")):
         lim = float(np.abs(V).max()) or 1.0
         heatmap(ax, V, xlabel=axis_label("contextual token", symbol="$l$"),
-                ylabel=axis_label("hidden unit", symbol="$k$"), cbar_label=r"$v_{kl} = (U^\top W)_{lk}$",
+                ylabel=axis_label("hidden unit", symbol="$k$"), cbar_label=r"MLP weight $v_{kl} = (U^\top W)_{lk}$",
                 cmap="RdBu_r", vmin=-lim, vmax=lim)
         ax.set_title(r"$V = (U^\top W)^\top$ " + when)
     axes[1].add_patch(plt.Rectangle((-0.5, -0.5), cfg.Mc, 4, fill=False, ec="k", lw=1.5))
@@ -130,38 +153,44 @@ def fig4_nonlinear(outdir: Path | None = None, quick: bool = True, *, device: st
     expo = sim.solve(J.nonlinear_exp_system(n), {f"mu_{j + 1}": m for j, m in enumerate(mu)}, np.zeros(n),
                      t_exp, backend="scipy", method="DOP853", rtol=1e-9, atol=1e-11)
     probe, _ = E.train(J.JomaConfig.preset("probe", quick), device=_dev(device))
-    fig, axes = panels(3, size=(3.8, 3.0))
+    fig, axes = panels(3, size=(3.8, 3.6))  # room for the colourbar above the first panel
     V = stack(soft, [f"v_{j + 1}" for j in range(n)])
     iters = soft["time"].values / eta
     keep = np.arange(0, V.shape[1], 4)
-    lines = LineCollection([np.column_stack([np.arange(n), V[:, i]]) for i in keep], cmap="rainbow", linewidths=0.8)
+    lines = LineCollection([np.column_stack([np.arange(n), V[:, i]]) for i in keep], cmap="viridis", linewidths=0.8)
     lines.set_array(iters[keep])
     axes[0].add_collection(lines)
     axes[0].autoscale_view()
-    fig.colorbar(lines, ax=axes[0], label=axis_label("iteration", symbol="$k$"))
-    axes[0].plot(np.arange(n), mu, **role("theory_alt"), label=r"$\mu_j$ (softmax variant)")
+    # above its panel: beside it, its label would crowd the next panel's y label
+    fig.colorbar(lines, ax=axes[0], location="top", label=axis_label("iteration", symbol="$k$"))
+    axes[0].plot(np.arange(n), mu, **role("theory_alt"), label=r"target $\mu_j$ of each component")
     axes[0].set_xlabel(axis_label("sorted component", symbol="$j$"))
     axes[0].set_ylabel(axis_label("component", symbol="$v_j$"))
     integer_ticks(axes[0], "x")
-    axes[0].set_title(r"softmax$(v^2/3)$ variant")
-    axes[1].plot(iters, soft["attention_entropy"].values, color="C0", label="softmax variant")
-    axes[1].axhline(J.fixed_point_entropy(mu, temperature=T), **role("reference"), label="its fixed point")
+    axes[0].set_title("the Fig. 4 script's components, coloured by iteration")
+    axes[1].plot(iters, soft["attention_entropy"].values, color="C0",
+                 label=r"the authors' Fig. 4 script: softmax$(v^2/3)$ weights")
+    axes[1].axhline(J.fixed_point_entropy(mu, temperature=T), **role("reference"),
+                    label="its entropy at the fixed point")
     axes[1].set_xlabel(axis_label("iteration", symbol="$k$"))
     axes[1].set_ylabel(ENTROPY)
-    curves = {"exp ODE (paper)": expo, r"softmax$(v^2/3)$ ODE (code)": soft, "trained converging toy": probe}
-    for i, (lab, ds) in enumerate(curves.items()):
+    curves = {r"the paper's ODE, $\dot v \propto (\mu - v) \circ e^{v^2/2}$": expo,
+              r"the authors' Fig. 4 script: softmax$(v^2/3)$ weights": soft,
+              "a trained network (one token per class, run to convergence)": probe}
+    looks = ({"color": "C1", "ls": "--"}, {"color": "C0", "ls": "-"},  # the script's curve as in panel 2
+             {"color": "C3", "ls": ":", "marker": "o", "markersize": 2, "markevery": 8})
+    for (lab, ds), look in zip(curves.items(), looks):
         t = ds["time"].values
-        axes[2].plot(t[1:] / _t_min(ds), ds["attention_entropy"].values[1:], color=f"C{i + 1}",
-                     ls=("-", "--", ":")[i], marker=(None, None, "o")[i], markersize=2, markevery=8, label=lab)
+        axes[2].plot(t[1:] / _t_min(ds), ds["attention_entropy"].values[1:], label=lab, **look)
     axes[2].set_xscale("log")
     axes[2].set_xlabel(axis_label("time / time of the minimum", symbol=r"$t / t_{\min}$"))
     axes[2].set_ylabel(ENTROPY)
-    axes[2].set_title("drop and bounce")
-    legend_outside(fig, axes, ncols=3)
+    axes[2].set_title("the entropy drops, then bounces")
+    legend_outside(fig, axes, ncols=2)
     finish_figure(fig, outdir, "fig4_nonlinear_entropy.png")
-    return {"softmax_variant": soft, "exp_ode": expo, "trained": probe,
-            "t_min": {k: _t_min(v) for k, v in curves.items()},
-            "bounce": {k: J.drops_then_bounces(v["attention_entropy"].values, 1e-9) for k, v in curves.items()}}
+    runs = {"exp_ode": expo, "softmax_variant": soft, "trained": probe}  # stable keys, not the legend's words
+    return {**runs, "t_min": {k: _t_min(v) for k, v in runs.items()},
+            "bounce": {k: J.drops_then_bounces(v["attention_entropy"].values, 1e-9) for k, v in runs.items()}}
 
 
 def fig_theorem2(outdir: Path | None = None, quick: bool = True, *, device: str = "cpu"):
@@ -193,12 +222,13 @@ def fig_block_overlay(outdir: Path | None = None, quick: bool = True, *, device:
     zn, vn = [f"z_{l + 1}" for l in range(cfg.Mc)], [f"v_1_{l + 1}" for l in range(cfg.Mc)]
     for ax, names, label in ((axes[0], zn, axis_label("attention logit", symbol="$z_l$")),
                              (axes[1], vn, axis_label("MLP weight", symbol="$v_{1l}$"))):
-        _pairs(ax, traj["time"].values, stack(traj, names).T, ode["time"].values, stack(ode, names).T,
-               "trained, $l = ", "block ODE")
+        sm = _pairs(ax, traj["time"].values, stack(traj, names).T, ode["time"].values, stack(ode, names).T,
+                    "trained block (markers)", "block ODE (dashed)")
         ax.set_xlabel(T_ODE)
         ax.set_ylabel(label)
+    _component_colourbar(fig, sm, axes)
     fig.suptitle("fixed top (the ODE's own objective): trained block vs block ODE")
-    legend_outside(fig, axes, ncols=4)
+    _neutral_legend(legend_outside(fig, axes, ncols=2), ("trained block (markers)", "block ODE (dashed)"))
     finish_figure(fig, outdir, "block_ode_vs_trained.png")
     return {"ode": ode, "trained": traj}
 
@@ -300,9 +330,11 @@ def fig_headline(outdir: Path | None = None, quick: bool = True, *, device: str 
     cfg, t = h["config"], h["time"]
     fig, grid = plt.subplots(2, 2, figsize=(8.4, 6.0), layout="constrained")  # a 2 x 2 grid
     axes = list(grid.ravel())
-    _pairs(axes[0], t, h["net"]["z"], t, h["theory"]["z"], "network, $l = ", "JoMA ODE, $G$ frozen at $G(0)$")
-    _pairs(axes[1], t, h["net"]["v"][:, : cfg.Mc], t, h["theory"]["v"][:, : cfg.Mc], "network, $l = ",
-           "JoMA ODE, $G$ frozen at $G(0)$")
+    sm = _pairs(axes[0], t, h["net"]["z"], t, h["theory"]["z"], "network (markers)",
+                "JoMA ODE, $G$ frozen at $G(0)$ (dashed)")
+    _pairs(axes[1], t, h["net"]["v"][:, : cfg.Mc], t, h["theory"]["v"][:, : cfg.Mc], "network (markers)",
+           "JoMA ODE, $G$ frozen at $G(0)$ (dashed)")
+    _component_colourbar(fig, sm, axes[:2])
     axes[0].set_ylabel(axis_label("attention logit", symbol="$z_l$"))
     axes[1].set_ylabel(axis_label("MLP weight", symbol="$v_{1l}$"))
     axes[2].plot(t, h["H_net"], **role("practice"), markevery=max(1, len(t) // 40), label="network's attention")
@@ -321,7 +353,8 @@ def fig_headline(outdir: Path | None = None, quick: bool = True, *, device: str 
         ax.set_xscale("symlog", linthresh=10.0)
         ax.set_xlim(0, t[-1])
         ax.set_xlabel(T_ODE)
-    legend_outside(fig, axes, ncols=4)
+    _neutral_legend(legend_outside(fig, axes, ncols=3),
+                    ("network (markers)", "JoMA ODE, $G$ frozen at $G(0)$ (dashed)"))
     finish_figure(fig, outdir, "headline_mixture_vs_ode.png")
     return {k: h[k] for k in ("time", "net", "theory", "H_net", "H_ode", "drift", "t_break", "rel_window", "rel_full")}
 

@@ -67,7 +67,7 @@ def _layer_panels(trajs: dict, title, outdir, name):
     for c, (key, traj) in enumerate(trajs.items()):
         top, bottom = axes[2 * (c // ncols), c % ncols], axes[2 * (c // ncols) + 1, c % ncols]
         nl = sum(1 for v in traj.data_vars if v.startswith("entropy_layer"))
-        colors = plt.cm.rainbow(np.linspace(0, 1, max(nl, 2)))
+        colors = plt.cm.viridis(np.linspace(0, 0.9, max(nl, 2)))  # perceptual: layer order reads as lightness
         for l in range(nl):
             top.plot(traj["step"], traj[f"entropy_layer{l}"], color=colors[l], label=f"layer {l}")
             bottom.plot(traj["step"], traj[f"stable_rank_layer{l}"], color=colors[l], label=f"layer {l}")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import NullFormatter
 
 from theory import scan_snap as ss
 
@@ -133,7 +134,11 @@ def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds
             line, = ax.plot(s.ratio, s["mean"], marker=m, ms=3, ls="-", color=col, label=f"$\\eta_Z = {ez:g}$")
             ax.errorbar(s.ratio, s["mean"], yerr=s["std"], fmt="none", ecolor=line.get_color(), lw=0.8)
         ax.set_xscale("log")
-        ax.set_xlabel(style.axis_label("", symbol="$\\eta_Y / \\eta_Z$"))
+        ratios = sorted(g.ratio.unique())
+        ax.set_xticks(ratios, [f"{r:g}" for r in ratios])  # the grid's ratios, not powers of ten
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.tick_params(labelleft=True)  # shared y, numbers on every panel
+        ax.set_xlabel(style.axis_label("learning-rate ratio", symbol="$\\eta_Y / \\eta_Z$"))
         ax.set_ylabel(style.axis_label("DT attention entropy", "nats"))
         ax.set_title(f"last / next tokens = {nl} / {2 * nl}")
     style.legend_outside(fig, axes[:len(panels)])
@@ -147,16 +152,18 @@ def fig8_h(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataF
     """Fig. 8: discrete h* (Eqn. 33) vs continuous h (Eqn. 45)."""
     fig, axes = style.panels(2, size=(4.2, 3.2))
     rows = []
-    for ax, (M, etas, tmax) in zip(axes, ((50, (0.1, 0.2, 0.5, 1, 2), 80), (1000, (0.2, 0.5, 1, 2, 4), 70))):
+    panels = ((50, (0.1, 0.2, 0.5, 1, 2), 80), (1000, (0.2, 0.5, 1, 2, 4), 70))
+    colour = {eta: f"C{i}" for i, eta in enumerate(sorted({e for _, etas, _ in panels for e in etas}))}  # same in both
+    for ax, (M, etas, tmax) in zip(axes, panels):
         s = np.arange(tmax + 1)
         for eta in etas:
             hs, h = ss.h_discrete(tmax, M, eta), ss.h_closed_form(s, M, eta)
-            line, = ax.plot(s, hs, ls="-", label=f"$h^*$ (Eqn. 33), $\\eta_Y = {eta:g}$")
-            ax.plot(s, h, color=line.get_color(), ls="--", label=f"$h$ (Eqn. 45), $\\eta_Y = {eta:g}$")
+            ax.plot(s, hs, color=colour[eta], ls="-", label=f"$h^*$ (Eqn. 33), $\\eta_Y = {eta:g}$")
+            ax.plot(s, h, color=colour[eta], ls="--", label=f"$h$ (Eqn. 45), $\\eta_Y = {eta:g}$")
             rows.append({"M": M, "eta_Y": eta, "max_gap": float((hs - h).max()), "bound_2eta_over_M": 2 * eta / M})
         ax.set_title(f"Fig. 8: $M = {M}$")
         ax.set_xlabel(style.axis_label("step", symbol="s"))
-        ax.set_ylabel(style.axis_label("", symbol="h"))
+        ax.set_ylabel(style.axis_label("decoder growth (logit scale)", symbol="h"))
     return _finish(fig, outdir, "fig8_h.png", rows, "fig8_gap.csv", ncols=4)
 
 
@@ -189,7 +196,7 @@ def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2,
             rows.append({"nu": nu, "M": M, "eta_Z": ez, "t0": t0, "B_at_t0": b0, "B_end": float(b[-1])})
         ax.set_title(f"Fig. 9: $\\nu = {nu}$, $M = {M}$, $K = {K}$")
         ax.set_xlabel(style.axis_label("time", symbol="t"))
-        ax.set_ylabel(style.axis_label("", symbol="$B_n(t)$"))
+        ax.set_ylabel(style.axis_label("attention sparsity exponent", symbol="$B_n(t)$"))
     return _finish(fig, outdir, "fig9_B.png", rows, "fig9_B.csv", ncols=5)
 
 
@@ -267,7 +274,17 @@ _SDE_NAMES = ("z_dt_0", "z_c", "Y_own_0", "dt_entropy")  # = calibration.OBSERVA
 
 
 def _sde_labels(config) -> dict[str, str]:
+    """Each state in words with its symbol (the derivation's layout, ``theory.scan_snap.derive``):
+    distinct token ``j`` of a class (``j = 0`` the rarest), a common token, the decoder's weight
+    from a distinct token to its class's label."""
     labels = style.symbol_labels(ss.full_system(config))
+    U = config.num_unique_per_next
+    for j in range(U):
+        rank = ", the rarest" if j == 0 else ", the most frequent" if j == U - 1 else ""
+        labels[f"z_dt_{j}"] = (r"attention logit $z_{m,\mathrm{dt}_{%d}}$" % j + f"\n(distinct token {j}{rank})")
+        labels[f"Y_own_{j}"] = (r"decoder weight $Y_{\mathrm{dt}_{%d},\,n}$" % j
+                                + f"\n(distinct token {j} to its class)")
+    labels["z_c"] = "attention logit $z_{m,c}$\n(a common token)"
     labels["dt_entropy"] = "DT attention entropy (nats)"
     return labels
 
@@ -275,15 +292,24 @@ def _sde_labels(config) -> dict[str, str]:
 def fig_sde_overlay(outdir=None, quick: bool = True, *, device: str = "auto", T: int = 32):
     """The minibatch SDE beside the ``T = inf`` ODE and count-vector SGD at finite ``T``
     (Syn-Small, zero init, plain SGD, batch 32; :mod:`.calibration`): the SDE's 10-90% band, 24 of
-    the SGD runs, the ODE. Returns ``(ode, sde, runs)``."""
+    the SGD runs, the ODE. The ODE's logit of the rarest distinct token drifts the other way from
+    SGD's: the finite-T drift ``E_q[g]`` (the SDE's) differs from the ``T = inf`` gradient by the
+    sampling of count vectors (docs/papers/scan_snap.md §5.3), which the title says. Returns
+    ``(ode, sde, runs)``."""
     from . import calibration as cal
 
     c = cal.CALIBRATION["quick" if quick else "full"]
     cfg = cal.calibration_config(T, quick=quick)
     sde, runs = cal.sde_paths(cfg, c["paths"]), cal.sgd_runs(cfg, c["runs"])
     ode = theory_trajectory(cfg)
+    task = ss.make_task(cfg)
+    rare = (T - 1) * float(task.P[0, task.dt[0, 0]])  # expected count of the rarest distinct token per sequence
     fig = overlay(ode, runs.isel(run=slice(0, 24)), _SDE_NAMES, sde=sde, ylabels=_sde_labels(cfg),
-                  title=f"Scan & Snap at T = {T}, batch {cfg.batch}: SDE vs count-vector SGD vs the T = inf ODE",
+                  title=f"Scan & Snap at $T = {T}$, batch {cfg.batch}: the SDE vs count-vector SGD vs the "
+                        "$T = \\infty$ ODE\n"
+                        f"The rarest distinct token appears {rare:.2f} times per sequence on average at $T = {T}$: "
+                        "the finite-$T$ drift\nmoves its logit the other way from the $T = \\infty$ ODE's (sampling "
+                        "makes attention sparser); the SDE has that drift.",
                   xlabel=style.axis_label("time", "steps", "t"))
     finish_figure(fig, outdir, "sde_overlay.png")
     return ode, sde, runs

@@ -6,14 +6,14 @@ given) and returns the data it plotted, so tests check numbers.
 * :func:`fig_overlay` — ODE line, SDE bands (minibatch SGD on the full (V, A)) at nominal 50/80/90%,
   SGD runs; band coverage with t = 0 excluded (:func:`~figures.scb.compare.overlay_data`).
 * :func:`fig_escape_time` — escape time vs T: ODE, the §3.4 formula, the escape claim's SGD runs vs
-  their task's ODE (:func:`~figures.scb.compare.escape_time_table`); also ``scb_escape_time.csv``.
+  their task's ODE (:func:`~figures.scb.compare.escape_time_table`); also ``escape_time.csv``.
 * :func:`fig_transfer` — samples to escape from scratch vs from V pretrained for a fraction of t*
   (attention uniform; the transfer claim's runs, :func:`~figures.scb.compare.transfer_table`).
 * :func:`fig_softmax_vs_linear` — learned attention patterns and loss curves.
 * :func:`figures.scb.l1.fig_l1_vs_sgd` — the l1 claim's runs: distance to ground truth vs samples
   (l1-proximal vs vanilla SGD).
 * :func:`fig_svag` — SVAG's weak error against the SDE vs the amplification l (full mode only;
-  :func:`~figures.scb.calibration.svag`); also ``scb_svag.csv``.
+  :func:`~figures.scb.calibration.svag`); also ``svag.csv``.
 """
 
 from __future__ import annotations
@@ -44,14 +44,6 @@ YLABELS = {
 STEP = style.axis_label("time", "optimiser steps", "$t$")
 
 
-def _finish(fig, axes, outdir, name: str, xlabel: str, ylabel: str):
-    for ax in axes:
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-    style.legend_outside(fig, axes)
-    return finish_figure(fig, outdir, name)
-
-
 # ------------------------------------------------------------------------------------------------
 def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str = "auto",
                 config: scb.SCBConfig | None = None, runs: int = 32, paths: int = 256, seed: int = 0) -> dict[str, Any]:
@@ -61,19 +53,21 @@ def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str =
     data = overlay_data(quick, device=device, config=config, runs=runs, paths=paths, seed=seed)
     ode, ens, sgd, coverage, cfg = data["ode"], data["sde"], data["sgd"], data["coverage"], data["config"]
     names = list(scb.CORRELATION_OBSERVABLES)
-    cov80 = " / ".join(f"{coverage['0.8'][n]:.2f}" for n in names)
+    symbols = (r"$\zeta$", r"$\langle a, q\rangle$")
+    cov80 = ", ".join(f"{sym} {coverage['0.8'][n]:.2f}" for n, sym in zip(names, symbols))
     fig = overlay(ode, sgd, names + ["population_loss"], sde=ens, xlabel=STEP, ylabels=YLABELS,
-                  title=f"SCB, batch {cfg.batch}: SDE ({paths} paths) vs SGD; 80% band coverage {cov80}")
-    finish_figure(fig, outdir, "scb_overlay.png")
+                  title=f"SCB, batch {cfg.batch}: the SDE ({paths} paths) vs {sgd.sizes['run']} SGD runs\n"
+                        f"fraction of the SGD points ($t > 0$) inside the SDE's 10-90% band (nominal 0.80): {cov80}")
+    finish_figure(fig, outdir, "overlay.png")
     return data
 
 
 def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
     """Escape time (beta reaches 1/2) vs T (:func:`~figures.scb.compare.escape_time_table`: the
     spec's ODE setting, and the ``escape_time_log_t`` claim's real-SGD runs per batch against
-    their tasks' ODE and the formula); also written as ``scb_escape_time.csv``."""
+    their tasks' ODE and the formula); also written as ``escape_time.csv``."""
     df = escape_time_table(quick, device=device)
-    save_table(df, outdir, "scb_escape_time.csv")
+    save_table(df, outdir, "escape_time.csv")
     fig, axes = style.panels(3, size=(4.2, 3.2))
     d = df[df.source == "ode"]
     axes[0].semilogx(d["T"], d["escape_time"], **style.role("theory", marker="o"), label="ODE (4-D reduced flow)")
@@ -84,7 +78,7 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
     colours, markers = ("#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00"), ("o", "^", "s", "D", "v")
     for i, (batch, g) in enumerate(df[df.source == "sgd_fast"].groupby("batch")):
         per_T = g.groupby("T").agg(ode=("ode_same_task", "first"), formula=("formula", "first"), lr=("lr", "first"))
-        label = f"SGD, batch {batch} (lr $1/(m_2 T)$)"
+        label = f"SGD, batch size $B = {int(batch)}$ (lr $1/(m_2 T)$)"
         c, m = colours[i % len(colours)], markers[i % len(markers)]
         axes[1].plot(g["T"], g["escape_time"] * g["lr"], m, color=c, alpha=0.7, label=label)
         axes[1].plot(per_T.index, per_T.ode * per_T.lr, "s", mfc="none", color="k",
@@ -102,7 +96,7 @@ def fig_escape_time(outdir: Path | None = None, quick: bool = True, *, device: s
     for ax in axes:
         ax.set_xlabel(style.axis_label("context length", None, "$T$"))
     style.legend_outside(fig, axes, ncols=3)
-    finish_figure(fig, outdir, "scb_escape_time.png")
+    finish_figure(fig, outdir, "escape_time.png")
     return df
 
 
@@ -115,17 +109,23 @@ def fig_transfer(outdir: Path | None = None, quick: bool = True, *, device: str 
     mean = df.groupby(["start", "T"], sort=False).agg(samples=("samples", "mean"),
                                                        ode=("ode_escape_steps", "first"), batch=("batch", "first"))
     markers = iter(("o", "s", "^", "D", "v", "P"))
-    for label, g in mean.groupby(level="start", sort=False):
+    colours = {}
+    for label, g in mean.groupby(level="start", sort=False):  # SGD first: the legend's left column
         T = g.index.get_level_values("T")
         at_start = bool((g["samples"] == 0).all())  # beta0 >= 1/2 already: nothing to draw on a log axis
         line, = ax.plot(T, g["samples"], marker=next(markers), linestyle="-",
                         label=f"SGD, {label} (mean over seeds)" + (" (escaped at step 0)" if at_start else ""))
-        ax.plot(T, g["ode"] * g["batch"], "x--", color=line.get_color(), alpha=0.6, label=f"ODE, {label}")
+        colours[label] = line.get_color()
+    for label, g in mean.groupby(level="start", sort=False):  # its ODE beside it, in the right column
+        ax.plot(g.index.get_level_values("T"), g["ode"] * g["batch"], "x--", color=colours[label], alpha=0.6,
+                label=f"ODE, {label}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_title(f"SCB transfer (correlated P, mix {df['mix'].iloc[0]}), batch {int(df['batch'].iloc[0])}")
-    _finish(fig, [ax], outdir, "scb_transfer.png", style.axis_label("context length", None, "$T$"),
-            style.axis_label("samples to escape", None, r"($\beta \geq 1/2$)"))
+    ax.set_xlabel(style.axis_label("context length", None, "$T$"))
+    ax.set_ylabel(r"samples until $\beta \geq 1/2$")
+    style.legend_outside(fig, [ax], ncols=2)  # SGD and its ODE side by side, one start per row
+    finish_figure(fig, outdir, "transfer.png")
     return df
 
 
@@ -144,7 +144,8 @@ def fig_softmax_vs_linear(outdir: Path | None = None, quick: bool = True, *, dev
                                          ("linear attention (preconditioned)", out["preconditioned"]["attention"]),
                                          ("softmax attention", out["softmax"]["attention"])]):
         style.heatmap(ax, M, xlabel="query token $k$", ylabel="position $t$",
-                      cbar_label=r"$a^{(k)}_t / \mathbf{1}^\top a^{(k)}$", cmap="viridis", vmin=0, vmax=vmax)
+                      cbar_label="attention weight, normalised per query\n" r"$a^{(k)}_t / \mathbf{1}^\top a^{(k)}$",
+                      cmap="viridis", vmin=0, vmax=vmax)
         ax.set_title(title)
     for (variant, d), rl in zip(out.items(), ("theory", "theory_alt")):
         tr = d["trajectory"]
@@ -154,7 +155,7 @@ def fig_softmax_vs_linear(outdir: Path | None = None, quick: bool = True, *, dev
     axes[3].set_xlabel(STEP)
     axes[3].set_ylabel(YLABELS["population_loss"])
     style.legend_outside(fig, [axes[3]])
-    finish_figure(fig, outdir, "scb_softmax_vs_linear.png")
+    finish_figure(fig, outdir, "softmax_vs_linear.png")
     return out
 
 
@@ -165,7 +166,7 @@ def fig_svag(outdir: Path | None = None, quick: bool = True, *, device: str = "a
     amplification l, with the fitted slopes (theory -1); one panel per observable; an error the
     runs do not resolve (0 after the Monte-Carlo debiasing; its interval is in the table) is not
     drawn. Returns
-    :func:`~figures.scb.calibration.svag`'s result (``scb_svag.csv``: one row per observable,
+    :func:`~figures.scb.calibration.svag`'s result (``svag.csv``: one row per observable,
     statistic and l). Full mode only (quick returns None: 4 x 2048 batched SGD runs up to 8x the
     steps and 4096 SDE paths at 64 steps per optimiser step cost ~1.5 CPU-minutes, beyond the
     quick figures' budget). CPU only (``device`` is not used)."""
@@ -196,8 +197,8 @@ def fig_svag(outdir: Path | None = None, quick: bool = True, *, device: str = "a
     fig.suptitle(f"SVAG vs SDE: N={st['N']} T={st['T']} batch {st['batch']}, $\\eta$={st['eta_A']:g}, "
                  f"{st['runs']} runs per $l$, {st['paths']} SDE paths (step 1/{1 / st['sde_dt']:g})", fontsize="medium")
     style.legend_outside(fig, axes)
-    finish_figure(fig, outdir, "scb_svag_weak_error.png")
-    save_table(pd.DataFrame(rows), outdir, "scb_svag.csv")
+    finish_figure(fig, outdir, "svag_weak_error.png")
+    save_table(pd.DataFrame(rows), outdir, "svag.csv")
     return res
 
 

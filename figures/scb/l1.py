@@ -12,7 +12,7 @@ The figure: distance to the ground truth (row 1: P, row 2: the attention Q) vs s
 map's largest T, one column per batch (at most three: the smallest, a middle and the largest); the
 median over seeds of SGD and of the l1 method at each lambda of the map (the whole 4-horizon run). The claim's own map figure and table (where it
 holds, where it breaks) are written by ``figures.claims_report``; this module also writes the
-early-stopped numbers per (T, batch, lambda, seed) as ``scb_l1_vs_sgd.csv``.
+early-stopped numbers per (T, batch, lambda, seed) as ``l1_vs_sgd.csv``.
 """
 
 from __future__ import annotations
@@ -66,9 +66,15 @@ def l1_table(quick: bool = True, *, device: str = "cpu") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _tex_number(x: float) -> str:
+    """``x`` to two digits as mathtext: ``9 \\times 10^{-5}`` below 0.001 (not ``9e-05``)."""
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{float(mantissa):g} \\times 10^{{{int(exponent)}}}" if x and abs(x) < 1e-3 else f"{x:.2g}"
+
+
 def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str = "auto") -> dict[str, Any]:
     """Distance to the ground truth vs samples, l1 (each lambda) vs vanilla SGD, at the map's
-    largest T (module docstring); also ``scb_l1_vs_sgd.csv`` (:func:`l1_table`)."""
+    largest T (module docstring); also ``l1_vs_sgd.csv`` (:func:`l1_table`)."""
     from empirical.trainer import resolve_device
 
     dev = resolve_device(device).type
@@ -95,14 +101,14 @@ def fig_l1_vs_sgd(outdir: Path | None = None, quick: bool = True, *, device: str
                 y = _chosen(ds, "l1_")[row]
                 curves[(T, B, c["lam"], which)] = y
                 ax.plot(samples, np.median(y, 0), color=colours[c["lam"]], lw=1.2,
-                        label=rf"$\ell_1$ proximal, $\lambda$ = {c['lam']:g}")
+                        label=rf"$\ell_1$ proximal, $\lambda = {_tex_number(c['lam'])}$")
             curves[(T, B, "sgd", which)] = sgd
             ax.set_yscale("log")
             ax.set_xlabel(axis_label("samples", None))
             ax.set_ylabel(axis_label(f"distance to {which}", None, r"$d_P$" if which == "P" else r"$d_Q$"))
             ax.set_title(f"T = {T}, batch {B}: distance to {which}", fontsize=9)
     legend_outside(fig)
-    png = finish_figure(fig, outdir, "scb_l1_vs_sgd.png")
+    png = finish_figure(fig, outdir, "l1_vs_sgd.png")
     table = l1_table(quick, device=dev)
-    save_table(table, outdir, "scb_l1_vs_sgd.csv")
+    save_table(table, outdir, "l1_vs_sgd.csv")
     return {"table": table, "curves": curves, "png": png}

@@ -279,3 +279,50 @@ def test_a_three_axis_map_is_laid_out_for_a_page_and_passes_the_lint(direction):
     with collecting(strict=True) as written:
         fig_claim_map(line, None)
     assert not written.problems
+
+
+def test_a_window_claims_map_is_scaled_to_the_window_and_titled_by_its_statement():
+    """Every value inside the window 0.75-0.85 (0.806-0.815): the colour scale spans the window
+    widened by a quarter of its width (not the values' 1% spread), both ends are marked on the
+    colourbar, the title is the claim's statement in words (identifiers as math), and each cell's
+    number is black or white, whichever reads on its colour; four panels make a 2 x 2 grid."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from figures import style
+    from figures.claims_report import _heat_map
+
+    axes = [{"name": "eta_A", "label": "$\\eta_A$", "scale": "log"},
+            {"name": "batch", "label": "batch size $B$", "scale": "log"},
+            {"name": "T", "label": "context length $T$", "scale": "log"}]
+    points = [{"coords": {"eta_A": lr, "batch": 32, "T": T}, "inside": lr < 0.4, "seeds": 8,
+               "estimate": 0.806 + 0.003 * i + 0.0001 * k, "interval": [0.8, 0.82], "verdict": "holds", "theory": [],
+               "theory_verdict": None, "note": None, "violated": [], "demo": ""}
+              for k, T in enumerate((8, 16, 32, 64)) for i, lr in enumerate((0.1, 0.2, 0.4))]
+    doc = {"name": "sde_band_coverage", "verdict": "holds", "grade": "B", "seeds": 8,
+           "statement": "The SDE with drift eta_A g predicts the seed spread of real SGD: its band holds 80%.",
+           "statistic": {"name": "band_coverage", "symbol": "$\\mathrm{cov}_{80}$", "unit": ""},
+           "criterion": {"holds_when": "in [0.75, 0.85]", "boundary": [0.75, 0.85], "direction": "inside"},
+           "map": {"axes": axes, "points": points}}
+    from figures.claims_report import map_table
+
+    fig = _heat_map(plt, doc, axes, map_table(doc))
+    assert style.lint(fig) == []
+    title = fig._suptitle.get_text()
+    assert title.startswith("The SDE with drift $\\eta_{A}$ g predicts the seed spread of real SGD")
+    assert "sde" not in title
+    cbar = next(a for a in fig.axes if hasattr(a, "_colorbar"))
+    norm = cbar._colorbar.norm
+    assert (norm.vmin, norm.vmax) == pytest.approx((0.725, 0.875))
+    marks = sorted({round(float(ln.get_ydata()[0]), 6) for ln in cbar.get_lines()})
+    assert marks == [0.75, 0.85]
+    assert "band coverage" in cbar.get_ylabel() and "window" in cbar.get_ylabel()
+    panels = [a for a in fig.axes if not hasattr(a, "_colorbar")]
+    assert len(panels) == 4 and len({round(a.get_position().y0, 2) for a in panels}) == 2
+    for ax in panels:
+        im = ax.images[0]
+        for t in ax.texts:
+            assert style.contrast(t.get_color(), im.to_rgba(float(t.get_text().split()[-1]))) >= 4.5
+    plt.close(fig)

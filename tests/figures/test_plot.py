@@ -32,7 +32,7 @@ def test_each_kind_drawn_as_itself_and_lint_clean():
     # the headline observable first, then the others
     assert fig.axes[0].get_ylabel() == r"value transition correlation $\zeta$"  # SCB's symbol
     ax = fig.axes[1]
-    assert ax.get_ylabel() == r"$\xi_{1}$"
+    assert ax.get_ylabel() == r"value of $\xi_{1}$"  # no system names it: its symbol with a word
     bands = [c for c in ax.collections if "10-90% of 50 paths" in c.get_label()]
     assert len(bands) == 1
     # the band is the 10-90% order statistics of the paths (independent: numpy quantiles bracket it)

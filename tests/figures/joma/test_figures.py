@@ -41,7 +41,7 @@ def test_fig4_drop_and_bounce_share_one_time_axis():
     """Fig. 4's right panel no longer puts three curves on their own time axes: each is drawn over
     t / t_min, so every curve's entropy minimum sits at 1 (t_min recomputed here from the data)."""
     out = F.fig4_nonlinear(None, True)
-    for key, ds in (("exp ODE (paper)", out["exp_ode"]), ("trained converging toy", out["trained"])):
+    for key, ds in (("exp_ode", out["exp_ode"]), ("trained", out["trained"])):
         t, H = ds["time"].values[1:], ds["attention_entropy"].values[1:]
         assert abs(out["t_min"][key] - t[np.argmin(H)]) <= 1e-12 * t[-1]
         assert 0 < out["t_min"][key] < t[-1]  # a drop then a bounce: the minimum is inside the window

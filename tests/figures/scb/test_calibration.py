@@ -90,10 +90,10 @@ def test_svag_figure_passes_the_lint_on_small_sizes(tmp_path, monkeypatch):
     with collecting(strict=True) as written:
         res = F.fig_svag(tmp_path, False, device="cpu")
     assert written.problems == {}
-    assert (tmp_path / "scb_svag_weak_error.png").exists()
+    assert (tmp_path / "svag_weak_error.png").exists()
     import pandas as pd
 
-    table = pd.read_csv(tmp_path / "scb_svag.csv")
+    table = pd.read_csv(tmp_path / "svag.csv")
     assert len(table) == 2 * 2 * 3 and set(table["l"]) == {1, 2, 4}
     js = C.svag_json(res)
     assert js["setting"]["runs"] == 64 and js["setting"]["sde_dt"] == C.SVAG["dt"]

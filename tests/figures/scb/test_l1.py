@@ -34,8 +34,8 @@ def test_figure_writes_png_and_the_claims_numbers(tmp_path, tiny_map):
 
     with collecting(strict=True):
         data = fl1.fig_l1_vs_sgd(tmp_path, True, device="cpu")
-    assert (tmp_path / "scb_l1_vs_sgd.png").stat().st_size > 1000
-    csv = pd.read_csv(tmp_path / "scb_l1_vs_sgd.csv")
+    assert (tmp_path / "l1_vs_sgd.png").stat().st_size > 1000
+    csv = pd.read_csv(tmp_path / "l1_vs_sgd.csv")
     assert len(csv) == 2 * 2 * len(SEEDS)  # (lambda, method, seed)
     pd.testing.assert_frame_equal(csv[["lam", "method", "seed", "dist_P", "dist_Q"]],
                                   data["table"][["lam", "method", "seed", "dist_P", "dist_Q"]], rtol=1e-12)
