@@ -541,13 +541,15 @@ _corpus_option = click.option("--corpus", default=None, metavar="DIR",
                                    "beside the repository; 'wikitext-103' with the datasets package).")
 
 
-def _checked_corpus(corpus):
-    """Validate ``--corpus`` up front (one-line error, exit 2) and make it the default."""
+def _checked_corpus(corpus, quick=None):
+    """Validate ``--corpus`` up front (one-line error, exit 2): its files and that it can feed the
+    real-text protocols (``quick``; None: both presets); then make it the default."""
     from empirical import text
+    from figures.realtext import check_corpus_fits
 
     if corpus is not None:
         check_path("corpus", corpus)
-        text.check_corpus(corpus)
+        check_corpus_fits(corpus, quick)
     return text.using_corpus(corpus)
 
 
@@ -597,7 +599,7 @@ def figures(paper, quick, outdir, device, corpus, workers, store, ray_address, s
 
     row = get(paper)
     outdir = check_outdir(outdir)
-    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address), progress.enabled(show_progress):
+    with _checked_corpus(corpus, quick), _checked_sweep(store, workers, ray_address), progress.enabled(show_progress):
         _figures(row, quick, outdir, device)
 
 
@@ -696,7 +698,7 @@ def reproduce(quick, device, corpus, workers, store, ray_address, jobs, show_pro
     from .core import OUT_DIR
 
     check_outdir(str(OUT_DIR))
-    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address), progress.enabled(show_progress):
+    with _checked_corpus(corpus, quick), _checked_sweep(store, workers, ray_address), progress.enabled(show_progress):
         if jobs > 1:
             _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, jobs)
         else:
