@@ -85,14 +85,14 @@ class _Group(click.Group):
         except (click.Abort, KeyboardInterrupt, _Interrupted) as err:
             if getattr(err, "signum", None) == signal.SIGTERM:  # deferred by the Trainer to a step's end
                 click.echo("error: interrupted: stopped by SIGTERM (files written so far are complete)", err=True)
-                sys.exit(143)
+                _exit_interrupted(143)
             if sys.stderr.isatty():  # end the terminal's "^C" echo; a pipe gets exactly one line
                 click.echo("", err=True)
             click.echo("error: interrupted: stopped by Ctrl-C (files written so far are complete)", err=True)
-            sys.exit(130)
+            _exit_interrupted(130)
         except Terminated:
             click.echo("error: interrupted: stopped by SIGTERM (files written so far are complete)", err=True)
-            sys.exit(143)
+            _exit_interrupted(143)
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)
@@ -104,6 +104,14 @@ class _Group(click.Group):
             _fail(err)
         except KeyboardInterrupt as err:  # past click's handler, which prints a blank line first
             raise _Interrupted(getattr(err, "signum", signal.SIGINT)) from err
+
+
+def _exit_interrupted(code: int):
+    """Exit ``code`` after an interrupt's one line: a further Ctrl-C/SIGTERM while the interpreter
+    shuts down is ignored (it would otherwise kill the process with the signal's default action)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    sys.exit(code)
 
 
 class _Interrupted(BaseException):
@@ -461,7 +469,7 @@ def _train_interrupted(err, run: _Run, *, paper, checkpoint, argv):
         parts.append(f"not resumable: start it with --checkpoint DIR to resume later (tdyn train {paper or ''} "
                      f"... --checkpoint DIR, then the same with --resume)".replace("  ", " "))
     click.echo("; ".join(parts), err=True)
-    sys.exit(130 if err.signum == signal.SIGINT else 143)
+    _exit_interrupted(130 if err.signum == signal.SIGINT else 143)
 
 
 _PROGRESS_HELP = "Show a progress bar on stderr (only when it is a terminal) naming the step and its ETA."
