@@ -227,7 +227,7 @@ def _train_memory(c, D: float) -> list[Term]:
              Term("memory", F64 * B * L * 8, bl_field),  # draws, tokens, masks
              Term("memory", 3 * F64 * field_value(c, "n_docs") * L, "n_docs")]
     if trained:
-        terms += [Term("memory", 6 * F64 * d_a * (B * L + 100**2), "d_a" if d_a > B * L else bl_field),
+        terms += [Term("memory", 6 * F64 * d_a * (B * L + 100**2), a_field if d_a > D else bl_field),
                   Term("memory", 5 * F64 * B * D * L, bl_field if B * L > D else d_field),
                   Term("memory", 4 * F64 * (B * L * L + 100**3), "N")]  # scores; final statistics (100 docs)
     else:
