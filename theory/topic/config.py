@@ -214,7 +214,8 @@ def _train_memory(c, D: float) -> list[Term]:
     ``D x D`` matrices: ``W_K, W_Q`` (``d_a x D``, zero buffers under uniform attention; trained:
     with gradients, the update's state and the per-token keys/queries ``d_a x B x L``), the
     forward's ``B x D x L`` outputs (``B x D`` under uniform attention), the ``B x L x L`` scores
-    of trained attention (and of the final statistics on 100 documents of 100 tokens), the sampled documents and a fixed training set of ``n_docs``."""
+    of trained attention (and of the final statistics on 100 documents of 100 tokens), the sampled
+    documents and a fixed training set of ``n_docs``."""
     d_field = "v" if field_value(c, "v") > field_value(c, "T") else "T"
     d_a = field_value(c, "d_a") or D
     L = max(field_value(c, "N", 1), field_value(c, "N_max", 0)) + 2  # + START / END (code vocabulary)
