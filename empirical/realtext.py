@@ -27,7 +27,7 @@ from unittest import mock
 from theory.errors import ConfigError
 
 from .sweeps import Cell, load_cells, run_cells
-from .textrun import CELL_THREADS, TextRunConfig, TextSettings, cell_config, cell_progress
+from .textrun import CELL_THREADS, TextRunConfig, TextSettings, cell_config, cell_progress, check_fits
 from .trainer import resolve_device
 
 __all__ = ["TextProtocol", "run_text_cells", "TEXT_CELL", "FULL_VOCAB"]
@@ -62,6 +62,11 @@ class TextProtocol(TextSettings):
     def sweep_run(self, **changes) -> TextRunConfig:
         """The run the paper sweeps (``tdyn sweep PAPER --kind text``'s base config)."""
         return self.run(**changes)
+
+    def check_corpus(self) -> None:
+        """``ConfigError('corpus', ...)`` unless the corpus can feed this protocol's runs (checked
+        before any run: :func:`empirical.textrun.check_fits`)."""
+        check_fits(self.run())
 
     def protocol(self, *, device: str = "auto", progress: bool = False, **sweep) -> dict[str, Any]:
         """Run this protocol (``sweep``: ``store``/``workers``/``ray`` for protocols run as cells)."""

@@ -50,7 +50,7 @@ from theory.errors import ConfigError, TdynError, TdynWarning
 from theory.refs import resolve_ref
 
 __all__ = ["Cell", "grid_cells", "run_cells", "check_ray_address", "open_sweep", "read_index", "load_cells",
-           "CellsFailed", "cell_problem", "check_store"]
+           "partial_path", "CellsFailed", "cell_problem", "check_store"]
 
 
 @dataclass(frozen=True)
@@ -123,14 +123,36 @@ def _compute_cell(fn_ref: str, cell: Cell, root: Path) -> tuple[str, str, str]:
         ds.attrs["sweep_key"] = key
         ds.attrs["sweep_cell"] = json.dumps(jsonable(dict(cell.swept)), sort_keys=True)
         atomic_write(root / "cells" / f"{key}.nc", lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))
-        err = root / "errors" / f"{key}.json"
-        if err.exists():
-            err.unlink()
+        for stale in (root / "errors" / f"{key}.json", partial_path(root, key)):
+            if stale.exists():
+                stale.unlink()
         return key, "ok", ""
+    except KeyboardInterrupt as stop:  # a signal (the Trainer's carries the run's partial trajectory)
+        _keep_partial(root, key, getattr(stop, "partial", None))
+        raise
     except Exception as exc:  # noqa: BLE001 - a failing cell is recorded, not fatal
         message = " ".join(f"{type(exc).__name__}: {exc}".split())
         _write_error(root, key, message, traceback.format_exc())
         return key, "failed", message
+
+
+def partial_path(root: Path, key: str) -> Path:
+    """Where an interrupted cell keeps what it logged before the signal (never a finished cell:
+    a rerun computes the cell again and removes it)."""
+    return Path(root) / "cells" / f"{key}.partial.nc"
+
+
+def _keep_partial(root: Path, key: str, partial) -> None:
+    """Write an interrupted run's partial trajectory (one logged time point at least) to
+    :func:`partial_path`; a failure to write must not hide the interrupt, so it is only skipped."""
+    if partial is None or not hasattr(partial, "to_netcdf") or partial.sizes.get("time", 0) < 1:
+        return
+    partial = partial.copy()
+    partial.attrs["sweep_partial_of"] = key  # not ``sweep_key``: never taken for the finished cell
+    try:
+        atomic_write(partial_path(root, key), lambda tmp: partial.to_netcdf(tmp, engine="h5netcdf"))
+    except Exception:  # noqa: BLE001 - the interrupt is what the caller must see
+        pass
 
 
 def _write_error(root: Path, key: str, message: str, trace: str = "") -> None:
@@ -250,6 +272,9 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
         for c in todo:
             if c.key not in status and cell_problem(root / "cells" / f"{c.key}.nc", c.key) is None:
                 status[c.key] = ("ok", "")
+            elif c.key not in status and partial_path(root, c.key).is_file():
+                status[c.key] = ("interrupted", f"stopped by a signal; its partial trajectory is "
+                                                f"cells/{c.key}.partial.nc; a rerun computes the cell")
         _write_index(root, unique, status)
         raise
     finally:

@@ -123,6 +123,21 @@ def corpus_for(config: TextRunConfig) -> text.Corpus:
     return _corpus_cached(path, config.vocab_size, config.max_train_tokens)
 
 
+def check_fits(config: TextRunConfig) -> text.Corpus:
+    """The tokenised corpus of ``config`` when it can feed the run's streams (``batch_size``
+    training and ``eval_batch_size`` validation streams of at least one ``bptt`` chunk plus its
+    target each: :func:`text.batchify`, :func:`text.num_chunks`); else ``ConfigError('corpus', ...)``
+    before any training. Cached: the run that follows reuses the tokenised corpus."""
+    corpus = corpus_for(config)
+    for name, ids, B in (("training", corpus.train, config.batch_size),
+                         ("validation", corpus.valid, config.eval_batch_size)):
+        need = B * (config.bptt + 1)
+        if ids.numel() < need:
+            raise ConfigError("corpus", f"{corpus.source}: {ids.numel()} {name} tokens; the runs need at least "
+                                        f"{need} ({B} streams of {config.bptt} tokens plus a target)")
+    return corpus
+
+
 class TextExperiment(ModuleState):
     """A :class:`TextRunConfig` run for the :class:`~empirical.trainer.Trainer` (module docstring).
     For ``objective="mlm"`` the model is bidirectional and its vocabulary gains a ``[MASK]`` id

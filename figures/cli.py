@@ -90,14 +90,14 @@ class _Group(click.Group):
         except (click.Abort, KeyboardInterrupt, _Interrupted) as err:
             if getattr(err, "signum", None) == signal.SIGTERM:  # deferred by the Trainer to a step's end
                 click.echo("error: interrupted: stopped by SIGTERM (files written so far are complete)", err=True)
-                sys.exit(143)
+                _exit_interrupted(143)
             if sys.stderr.isatty():  # end the terminal's "^C" echo; a pipe gets exactly one line
                 click.echo("", err=True)
             click.echo("interrupted: stopped by Ctrl-C (files written so far are complete)", err=True)
-            sys.exit(130)
+            _exit_interrupted(130)
         except Terminated:
             click.echo("error: interrupted: stopped by SIGTERM (files written so far are complete)", err=True)
-            sys.exit(143)
+            _exit_interrupted(143)
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)
@@ -109,6 +109,14 @@ class _Group(click.Group):
             _fail(err)
         except KeyboardInterrupt as err:  # past click's handler, which prints a blank line first
             raise _Interrupted(getattr(err, "signum", signal.SIGINT)) from err
+
+
+def _exit_interrupted(code: int):
+    """Exit ``code`` after an interrupt's one line: a further Ctrl-C/SIGTERM while the interpreter
+    shuts down is ignored (it would otherwise kill the process with the signal's default action)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    sys.exit(code)
 
 
 class _Interrupted(BaseException):
@@ -515,7 +523,7 @@ def _train_interrupted(err, run: _Run, *, paper, checkpoint, argv):
                      f"resume later (tdyn train {paper or ''} ... --checkpoint DIR, then the same with --resume)"
                      .replace("  ", " "))
     click.echo("; ".join(parts), err=True)
-    sys.exit(130 if err.signum == signal.SIGINT else 143)
+    _exit_interrupted(130 if err.signum == signal.SIGINT else 143)
 
 
 _PROGRESS_HELP = "Show a progress bar on stderr (only when it is a terminal) naming the step and its ETA."
@@ -601,13 +609,15 @@ _corpus_option = click.option("--corpus", default=None, metavar="DIR",
                                    "beside the repository; 'wikitext-103' with the datasets package).")
 
 
-def _checked_corpus(corpus):
-    """Validate ``--corpus`` up front (one-line error, exit 2) and make it the default."""
+def _checked_corpus(corpus, quick=None):
+    """Validate ``--corpus`` up front (one-line error, exit 2): its files and that it can feed the
+    real-text protocols (``quick``; None: both presets); then make it the default."""
     from empirical import text
+    from figures.realtext import check_corpus_fits
 
     if corpus is not None:
         check_path("corpus", corpus)
-        text.check_corpus(corpus)
+        check_corpus_fits(corpus, quick)
     return text.using_corpus(corpus)
 
 
@@ -662,7 +672,7 @@ def figures(paper, quick, outdir, device, corpus, workers, store, ray_address, s
     row = get(paper)
     outdir = check_outdir(outdir)
     lines = progress.reporting(sys.stderr) if progress_lines else nullcontext()
-    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address), \
+    with _checked_corpus(corpus, quick), _checked_sweep(store, workers, ray_address), \
             progress.enabled(show_progress or progress_lines), lines:
         _figures(row, quick, outdir, device)
 
@@ -777,7 +787,7 @@ def reproduce(quick, device, corpus, workers, store, ray_address, jobs, show_pro
     from .core import OUT_DIR
 
     check_outdir(str(OUT_DIR))
-    with _checked_corpus(corpus), _checked_sweep(store, workers, ray_address), progress.enabled(show_progress):
+    with _checked_corpus(corpus, quick), _checked_sweep(store, workers, ray_address), progress.enabled(show_progress):
         if jobs > 1:
             _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, jobs)
         else:

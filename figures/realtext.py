@@ -15,7 +15,7 @@ from theory.errors import ConfigError, check_choice
 
 from .sweep import sweep_settings, using_sweep  # noqa: F401  (using_sweep: re-exported)
 
-__all__ = ["text_papers", "config_for", "results", "runs_dir", "text_regime", "corpus_available",
+__all__ = ["text_papers", "config_for", "check_corpus_fits", "results", "runs_dir", "text_regime", "corpus_available",
            "no_corpus_claims", "NO_CORPUS", "using_sweep", "RUNS_DIR"]
 
 #: why a real-text claim is untested without a corpus, and how to get one
@@ -77,6 +77,16 @@ def text_regime(res, extra: str = "") -> str:
     c = res["config"]
     return (f"WikiText-2 (train wiki.test.tokens, validate wiki.valid.tokens), vocab {c.vocab_size}, emsize {c.emsize}, "
             f"{c.steps} minibatches{extra}; {res['seconds']:.0f} s of training")
+
+
+def check_corpus_fits(corpus, quick: bool | None = None) -> None:
+    """``ConfigError('corpus', ...)`` unless ``corpus`` can feed every real-text protocol (quick,
+    full, or both when ``quick`` is None): its files (:func:`empirical.text.check_corpus`), then
+    each protocol's own check (its streams, and LDA's inputs for the topic paper), before any work."""
+    text.check_corpus(corpus)
+    for paper in text_papers():
+        for q in (True, False) if quick is None else (quick,):
+            config_for(paper, q, corpus).check_corpus()
 
 
 def corpus_available(corpus=None) -> bool:

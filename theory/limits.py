@@ -41,6 +41,8 @@ GiB = 2**30
 F64 = 8  # bytes per float64 / int64
 
 COMMANDS = ("derive", "simulate", "sde", "train")
+#: the fixed memory of one run beyond its arrays (the trajectory dataset's bookkeeping, Python objects)
+_BOOKKEEPING = 16 * 2**20
 
 
 def _default_memory_limit() -> int:
@@ -94,7 +96,7 @@ def _horizon(config: Any) -> float:
 def _generic(config: Any, paper: str, command: str, paths: int, dt: float) -> list[Term]:
     steps, every = field_value(config, "steps", 1), max(field_value(config, "log_every", 1), 1.0)
     points = steps / every + 2
-    terms = [Term("log_points", points, "steps")]
+    terms = [Term("log_points", points, "steps"), Term("memory", _BOOKKEEPING, "steps")]
     if command == "train":
         terms.append(Term("train_steps", steps, "steps"))
     lead = max(paths, 1) if command == "sde" else 1

@@ -24,9 +24,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from theory.errors import ConfigError
+
 from .. import text
 from ..realtext import FULL_VOCAB, TextProtocol
-from ..textrun import TextExperiment, TextRunConfig, corpus_for, train_text
+from ..textrun import TextExperiment, TextRunConfig, check_fits, corpus_for, train_text
 from ..trainer import resolve_device
 
 __all__ = ["TopicTextConfig", "topic_protocol", "lda_topic_words", "topic_assignment", "topic_ratios", "pair_gaps",
@@ -71,16 +73,36 @@ class TopicTextConfig(TextProtocol):
     def protocol(self, *, device: str = "auto", progress: bool = False, **sweep) -> dict[str, Any]:
         return topic_protocol(self, device=device, progress=progress)
 
+    def check_corpus(self) -> None:
+        """The streams' check, and LDA's inputs: a paragraph of ``min_doc_tokens`` tokens and a
+        word of the LDA vocabulary (:func:`lda_inputs`)."""
+        corpus = check_fits(self.run())
+        lda_inputs(self, corpus.vocab.itos, corpus.lines_train)
+
+
+def lda_inputs(cfg: TopicTextConfig, vocab_itos, lines) -> tuple[list[str], list[list[str]]]:
+    """``(words, docs)`` of the LDA fit: model-vocabulary words of >= 3 letters that are not English
+    stop words, and the training paragraphs of at least ``min_doc_tokens`` tokens;
+    ``ConfigError('corpus', ...)`` when either is empty (nothing to fit)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    words = [w for w in vocab_itos[1:] if len(w) >= 3 and w.isalpha() and w not in ENGLISH_STOP_WORDS]
+    docs = [list(toks) for toks in lines if len(toks) >= cfg.min_doc_tokens]
+    if not words:
+        raise ConfigError("corpus", "no word for the LDA topics (words of >= 3 letters that are not stop words)")
+    if not docs:
+        raise ConfigError("corpus", f"no training paragraph of >= {cfg.min_doc_tokens} tokens for the LDA topics")
+    return words, docs
+
 
 def lda_topic_words(cfg: TopicTextConfig, vocab_itos, lines) -> tuple[np.ndarray, list[str]]:
     """Fit LDA (scikit-learn, online VB) on training paragraphs; returns ``(beta, words)`` with
     ``beta[k, w] = P(word w | topic k)`` over the LDA vocabulary ``words`` (model-vocabulary words
     of >= 3 letters that are not English stop words)."""
     from sklearn.decomposition import LatentDirichletAllocation
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
+    from sklearn.feature_extraction.text import CountVectorizer
 
-    words = [w for w in vocab_itos[1:] if len(w) >= 3 and w.isalpha() and w not in ENGLISH_STOP_WORDS]
-    docs = [list(toks) for toks in lines if len(toks) >= cfg.min_doc_tokens]
+    words, docs = lda_inputs(cfg, vocab_itos, lines)
     X = CountVectorizer(analyzer=lambda d: d, vocabulary=words).fit_transform(docs)
     lda = LatentDirichletAllocation(n_components=cfg.num_topics, learning_method="online", max_iter=cfg.passes,
                                     random_state=cfg.lda_seed, n_jobs=1)

@@ -183,6 +183,8 @@ class JomaConfig(ParamsBase):
             if not isinstance(values, (list, tuple)) or any(v != int(v) for v in values):
                 raise ConfigError(name, f"expected a list of integers, got {values!r}")
             object.__setattr__(self, name, tuple(int(v) for v in values))
+            if any(v < 1 for v in getattr(self, name)):
+                raise ConfigError(name, f"every level needs >= 1, got {list(getattr(self, name))}")
         check_choice("attention", self.attention, ATTENTIONS)
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("data", self.data, ("gaussian", "random"))
@@ -230,27 +232,89 @@ class JomaConfig(ParamsBase):
         if v == "hblt" and self.attention == "linear":
             raise ConfigError("attention", "HBLT block uses exp or softmax attention "
                                            "(linear + zero init does not move)")
+        if v == "hier":
+            self._validate_hierarchy()
         if v == "hier" and int(np.prod(self.num_combinations)) > self.seq_len:
             raise ConfigError("seq_len", f"sequence length {self.seq_len} < max number of leaf tokens "
                                          f"{int(np.prod(self.num_combinations))}")
+
+    def _validate_hierarchy(self) -> None:
+        """Each latent of level ``i+1`` is a distinct subset of ``num_combinations[i]`` of the
+        ``num_tokens[i-1]`` latents below (``vocab - 1`` tokens at level 0, spec §3.5): the level must
+        have that many latents to choose from and at most that many distinct subsets."""
+        below = self.vocab - 1
+        for i, (n, k) in enumerate(zip(self.num_tokens, self.num_combinations)):
+            if k > below:
+                raise ConfigError("num_combinations", f"level {i + 1} combines {k} of only {below} latents below")
+            if n > math.comb(below, k):
+                raise ConfigError("num_tokens", f"level {i + 1} asks for {n} distinct subsets of {k} of {below} "
+                                                f"latents; only {math.comb(below, k)} exist")
+            below = n
 
 
 Config = JomaConfig
 
 
+def _train_memory(c) -> list[Term]:
+    """Memory terms of one training run of ``c.variant`` (bytes; float64 unless noted): the arrays
+    its experiment (:mod:`empirical.joma.experiment`) builds, the tensors it trains (parameters,
+    gradients, the update's state, the forward's intermediates) and its logged observables (a
+    Python float per value and point while logging: ~16 x 8 bytes)."""
+    v = getattr(c, "variant", "fixed")
+    Mc, K, N, d = (field_value(c, k, 1) for k in ("Mc", "K", "N", "d"))
+    points = field_value(c, "steps", 1) / max(field_value(c, "log_every", 1), 1) + 2
+    big = lambda *named: max(named, key=lambda kv: kv[1])[0]  # noqa: E731 - the field of the largest size
+    if v in ("fixed", "ce"):
+        logged = 3 * Mc + K + (K * Mc if K * Mc <= 64 else Mc)
+        return [Term("memory", 3 * F64 * K * K, "K"),  # the centred G = I - 11^T/K (eye, ones, result)
+                Term("memory", 8 * F64 * N * K, big(("K", K), ("N", N))),  # G, h and their gradients
+                Term("memory", 4 * F64 * N * Mc, big(("N", N), ("Mc", Mc))),  # X and its tensor, attention
+                Term("memory", 8 * F64 * d * (K + Mc + 1), big(("d", d), ("K", K), ("Mc", Mc))),  # W, U, copies
+                Term("memory", 16 * F64 * points * logged, "steps")]
+    if v == "mixture":
+        npc, L = field_value(c, "n_per_class", 1), field_value(c, "seq_len", 1)
+        n, n_field = K * npc, big(("K", K), ("n_per_class", npc))  # n = K * n_per_class sequences
+        return [Term("memory", n * L * K + 4 * F64 * n * L, big(("K", K), ("n_per_class", npc), ("seq_len", L))),
+                # ^ the token draw: an (n, seq_len, K) comparison with the cumulative class rows
+                Term("memory", 8 * F64 * n * K, n_field),  # cum[labels], h, G(0), gradient rows, softmax
+                Term("memory", 2 * F64 * K * K, "K"),
+                Term("memory", 4 * F64 * n * Mc, big(("Mc", Mc), (n_field, n))),  # X, bags b and grads
+                Term("memory", 8 * F64 * d * (K + Mc + 1), big(("d", d), ("K", K), ("Mc", Mc))),
+                Term("memory", 16 * F64 * points * (3 * Mc + K * Mc + K), big(("K", K), ("Mc", Mc)))]
+    if v == "hblt":
+        S = field_value(c, "hblt_samples", 1)
+        leaves = min(field_value(c, "branching", 2) ** min(field_value(c, "depth", 1), 1000.0), 1e300)
+        lf = big(("depth", leaves), ("hblt_samples", S))
+        return [Term("memory", 10 * F64 * S * leaves, lf),  # draws, tree copies, bags (X), its tensor, forward
+                Term("memory", 8 * F64 * leaves + 16 * F64 * points * 2 * leaves, "depth")]  # z, v, logged
+    if v == "hier":
+        w, h, nl = (field_value(c, k, 1) for k in ("width", "hidden", "nlayer"))
+        B, L, n_test, M = (field_value(c, k, 1) for k in ("batch", "seq_len", "n_test", "vocab"))
+        levels = sum(float(x) for x in (getattr(c, "num_tokens", None) or (1,)))
+        f32 = F64 / 2
+        params = M * w + nl * (3 * w * w + 2 * w * h + h + 6 * w) + w * levels + levels
+        pf = big(("width", w * max(w, levels)), ("hidden", w * h), ("vocab", M * w), ("nlayer", nl * nl))
+        act = (B + n_test) * L * nl * (10 * w + 3 * h + 3 * L)  # activations kept for backward (and the test batch)
+        af = big(("batch", B), ("n_test", n_test), ("seq_len", L * L / max(w + h, 1)), ("width", w), ("hidden", h),
+                 ("nlayer", nl))
+        return [Term("memory", 5 * f32 * params, pf),  # weights, gradients, Adam's two moments, update
+                Term("memory", 2 * f32 * act, af),
+                Term("memory", F64 * (B + n_test) * (L + 2 * levels), big(("batch", B), ("n_test", n_test)))]
+    return []  # probe: ten tokens, one hidden unit
+
+
 def estimate(c, command: str, paths: int) -> list[Term]:
     """Resource terms of ``command`` for this paper (the paper row's ``estimate`` slot; see
-    :mod:`theory.limits`): the fields that size its arrays and symbolic systems."""
+    :mod:`theory.limits`): the fields that size its arrays and symbolic systems (training: every
+    variant's arrays, :func:`_train_memory`)."""
     Mc, K, N, d, B = (field_value(c, k, 1) for k in ("Mc", "K", "N", "d", "batch"))
     big_mc = "Mc" if Mc >= d else "d"
     terms = [Term("memory", 4 * F64 * (N + Mc) * d, big_mc), Term("memory", 4 * F64 * d * K, "d")]
     if command in ("derive", "simulate", "sde"):
+        terms.append(Term("memory", 3 * F64 * K * K, "K"))  # the centred G
         terms.append(Term("symbolic_states", Mc * K + K * N + Mc, "Mc" if Mc >= N else "N"))  # block + Theorem 2
     if command == "sde":
         terms.append(Term("memory", F64 * paths * (Mc * K + K * N) * max(B, 1) * 4, "Mc"))
     if command == "train":
-        terms.append(Term("memory", 4 * F64 * B * Mc * d, big_mc))
-        depth, br = field_value(c, "depth", 0), field_value(c, "branching", 1)
-        if getattr(c, "variant", "") == "hblt" or depth > 0:
-            terms.append(Term("memory", F64 * min(br ** min(depth, 400), 1e300) * 8, "depth"))  # tree leaves
+        terms += _train_memory(c)
     return terms

@@ -249,7 +249,7 @@ def estimate(c, command: str, paths: int) -> list[Term]:
     M_in = C + K * U + field_value(c, "num_last", 1) + K
     B, T = field_value(c, "batch", 1), field_value(c, "T", 1)
     big = "num_common" if C >= K * U else "num_unique_per_next"
-    terms = [Term("memory", 10 * F64 * M_in * M_in, big),  # Y (M_in x M_out), Z (M_in x M_in), task P
+    terms = [Term("memory", 20 * F64 * M_in * M_in, big),  # Y, Z, gradients, the update, task P, copies
              Term("memory", 2 * F64 * K * M_in, big)]
     if command in ("derive", "simulate"):
         terms.append(Term("symbolic_states", 4 * U + 3, "num_unique_per_next"))  # SymmetricLayout

@@ -205,6 +205,32 @@ def estimate(c, command: str, paths: int) -> list[Term]:
                                                            int(min(field_value(c, "tau", 2), 30))) * field_value(c, "v", 10),
                        "tau")]
     if command == "train":
-        terms += [Term("memory", 3 * F64 * B * n_tok * D, "N" if n_tok > B else "batch"),
-                  Term("memory", F64 * field_value(c, "n_docs") * n_tok, "n_docs")]
+        terms += _train_memory(c, D)
+    return terms
+
+
+def _train_memory(c, D: float) -> list[Term]:
+    """Memory terms of one training run (:mod:`empirical.topic`; bytes, float64) beyond the
+    ``D x D`` matrices: ``W_K, W_Q`` (``d_a x D``, zero buffers under uniform attention; trained:
+    with gradients, the update's state and the per-token keys/queries ``d_a x B x L``), the
+    forward's ``B x D x L`` outputs (``B x D`` under uniform attention), the ``B x L x L`` scores
+    of trained attention (and of the final statistics on 100 documents of 100 tokens), the sampled
+    documents and a fixed training set of ``n_docs``."""
+    d_field = "v" if field_value(c, "v") > field_value(c, "T") else "T"
+    d_a = field_value(c, "d_a") or D
+    L = max(field_value(c, "N", 1), field_value(c, "N_max", 0)) + 2  # + START / END (code vocabulary)
+    B = field_value(c, "batch", 1)
+    trained = getattr(c, "attention", "uniform") == "trained"
+    a_field = "d_a" if d_a > D else d_field
+    bl_field = "batch" if B > L else "N"
+    terms = [Term("memory", 10 * F64 * D * D, d_field),  # W_V or W_E: gradients, state, E, W_V E, the update
+             Term("memory", (10 if trained else 2) * F64 * d_a * D, a_field),
+             Term("memory", F64 * B * L * 8, bl_field),  # draws, tokens, masks
+             Term("memory", 3 * F64 * field_value(c, "n_docs") * L, "n_docs")]
+    if trained:
+        terms += [Term("memory", 6 * F64 * d_a * (B * L + 100**2), a_field if d_a > D else bl_field),
+                  Term("memory", 5 * F64 * B * D * L, bl_field if B * L > D else d_field),
+                  Term("memory", 4 * F64 * (B * L * L + 100**3), "N")]  # scores; final statistics (100 docs)
+    else:
+        terms.append(Term("memory", 5 * F64 * B * (D + L), bl_field if B > D else d_field))
     return terms
