@@ -62,8 +62,11 @@ class StandardBlock(nn.Module):
         """What the attention reads: ``LN1 x`` (pre-LN) or ``x`` (post-LN)."""
         return self.ln1(x) if self.norm_first else x
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        a, att = self.attn(self.attention_input(x))
+    def forward(self, x: torch.Tensor, n_query: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n_query``: outputs at the last ``n_query`` positions only (the rest still serve as keys)."""
+        a, att = self.attn(self.attention_input(x), n_query)
+        if n_query is not None:
+            x = x[:, x.shape[1] - n_query:]
         if self.norm_first:
             x = x + a
             return x + self.mlp(self.ln2(x)), att
@@ -117,18 +120,20 @@ class StandardTransformer(nn.Module):
         x = self.emb(idx)
         return x + (self.pos(positions) if self.pos is not None else self.pe[positions].to(x))
 
-    def features(self, idx: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def features(self, idx: torch.Tensor, n_query: int | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The final representation ``(B, T, d)`` (after ``ln_f`` for pre-LN) and every layer's
-        attention map ``(B, H, T, T)``."""
+        attention map ``(B, H, T, T)``. ``n_query``: the last block computes its output (and map
+        rows) at the last ``n_query`` positions only — the same numbers as the full model's there
+        (tests), at a fraction of the cost when only those positions are read."""
         x = self.embed(idx)
         maps = []
-        for block in self.blocks:
-            x, att = block(x)
+        for i, block in enumerate(self.blocks):
+            x, att = block(x, n_query if i == len(self.blocks) - 1 else None)
             maps.append(att)
         return self.ln_f(x), maps
 
-    def forward(self, idx: torch.Tensor, return_attention: bool = False):
-        x, maps = self.features(idx)
+    def forward(self, idx: torch.Tensor, return_attention: bool = False, n_query: int | None = None):
+        x, maps = self.features(idx, n_query)
         logits = self.decoder(x)
         return (logits, maps) if return_attention else logits
 

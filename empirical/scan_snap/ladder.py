@@ -247,7 +247,7 @@ def _train_standard(config, task, seed, settings, dev):
     for step in range(config.steps + 1):
         if step in logs:
             with torch.no_grad():
-                _, maps = model(probe, return_attention=True)
+                _, maps = model(probe, return_attention=True, n_query=1)
                 row_att = maps[0][:, :, -1, : T - 1].mean(1)  # layer 0, the query's row over the context, head mean
                 sampled = _class_mean(token_attention(row_att, px[0], task.M_in)[None].double(), pn, task.K)
             row = attention_observables(task, _c_rung2(model, task, T))
@@ -257,7 +257,7 @@ def _train_standard(config, task, seed, settings, dev):
         if step == config.steps:
             break
         n, q, x = sampler.sequences(1, config.batch)
-        logits = model(torch.cat([x[0], q[0][:, None]], 1))[:, -1]  # prediction at the query's position
+        logits = model(torch.cat([x[0], q[0][:, None]], 1), n_query=1)[:, -1]  # prediction at the query's position
         opt.zero_grad()
         loss = cross_entropy(logits[None].double(), label[n])[0]
         loss.backward()

@@ -66,6 +66,11 @@ def test_model_maps_rows_and_layer0_scores(norm_first):
         s = model.layer0_scores(idx[b, -1:], torch.tensor([T - 1]), idx[b], torch.arange(T))  # (1, H, T, T)
         own = s[0][:, torch.arange(T), torch.arange(T)]  # key t at its own position t: (H, T)
         torch.testing.assert_close(own.softmax(-1), maps[0][b, :, -1], rtol=0, atol=1e-12)
+    # outputs at the last positions only: the same numbers
+    last, last_maps = model(idx, return_attention=True, n_query=2)
+    torch.testing.assert_close(last, logits[:, -2:], rtol=0, atol=1e-12)
+    torch.testing.assert_close(last_maps[-1], maps[-1][:, :, -2:], rtol=0, atol=1e-12)
+    torch.testing.assert_close(last_maps[0], maps[0], rtol=0, atol=0)
     # causality of the whole model
     idx2 = idx.clone()
     idx2[:, 6:] = (idx2[:, 6:] + 1) % 30
