@@ -217,7 +217,9 @@ def _train_reduced_or_paper(config, task, rung, seeds, settings, dev):
         if step in logs:
             with torch.no_grad():
                 c = attention_scores(task, model.Z.detach().cpu().numpy())
-                sampled = _class_mean(model.mixture_from_sequences(px, pq), pn, task.K)
+                # the Z-table route (the same numbers as rung 1's per-position vectors: tests) keeps
+                # the probe's memory at O(R B T), not O(R B T d)
+                sampled = _class_mean(DirectYZ.mixture_from_sequences(model, px, pq), pn, task.K)
             row = attention_observables(task, c)
             row["dt_entropy_sampled"] = attention_observables(task, sampled)["dt_entropy"]
             row["loss"] = loss.detach().cpu().numpy()
