@@ -52,17 +52,20 @@ class SelfAttention(nn.Module):
         self.n_head, self.causal = n_head, causal
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, n_query: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x (B, T, d) -> (out (B, Tq, d), att (B, H, Tq, T))``: the last ``Tq = n_query``
+        positions as queries (default all ``T``; every position is a key)."""
         B, T, d = x.shape
         H = self.n_head
-        split = lambda t: t.view(B, T, H, d // H).transpose(1, 2)  # noqa: E731  (B, H, T, dh)
-        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        Tq = T if n_query is None else n_query
+        split = lambda t, n: t.view(B, n, H, d // H).transpose(1, 2)  # noqa: E731  (B, H, n, dh)
+        q, k, v = split(self.q(x[:, T - Tq:]), Tq), split(self.k(x), T), split(self.v(x), T)
         scores = q @ k.transpose(-2, -1) / math.sqrt(d // H)
         if self.causal:
-            future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+            future = torch.ones(Tq, T, dtype=torch.bool, device=x.device).triu(T - Tq + 1)
             scores = scores.masked_fill(future, float("-inf"))
-        att = scores.softmax(-1)  # (B, H, T, T), rows = queries
-        y = (self.drop(att) @ v).transpose(1, 2).reshape(B, T, d)
+        att = scores.softmax(-1)  # (B, H, Tq, T), rows = queries
+        y = (self.drop(att) @ v).transpose(1, 2).reshape(B, Tq, d)
         return self.out(y), att
 
 

@@ -12,9 +12,12 @@ Modules, read in this order:
   batched grids (:func:`train_grid`) and the jax SGD map
   (:func:`sgd_ensemble`);
 * :mod:`.fast` — the compiled (numba) count-vector SGD engine of the Fig. 6 grid;
-* :mod:`.text` — the real-text protocol (Figs. 7 and 10; the row's ``text`` slot).
+* :mod:`.text` — the real-text protocol (Figs. 7 and 10; the row's ``text`` slot);
+* :mod:`.ladder` — the realism ladder: the same data and observables for the reduced model (rung
+  0), the paper's 1-layer transformer as stated (rung 1) and the standard transformer of
+  :mod:`empirical.standard` (rung 2).
 
-``fast`` and ``text`` are imported on demand (numba; the real-text stack).
+``fast``, ``text`` and ``ladder`` are imported on demand (numba; the real-text stack).
 """
 
 from . import update
