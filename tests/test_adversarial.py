@@ -856,7 +856,7 @@ def test_double_ctrl_c_to_train_is_one_line_and_exit_130(tmp_path):
         ["train", "scb", "--set", "steps=10000000", "--set", "log_every=1000000", "--out", "t.nc", "--no-progress"],
         tmp_path, [2, 2], lambda start=time.monotonic(): time.monotonic() - start > 10)  # imports done, training
     assert elapsed < 10 and code == 130, (code, err)
-    assert err.count("\n") == 1 and err.startswith("error: interrupted: stopped by Ctrl-C"), repr(err)
+    assert err.count("\n") == 1 and err.startswith("interrupted: stopped by Ctrl-C"), repr(err)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -895,5 +895,5 @@ def test_ctrl_c_to_simulate_is_one_line_and_exit_130(tmp_path):
         ["simulate", "scb", "--sde", "--paths", "64", "--set", "steps=3000000", "--set", "log_every=1000",
          "--out", "t.nc"], tmp_path, [2], lambda start=time.monotonic(): time.monotonic() - start > 10)
     assert elapsed < 10 and code == 130, (code, err)
-    assert err.count("\n") == 1 and err.startswith("error: interrupted: stopped by Ctrl-C"), repr(err)
+    assert err.count("\n") == 1 and err.startswith("interrupted: stopped by Ctrl-C"), repr(err)
     assert not list(tmp_path.glob("*.nc"))
