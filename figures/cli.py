@@ -609,15 +609,15 @@ _corpus_option = click.option("--corpus", default=None, metavar="DIR",
                                    "beside the repository; 'wikitext-103' with the datasets package).")
 
 
-def _checked_corpus(corpus, quick=None):
+def _checked_corpus(corpus, quick=None, papers=None):
     """Validate ``--corpus`` up front (one-line error, exit 2): its files and that it can feed the
-    real-text protocols (``quick``; None: both presets); then make it the default."""
+    real-text protocols of ``papers`` (None: all; ``quick``; None: both presets); then make it the default."""
     from empirical import text
     from figures.realtext import check_corpus_fits
 
     if corpus is not None:
         check_path("corpus", corpus)
-        check_corpus_fits(corpus, quick)
+        check_corpus_fits(corpus, quick, papers)
     return text.using_corpus(corpus)
 
 
@@ -672,7 +672,7 @@ def figures(paper, quick, outdir, device, corpus, workers, store, ray_address, s
     row = get(paper)
     outdir = check_outdir(outdir)
     lines = progress.reporting(sys.stderr) if progress_lines else nullcontext()
-    with _checked_corpus(corpus, quick), _checked_sweep(store, workers, ray_address), \
+    with _checked_corpus(corpus, quick, (row.name,)), _checked_sweep(store, workers, ray_address), \
             progress.enabled(show_progress or progress_lines), lines:
         _figures(row, quick, outdir, device)
 
@@ -735,7 +735,7 @@ def sweep(paper, grid, seeds, workers, ray_address, store, job, variant, device,
     from .sweep import JOBS, plan
     from empirical.sweeps import check_store, run_cells
 
-    with _checked_corpus(corpus):  # --kind text: the corpus of the real-text runs
+    with _checked_corpus(corpus, papers=(get(paper).name,)):  # --kind text: the corpus of the real-text runs
         cells = plan(paper, grid, seeds=seeds, overrides=assignments, job=job, variant=variant, device=device,
                      backend=backend, allow_large=allow_large)
     check_outdir(store, "store")

@@ -149,7 +149,9 @@ def _labels(datasets: Sequence[xr.Dataset]) -> dict[str, str]:
 
 
 def _label(name: str, labels: dict[str, str]) -> str:
-    return labels.get(name) or _symbol(name) or style.quantity_label(name, labels)
+    """The y-label: the derivation's (or the name's) symbol, with a word where it is a symbol alone."""
+    label = labels.get(name) or _symbol(name)
+    return style.quantity_label(name, {name: label} if label else None)
 
 
 def _kind(ds: xr.Dataset) -> str:

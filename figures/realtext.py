@@ -79,12 +79,15 @@ def text_regime(res, extra: str = "") -> str:
             f"{c.steps} minibatches{extra}; {res['seconds']:.0f} s of training")
 
 
-def check_corpus_fits(corpus, quick: bool | None = None) -> None:
-    """``ConfigError('corpus', ...)`` unless ``corpus`` can feed every real-text protocol (quick,
-    full, or both when ``quick`` is None): its files (:func:`empirical.text.check_corpus`), then
-    each protocol's own check (its streams, and LDA's inputs for the topic paper), before any work."""
+def check_corpus_fits(corpus, quick: bool | None = None, papers=None) -> None:
+    """``ConfigError('corpus', ...)`` unless ``corpus`` can feed the real-text protocols of ``papers``
+    (default: every paper that has one; quick, full, or both when ``quick`` is None): its files
+    (:func:`empirical.text.check_corpus`), then each protocol's own check (its streams, and LDA's
+    inputs for the topic paper), before any work."""
     text.check_corpus(corpus)
     for paper in text_papers():
+        if papers is not None and paper not in papers:
+            continue
         for q in (True, False) if quick is None else (quick,):
             config_for(paper, q, corpus).check_corpus()
 

@@ -25,7 +25,6 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     'TABLE_ROWS': '.compare',
     'TOLERANCE': '.compare',
     'attention_table': '.compare',
-    'compare': '.compare',
     'predicted_onset': '.compare',
     'stage1_comparison': '.compare',
     'table_onset': '.compare',
@@ -41,4 +40,5 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     'gamma_star_grid': '.figures',
     'claims': None,
     'figures': None,
+    'compare': None,  # the module (its function is compare.compare: the row's slot)
 })

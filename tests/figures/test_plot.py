@@ -104,7 +104,7 @@ def test_default_plot_is_the_headline_observables_with_title_time_unit_and_symbo
     # the headline first; zeta is value_transition_correlation under another name: one panel
     assert labels[:3] == ["value transition correlation", "attention target overlap", "population loss"]
     assert not any(lb in (r"$\zeta$", "zeta") for lb in labels)
-    assert labels[3:] == ["attention sq norm", "attention sum", r"$\beta_{1}$"]  # then in natural order
+    assert labels[3:] == ["attention sq norm", "attention sum", r"value of $\beta_{1}$"]  # then natural order
     assert all(ax.get_xlabel() == "time $t$ (optimiser steps)" for ax in fig.axes)  # SCB: t = step
     assert fig.get_suptitle() == "scb: minibatch sgd reduced (SDE)"
     # the symmetric system's formula is not put on the three-query system's observable
@@ -113,7 +113,7 @@ def test_default_plot_is_the_headline_observables_with_title_time_unit_and_symbo
     assert all(t.get_text().startswith("scb SDE (minibatch sgd reduced)") for t in legend.get_texts())
     style.plt.close(fig)
     fig = plot_trajectories(ds, observables=["E_a_1", "xi_2"])
-    assert [ax.get_ylabel() for ax in fig.axes] == [r"$E_{a,1}$", r"$\xi_{2}$"]  # symbols, not "E a 1"
+    assert [ax.get_ylabel() for ax in fig.axes] == [r"value of $E_{a,1}$", r"value of $\xi_{2}$"]  # not "E a 1"
     style.plt.close(fig)
 
 

@@ -184,8 +184,8 @@ def component_system(D: int) -> ReducedSystem:
     L = population_loss(D).xreplace({gam[i]: s[i] ** 3 for i in range(D)})
     obs = {"loss": L, **{f"gamma_{i + 1}": s[i] ** 3 for i in range(D)}}
     opt = optimum(D)
-    # leading-order escape time of component i from s_i(0) = s_0: ds/dt ~ (dL/dgamma at 0) s^2 blows up
-    s0 = sp.Symbol("s_0", positive=True)
+    # leading-order escape time of component i from s_i(0) = epsilon: ds/dt ~ (dL/dgamma at 0) s^2 blows up
+    s0 = sp.Symbol("epsilon", positive=True)  # s_i(0): the initial scale (not s_0: the states are s_i)
     escape = {f"escape_{i + 1}": sp.simplify(1 / (s0 * sp.diff(population_loss(D), gam[i]).subs(
         {g: 0 for g in gam}) * -1)) for i in range(D)}
     closed = {**escape, **{f"gamma_star_{i + 1}": opt[i] for i in range(D)}}
@@ -215,7 +215,7 @@ def isotropic_system(D: int) -> ReducedSystem:
         raise AssertionError("not a logistic")  # pragma: no cover
     r = sp.simplify(poly.coeff_monomial(g))
     gstar = sp.simplify(-r / poly.coeff_monomial(g ** 2))
-    g0 = sp.Symbol("gamma_0", positive=True)
+    g0 = sp.Symbol("epsilon_gamma", positive=True)  # gamma(0), the initial value
     closed = gstar / (1 + (gstar / g0 - 1) * sp.exp(-r * TIME))
     if sp.simplify(sp.diff(closed, TIME) - flow.xreplace({g: closed})) != 0:
         raise AssertionError("the closed form does not solve the flow")  # pragma: no cover

@@ -11,7 +11,7 @@ def test_trained_network_follows_the_ode():
     """Theory vs practice (acceptance 3 at a smaller size): small lr, large batch, through the
     stage-1 escape; rel_l2 <= 0.05 for the correlation observables."""
     cfg = scb.SCBConfig(N=3, T=8, Q=2, eta_V=0.1, eta_A=0.1, batch=2048, steps=300, log_every=7)
-    report = fscb.compare(config=cfg, device="cpu", breakdown=False, claims=False)
+    report = fscb.compare.compare(config=cfg, device="cpu", breakdown=False, claims=False)
     for name in scb.CORRELATION_OBSERVABLES:
         assert report.observable(name).rel_l2 <= fscb.TOLERANCE, report.table()
         assert report.observable(name).tolerance == fscb.TOLERANCE

@@ -60,7 +60,7 @@ def test_compare_report_claims(monkeypatch):
 
     marker = object()
     monkeypatch.setattr(text, "text_claim_results", lambda quick, device: [marker])
-    rep = ft.compare(quick=True, device="cpu")
+    rep = ft.compare.compare(quick=True, device="cpu")
     assert rep.claims[-1] is marker
     rep.claims = rep.claims[:-1]
     doc = rep.to_json()

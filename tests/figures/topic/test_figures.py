@@ -56,7 +56,7 @@ def test_the_collector_writes_every_output_and_the_report(tmp_path):
     assert [c["name"] for c in doc] == [*claims.registry().names, *wikitext]  # the real-text claims decided over seeds
     assert all(p.parent.name == "claims" for p in written[len(head):-1])
     assert all(p.is_file() and p.stat().st_size > 0 for p in written)
-    from figures.topic import compare
+    from figures.topic.compare import compare
 
     assert json.loads((tmp_path / "report.json").read_text()) == json.loads(
         json.dumps(compare(quick=True, device="cpu").to_json()))
