@@ -639,8 +639,9 @@ def test_sigterm_stops_a_parallel_sweep_at_once_with_a_true_index(tmp_path):
     status = dict(zip(idx["steps"], idx["status"]))
     # the running cells keep their partial trajectories (unless a worker was past its grace and killed:
     # then nothing of it, never half a file); the queued one never started
-    assert status[20] == "ok" and status[10000002] == "pending", status
-    assert {status[10000000], status[10000001]} <= {"interrupted", "pending"}, status
+    # the queued one may have started once the short cell freed its worker: never "ok", never "failed"
+    assert status[20] == "ok", status
+    assert {status[10000000], status[10000001], status[10000002]} <= {"interrupted", "pending"}, status
     import xarray as xr
 
     from empirical.sweeps import cell_problem, partial_path
@@ -885,6 +886,7 @@ def test_corpus_check_names_what_the_protocols_lack(tmp_path):
         check_corpus_fits(corpus("short-paragraphs", short_lines, short_lines), quick=True)
 
 
+@pytest.mark.slow  # up to 60 s while the defect lasts
 @pytest.mark.xfail(reason="simulate --sde does not always stop within 60 s of Ctrl-C (the SDE integrator's "
                           "loop; seen before these changes too): an open defect", strict=False)
 def test_ctrl_c_to_simulate_is_one_line_and_exit_130(tmp_path):
