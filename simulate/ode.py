@@ -278,14 +278,21 @@ def _solve_numba(system: ReducedSystem, p, y, ts, method: str, rtol: float, atol
             Y, code, _, nfev = run(y, p, ts, rtol, atol, min(max_steps, AUTO_EXPLICIT_STEPS), STATE_BOUND)
             stiff = code == N.BUDGET
         if stiff:
-            f, jac = system.to_numpy(), N.jacobian(system)
-            Y, status, message, nfev = _scipy_steps(lambda tt, yy: f(tt, yy, p), ts, y, "LSODA", rtol, atol,
-                                                    {"jac": lambda tt, yy: jac(tt, yy, p)})
-            return Y, status, message, nfev, "LSODA"
+            return (*stiff_fallback(system, ts, y, p, rtol, atol), "LSODA")
     else:
         Y, code, _, nfev = run(y, p, ts, rtol, atol, max_steps, STATE_BOUND)
     status = 0 if code == N.OK else -1
     return Y, status, N.STATUS[code].format(bound=STATE_BOUND), nfev, "DOP853"
+
+
+def stiff_fallback(system: ReducedSystem, ts, y, p, rtol, atol):
+    """The stiff half of ``method="auto"`` (single solves and maps alike): scipy's LSODA from ``ts[0]``
+    with the compiled finite-difference Jacobian. Returns :func:`_scipy_steps`' ``(Y, status, message, nfev)``."""
+    from . import _numba_ode as N
+
+    f, jac = system.to_numpy(), N.jacobian(system)
+    return _scipy_steps(lambda tt, yy: f(tt, yy, p), ts, y, "LSODA", rtol, atol,
+                        {"jac": lambda tt, yy: jac(tt, yy, p)})
 
 
 def _scipy_steps(fun, ts, y0, method, rtol, atol, extra):

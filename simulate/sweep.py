@@ -18,7 +18,7 @@ import xarray as xr
 from theory.core import ReducedSystem
 from theory.errors import ConfigError
 
-from .ode import AUTO_EXPLICIT_STEPS, STATE_BOUND, _scipy_steps, check_times, diffrax_solver
+from .ode import AUTO_EXPLICIT_STEPS, STATE_BOUND, check_times, diffrax_solver, stiff_fallback
 from .trajectory import make_trajectory
 
 __all__ = ["sweep"]
@@ -45,11 +45,8 @@ def _numba_map(system, Y0, P, ts, method, rtol, atol, max_steps) -> np.ndarray:
     budget = min(max_steps, AUTO_EXPLICIT_STEPS) if method == "auto" else max_steps
     Y, status = N.batch(system, Y0, P, ts, rtol, atol, budget, STATE_BOUND)
     if method == "auto":
-        f, jac = system.to_numpy(), N.jacobian(system)
         for b in np.nonzero(status == N.BUDGET)[0]:
-            p = P[b]
-            Y[b] = _scipy_steps(lambda tt, yy: f(tt, yy, p), ts, Y0[b], "LSODA", rtol, atol,
-                                {"jac": lambda tt, yy: jac(tt, yy, p)})[0]
+            Y[b] = stiff_fallback(system, ts, Y0[b], P[b], rtol, atol)[0]
     return Y
 
 
