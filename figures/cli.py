@@ -814,7 +814,7 @@ def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, 
     live = progress.active()
 
     def command(name):
-        cmd = [sys.executable, "-m", "figures.cli", "figures", name, "--quick" if quick else "--full",
+        cmd = [sys.executable, "-m", "figures", "figures", name, "--quick" if quick else "--full",
                "--device", device, "--workers", str(workers), "--progress-lines" if live else "--no-progress"]
         for flag, value in (("--corpus", corpus), ("--store", store), ("--ray", ray_address)):
             if value is not None:

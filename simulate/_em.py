@@ -38,6 +38,10 @@ default ``"rbg"``: XLA's RngBitGenerator for bits, threefry for split/fold_in â€
 
 Parallelism: by default the paths are split into one chunk per CPU core and the chunks run on
 threads (XLA executes calls from different threads concurrently); the numbers do not change.
+Time is cut into segments of about :data:`SEGMENT_PATH_STEPS` path-steps, one compiled call each,
+the state carried from one to the next (the draw counters count over the whole grid, so the numbers
+do not change either): the main thread only waits, and a Ctrl-C or SIGTERM stops the solve within
+one segment (:func:`run_interruptibly`).
 
 Why not diffrax: a diffrax ``Euler`` SDE solve carries per-step control-flow and Brownian-path
 overhead that dominates small SDEs (~200x a plain scan; diffrax issue #517). The ODE solver stays
@@ -54,7 +58,8 @@ import numpy as np
 
 from theory.errors import ConfigError
 
-__all__ = ["METHODS", "Method", "step_plan", "em_paths", "chunk_size_for", "integrate_increments", "cpu_cores"]
+__all__ = ["METHODS", "Method", "step_plan", "em_paths", "chunk_size_for", "integrate_increments", "cpu_cores",
+           "run_interruptibly", "segment_plan", "StopFlag"]
 
 #: memory budget for one chunk's saved output (bytes); paths are split into chunks below it.
 CHUNK_BYTES = 256 * 2**20
@@ -62,6 +67,8 @@ CHUNK_BYTES = 256 * 2**20
 PRNG_BLOCK = 8
 #: bytes of uniforms one PRNG block draws per call (a group of output intervals, uniform plan)
 GROUP_BYTES = 2**16
+#: path-steps per compiled call (time segment): about a second of work, so signals are seen
+SEGMENT_PATH_STEPS = 2**20
 
 
 @dataclass(frozen=True)
@@ -178,14 +185,19 @@ def _draws(sde: Any) -> tuple[int, int, bool]:
 
 
 @lru_cache(maxsize=32)
-def _chunk_runner(sde: Any, n_static: int | None, method: str, blocks: int):
-    """``run(block_keys (blocks,), y0 (dim,), args, t0, n (I,), h (I,)) -> Y (I, P, dim)`` (the states
-    after each interval) with
-    ``P = blocks * PRNG_BLOCK`` paths, jitted; the step is vmapped over paths.
+def _chunk_runner(sde: Any, n_static: int | None, method: str, blocks: int, R: int):
+    """``run(block_keys (blocks,), Y0 (P, dim), args, t0, c0, n (S,), h (S,)) -> (Y (S, P, dim), (y, t, c))``:
+    one time segment of ``S`` output intervals for ``P = blocks * PRNG_BLOCK`` paths, jitted; the
+    step is vmapped over paths. ``Y`` holds the states after each interval, ``(y, t, c)`` the
+    states, time and draw counter where the next segment starts. ``c0`` counts draws over the
+    whole grid (the interval on a per-step-draw plan, the group of ``R`` intervals on a grouped
+    plan, the step on a varying plan), so a path's numbers do not depend on how the grid is cut
+    into segments.
 
     ``n_static``: the common number of steps per output interval (uniform grids, the usual case):
-    each group of :func:`group_size` intervals then draws all its uniforms in one call per block
-    and runs a static inner ``scan``. ``None``: intervals of varying length, one ``fold_in`` per step in a ``fori_loop``."""
+    each group of ``R`` (:func:`group_size` of the whole grid) intervals then draws all its uniforms
+    in one call per block and runs a static inner ``scan`` (``S`` is a multiple of ``R``). ``None``:
+    intervals of varying length, one ``fold_in`` per step in a ``fori_loop``."""
     import jax
     import jax.numpy as jnp
 
@@ -214,10 +226,9 @@ def _chunk_runner(sde: Any, n_static: int | None, method: str, blocks: int):
             return U[..., :nz], jax.random.wrap_key_data(K, impl="threefry2x32")
         return U[..., :nz], U[..., nz:]
 
-    def run(bkeys, y0, args, t0, n_steps, h_steps):
-        Y0 = jnp.broadcast_to(y0, (blocks * PRNG_BLOCK, y0.shape[0]))
-        n_cols = nz + nu + (2 if wants_key else 0)
-        if n_static is not None and n_static * PRNG_BLOCK * n_cols * 8 > GROUP_BYTES:
+    def run(bkeys, Y0, args, t0, c0, n_steps, h_steps):
+        S = h_steps.shape[0]
+        if n_static is not None and _per_step_draws(sde, n_static):
             # many draws per step (e.g. the full SCB SDE): draw per step, inside the step, to stay in cache
             def step(c, j):
                 y, t, h = c
@@ -230,12 +241,11 @@ def _chunk_runner(sde: Any, n_static: int | None, method: str, blocks: int):
                 (y, t, _), _ = jax.lax.scan(step, (carry[0], carry[1], h), js)
                 return (y, t), y
 
-            _, ys = jax.lax.scan(interval, (Y0, t0), (jnp.arange(h_steps.shape[0], dtype=jnp.uint32), h_steps))
-        elif n_static is not None:
-            I = h_steps.shape[0]
-            R = group_size(n_static, I, n_cols)
-            G = -(-I // R)
-            hs = jnp.concatenate([h_steps, jnp.zeros(G * R - I, h_steps.dtype)]).reshape(G, R)  # h=0 pads
+            (y, t), ys = jax.lax.scan(interval, (Y0, t0), (c0 + jnp.arange(S, dtype=jnp.uint32), h_steps))
+            return ys, (y, t, c0 + jnp.uint32(S))
+        if n_static is not None:
+            G = S // R
+            hs = h_steps.reshape(G, R)
 
             def step(c, xs_):
                 y, t, h = c
@@ -252,34 +262,55 @@ def _chunk_runner(sde: Any, n_static: int | None, method: str, blocks: int):
                 dW = _box_muller(Uz, M) * jnp.sqrt(hg)[:, None, None, None]  # (R, n_static, P, M)
                 return jax.lax.scan(interval, carry, (hg, dW, noise))
 
-            _, ys = jax.lax.scan(group, (Y0, t0), (jnp.arange(G, dtype=jnp.uint32), hs))
-            ys = ys.reshape(G * R, *Y0.shape)[:I]
-        else:
-            def one_step(carry, h):
-                y, t, i = carry
-                Uz, noise = draw(bkeys, i, ())
-                dW = _box_muller(Uz, M) * jnp.sqrt(h)
-                return (step_paths(t, y, h, dW, noise, args), t + h, i + 1)
+            (y, t), ys = jax.lax.scan(group, (Y0, t0), (c0 + jnp.arange(G, dtype=jnp.uint32), hs))
+            return ys.reshape(S, *Y0.shape), (y, t, c0 + jnp.uint32(G))
 
-            def interval(carry, nh):
-                n, h = nh
-                carry = jax.lax.fori_loop(0, n, lambda _, c: one_step(c, h), carry)
-                return carry, carry[0]
+        def one_step(carry, h):
+            y, t, i = carry
+            Uz, noise = draw(bkeys, i, ())
+            dW = _box_muller(Uz, M) * jnp.sqrt(h)
+            return (step_paths(t, y, h, dW, noise, args), t + h, i + 1)
 
-            _, ys = jax.lax.scan(interval, (Y0, t0, jnp.asarray(0, dtype=jnp.uint32)), (n_steps, h_steps))
-        return ys  # (I, P, dim) after each interval; the caller adds y0 and views it path-major
+        def interval(carry, nh):
+            n, h = nh
+            carry = jax.lax.fori_loop(0, n, lambda _, c: one_step(c, h), carry)
+            return carry, carry[0]
+
+        end, ys = jax.lax.scan(interval, (Y0, t0, c0), (n_steps, h_steps))
+        return ys, end
 
     return jax.jit(run)
 
 
+def _per_step_draws(sde: Any, n_static: int) -> bool:
+    """Whether one step's draws for a PRNG block exceed :data:`GROUP_BYTES` (then each step draws
+    its own, inside the step, instead of a group of intervals drawing at once)."""
+    nz, nu, wants_key = _draws(sde)
+    return n_static * PRNG_BLOCK * (nz + nu + (2 if wants_key else 0)) * 8 > GROUP_BYTES
+
+
+def segment_plan(n: np.ndarray, paths_per_call: int, group: int) -> int:
+    """Output intervals per compiled call: about :data:`SEGMENT_PATH_STEPS` path-steps (so a
+    signal is seen between calls within about a second), a multiple of ``group`` (the grouped
+    plan's draw unit), at most the grid rounded up to ``group``."""
+    per_interval = max(1, int(np.max(n))) * max(1, paths_per_call)
+    seg = max(1, SEGMENT_PATH_STEPS // per_interval)
+    seg = min(seg, n.size)
+    return int(-(-seg // group) * group)
+
+
 def em_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: np.ndarray, *,
-             chunk: int | None = None, method: str = "euler_maruyama", prng: str = "rbg") -> np.ndarray:
+             chunk: int | None = None, method: str = "euler_maruyama", prng: str = "rbg",
+             segment: int | None = None) -> np.ndarray:
     """Integrate ``paths`` paths on the grid ``ts``; returns ``Y`` (paths, len(ts), dim), float64.
 
     Paths come in PRNG blocks of :data:`PRNG_BLOCK`: block ``b`` (paths ``b*PRNG_BLOCK ...``)
     draws from ``fold_in(key(seed, prng), b)``. Chunks are whole blocks (``chunk`` is rounded up
     to a multiple of the block), all of one size so one compilation serves all; padded paths are
-    dropped."""
+    dropped. Time is cut into segments of ``segment`` output intervals (default
+    :func:`segment_plan`; rounded up to the draw group), one compiled call each, on worker threads:
+    a Ctrl-C or SIGTERM stops the solve within one segment (:func:`run_interruptibly`). Neither
+    ``chunk`` nor ``segment`` changes the numbers."""
     import jax
     import jax.numpy as jnp
 
@@ -294,33 +325,84 @@ def em_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: np.
     if chunk is None and workers > 1:  # one chunk per core (numbers do not depend on the chunk)
         size = min(size, -(-paths // workers))
     blocks = -(-size // PRNG_BLOCK)
-    n_chunks = -(-paths // (blocks * PRNG_BLOCK))
-    run = _chunk_runner(sde, int(n[0]) if np.all(n == n[0]) else None, method, blocks)
+    P = blocks * PRNG_BLOCK
+    n_chunks = -(-paths // P)
+    I = n.size
+    n_static = int(n[0]) if np.all(n == n[0]) else None
+    nz, nu, wants_key = _draws(sde)
+    grouped = n_static is not None and not _per_step_draws(sde, n_static)
+    R = group_size(n_static, I, nz + nu + (2 if wants_key else 0)) if grouped else 1
+    seg = segment_plan(n, P, R) if segment is None else int(-(-max(1, int(segment)) // R) * R)
+    n_seg = -(-I // seg)
+    pad = n_seg * seg - I  # zero-length intervals after the end (h = 0, no steps), dropped
+    jn = jnp.asarray(np.concatenate([n, np.zeros(pad, n.dtype)]))
+    jh = jnp.asarray(np.concatenate([h, np.zeros(pad, h.dtype)]))
+    run = _chunk_runner(sde, n_static, method, blocks, R)
     root = jax.random.key(seed, impl=prng)
     args = sde.args()
-    jn, jh, jy0, jt0 = jnp.asarray(n), jnp.asarray(h), jnp.asarray(y0), jnp.asarray(float(ts[0]))
+    jy0, jt0 = jnp.broadcast_to(jnp.asarray(y0), (P, y0.size)), jnp.asarray(float(ts[0]))
+    c_first = jnp.asarray(0, dtype=jnp.uint32)
     out = np.empty((ts.size, paths, y0.size), dtype=np.float64)  # returned as a (paths, time, dim) view
     out[0] = y0
 
-    def one_chunk(c):
+    def one_chunk(c, stop):
         bkeys = jax.vmap(lambda b: jax.random.fold_in(root, b))(jnp.arange(c * blocks, (c + 1) * blocks))
-        start = c * blocks * PRNG_BLOCK
-        stop = min(start + blocks * PRNG_BLOCK, paths)
-        out[1:, start:stop] = np.asarray(jax.device_get(run(bkeys, jy0, args, jt0, jn, jh)))[:, : stop - start]
+        start = c * P
+        stop_path = min(start + P, paths)
+        y, t, ctr = jy0, jt0, c_first
+        for k in range(n_seg):
+            if stop.is_set():
+                return
+            ys, (y, t, ctr) = run(bkeys, y, args, t, ctr, jn[k * seg:(k + 1) * seg], jh[k * seg:(k + 1) * seg])
+            hi = min((k + 1) * seg, I)
+            out[1 + k * seg:1 + hi, start:stop_path] = np.asarray(jax.device_get(ys))[: hi - k * seg, : stop_path - start]
 
-    if n_chunks > 1 and workers > 1:  # XLA executes calls from different threads in parallel
-        from concurrent.futures import ThreadPoolExecutor
-
-        if (run, n.size) not in _COMPILED:  # compile once (ahead of time) before the threads start
-            bk0 = jax.vmap(lambda b: jax.random.fold_in(root, b))(jnp.arange(blocks))
-            run.lower(bk0, jy0, args, jt0, jn, jh).compile()
-            _COMPILED.add((run, n.size))
-        with ThreadPoolExecutor(min(workers, n_chunks)) as ex:
-            list(ex.map(one_chunk, range(n_chunks)))
-    else:
-        for c in range(n_chunks):
-            one_chunk(c)
+    key = (run, seg)
+    if n_chunks > 1 and key not in _COMPILED:  # compile once (ahead of time) before the threads start
+        bk0 = jax.vmap(lambda b: jax.random.fold_in(root, b))(jnp.arange(blocks))
+        run.lower(bk0, jy0, args, jt0, c_first, jn[:seg], jh[:seg]).compile()
+        _COMPILED.add(key)
+    run_interruptibly(one_chunk, range(n_chunks), workers)
     return out.transpose(1, 0, 2)
+
+
+class StopFlag:
+    """A stop request seen by Python (:meth:`is_set`) and by compiled loops (``array[0] != 0``, a
+    uint8 array of one element they read between units of work)."""
+
+    def __init__(self):
+        self.array = np.zeros(1, dtype=np.uint8)
+
+    def set(self) -> None:
+        self.array[0] = 1
+
+    def is_set(self) -> bool:
+        return bool(self.array[0])
+
+
+def run_interruptibly(fn, items, workers: int) -> None:
+    """``fn(item, stop)`` for every item on up to ``workers`` threads while the main thread waits,
+    so a Ctrl-C or SIGTERM handler runs at once even when the work is one long compiled call.
+    ``stop`` (a :class:`StopFlag`) is set when the main thread is interrupted or an item
+    fails: queued items never start, running ones return at their next check of ``stop``, and
+    the exception propagates. The one path by which the SDE backends run their chunks."""
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+    items = list(items)
+    stop = StopFlag()
+    ex = ThreadPoolExecutor(max(1, min(int(workers), len(items))))
+    try:
+        futures = [ex.submit(fn, it, stop) for it in items]
+        pending = set(futures)
+        while pending:  # short waits: the main thread returns to the interpreter for signal handlers
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+            for f in done:
+                f.result()
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
 
 
 _COMPILED: set = set()  # (runner, intervals) already compiled

@@ -39,7 +39,7 @@ from numba import njit
 from theory.counter_rng import normals, splitmix64
 from theory.errors import ConfigError
 
-from ._em import cpu_cores, step_plan
+from ._em import cpu_cores, run_interruptibly, step_plan
 
 __all__ = ["numba_paths", "has_numba_step"]
 
@@ -50,8 +50,9 @@ def has_numba_step(sde: Any) -> bool:
 
 
 @njit(nogil=True)  # not cache=True: a dispatcher argument never hits the cache (one entry per process)
-def _run(increment, params, y0, t0, n_steps, h_steps, seed, first_path, noise_dim, out):
-    """``out[p, i]`` (paths, 1 + intervals, dim): path ``first_path + p`` after interval ``i``."""
+def _run(increment, params, y0, t0, n_steps, h_steps, seed, first_path, noise_dim, out, stop):
+    """``out[p, i]`` (paths, 1 + intervals, dim): path ``first_path + p`` after interval ``i``;
+    returns early (``out`` partly written) once ``stop[0]`` is set (checked after every interval)."""
     P, S, D = out.shape
     for p in range(P):
         kp = splitmix64(seed, np.uint64(first_path + p))
@@ -72,6 +73,8 @@ def _run(increment, params, y0, t0, n_steps, h_steps, seed, first_path, noise_di
                 t += h
                 n += np.uint64(1)
             out[p, i + 1] = y
+            if stop[0]:
+                return
             finite = True
             for d in range(D):
                 if not math.isfinite(y[d]):
@@ -103,16 +106,13 @@ def numba_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: 
     size = -(-paths // workers) if chunk is None else max(1, min(int(chunk), paths))
     seed_u = np.uint64(int(seed) % 2**64)
 
-    def one_chunk(start):
-        stop = min(start + size, paths)
-        _run(increment, params, y0, float(ts[0]), n, h, seed_u, start, int(sde.noise_dim), out[start:stop])
+    def one_chunk(start, stop):
+        if stop.is_set():
+            return
+        end = min(start + size, paths)
+        _run(increment, params, y0, float(ts[0]), n, h, seed_u, start, int(sde.noise_dim), out[start:end], stop.array)
 
-    starts = range(0, paths, size)
-    if len(starts) > 1:
-        # compile before the threads start (a call on no paths)
-        _run(increment, params, y0, float(ts[0]), n, h, seed_u, 0, int(sde.noise_dim), out[:0])
-        with ThreadPoolExecutor(min(workers, len(starts))) as ex:
-            list(ex.map(one_chunk, starts))
-    else:
-        one_chunk(0)
+    # compile in this thread (a call on no paths), then run the chunks on threads while this one waits
+    _run(increment, params, y0, float(ts[0]), n, h, seed_u, 0, int(sde.noise_dim), out[:0], np.zeros(1, np.uint8))
+    run_interruptibly(one_chunk, range(0, paths, size), workers)
     return out

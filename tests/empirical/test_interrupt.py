@@ -28,7 +28,7 @@ LOG_EVERY = 40
 
 
 def _tdyn(*args):
-    return subprocess.Popen([sys.executable, "-m", "figures.cli", *args], env=ENV, cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "figures", *args], env=ENV, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -103,7 +103,7 @@ def test_sigint_keeps_partial_and_resume_is_bit_identical(tmp_path):
 def _start_plain(args, env):
     """``tdyn train`` with its training bar on stderr; returns (process, stderr read so far) once
     steps are under way (the bar names ``scb/``)."""
-    proc = subprocess.Popen([sys.executable, "-m", "figures.cli", *args], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "figures", *args], cwd=ROOT,
                             env={**env, "TDYN_PROGRESS": "always"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     seen = b""
     while b"scb/" not in seen and proc.poll() is None:

@@ -155,3 +155,51 @@ def test_a_model_increment_gives_the_same_paths_as_its_dense_diffusion():
     hooked = simulate.solve_sde(_TwoNoiseIncrement(), t, paths=24, seed=3, dt=0.05)
     assert _TwoNoiseIncrement.calls > 0  # traced: the engine used the hook
     np.testing.assert_allclose(hooked["y"].values, dense["y"].values, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("plan", ["grouped", "per_step_draws", "varying"])
+def test_cutting_time_into_segments_does_not_change_the_numbers(plan):
+    """The engine runs time in segments (one compiled call each, so a signal is seen between them),
+    carrying the states, the time and the draw counter: every cut gives the numbers of one call over
+    the whole grid, on each of the three draw plans (:func:`simulate._em.segment_plan`)."""
+    from simulate._em import _draws, _per_step_draws, em_paths, step_plan
+
+    m = LinearSDE()
+    t, dt = {"grouped": (np.linspace(0.0, 2.0, 11), 0.05),  # 4 steps per interval, groups of intervals
+             "per_step_draws": (np.linspace(0.0, 1.5, 4), 0.001),  # 500 steps per interval
+             "varying": (np.array([0.0, 0.13, 0.5, 0.55, 1.37, 2.0, 2.01]), 0.05)}[plan]
+    n, _ = step_plan(t, dt)
+    assert (plan == "varying") == (not np.all(n == n[0]))
+    if plan != "varying":
+        assert _per_step_draws(m, int(n[0])) == (plan == "per_step_draws")
+    whole = em_paths(m, t, dt, 4, 12, m.initial_state(), segment=10**6)
+    for seg in (1, 2, 3, 5):
+        np.testing.assert_array_equal(em_paths(m, t, dt, 4, 12, m.initial_state(), segment=seg), whole)
+    assert len(np.unique(whole[:, -1, 0])) == 12 and _draws(m)[2]  # every path its own noise
+
+
+def test_run_interruptibly_stops_running_work_at_its_next_check():
+    """A signal handler that raises in the main thread while the items run on threads: the
+    exception propagates at once, running items see ``stop`` at their next check, queued ones never
+    start (the Ctrl-C path of both SDE backends)."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from simulate._em import run_interruptibly
+
+    started, checks_after_stop = [], []
+
+    def work(item, stop):
+        started.append(item)
+        while not stop.is_set():
+            time.sleep(0.01)
+        checks_after_stop.append(item)
+
+    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_interruptibly(work, range(6), 2)
+    assert time.monotonic() - t0 < 2
+    assert sorted(started) == [0, 1] and sorted(checks_after_stop) == [0, 1]
