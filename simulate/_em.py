@@ -332,7 +332,8 @@ def em_paths(sde: Any, ts: np.ndarray, dt: float, seed: int, paths: int, y0: np.
     nz, nu, wants_key = _draws(sde)
     grouped = n_static is not None and not _per_step_draws(sde, n_static)
     R = group_size(n_static, I, nz + nu + (2 if wants_key else 0)) if grouped else 1
-    seg = segment_plan(n, P, R) if segment is None else int(-(-max(1, int(segment)) // R) * R)
+    seg = segment_plan(n, P, R) if segment is None else min(int(segment), I)  # at most the whole grid
+    seg = int(-(-max(1, seg) // R) * R)
     n_seg = -(-I // seg)
     pad = n_seg * seg - I  # zero-length intervals after the end (h = 0, no steps), dropped
     jn = jnp.asarray(np.concatenate([n, np.zeros(pad, n.dtype)]))

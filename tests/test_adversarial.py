@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from helpers.signals import user_terminal
+
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
 #: a row must end within this many seconds of its start (imports done beforehand)
@@ -477,7 +479,8 @@ def test_interrupted_sweep_is_one_line_with_the_signals_exit_code(tmp_path):
         procs[sig] = subprocess.Popen(
             [sys.executable, "-m", "figures", "sweep", "scb", "--grid", "seed=0,1", "--set", "steps=10000000",
              "--set", "log_every=1000000", "--store", "S", "--no-progress"],
-            cwd=tmp_path / str(sig), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            cwd=tmp_path / str(sig), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=user_terminal)
     try:
         deadline = time.monotonic() + 120
         while not all((tmp_path / str(sig) / "S" / "index.csv").exists() for sig in cases):  # cells about to run
@@ -617,7 +620,7 @@ def test_sigterm_stops_a_parallel_sweep_at_once_with_a_true_index(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "figures", "sweep", "scb", "--workers", "2", "--grid",
          "steps=20,10000000,10000001,10000002", "--set", "log_every=10", "--store", "S", "--no-progress"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=user_terminal)
     index = tmp_path / "S" / "index.csv"
     try:
         deadline = time.monotonic() + 180
@@ -813,7 +816,7 @@ def _stop(argv, cwd, signals, ready, gap=0.3):
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
     proc = subprocess.Popen([sys.executable, "-m", "figures", *argv], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=user_terminal)
     try:
         deadline = time.monotonic() + 120
         while not ready():
@@ -909,7 +912,8 @@ def test_a_signal_while_the_command_imports_is_one_line(tmp_path, sig, code, lin
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
     proc = subprocess.Popen([sys.executable, "-m", "figures", "figures", "scb", "--quick", "--outdir", "o"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=user_terminal)
     time.sleep(0.15)  # the interpreter is up; tdyn's modules are importing
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)

@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from figures.papers import PAPERS
+from helpers.signals import user_terminal
 from helpers.trajectories import assert_same
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,7 +124,7 @@ SCB_RUN = ["--device", "cpu", "--no-progress", "--set", "T=8", "--set", "batch=3
 
 def _tdyn(*args, **kw):
     return subprocess.Popen([sys.executable, "-c", _SHIM, *args], env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=user_terminal, **kw)
 
 
 def _scb_row_with_checkpoints():

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from empirical.trainer import DEFAULT_CHECKPOINT_EVERY, parse_every
+from helpers.signals import user_terminal
 from theory.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +30,7 @@ LOG_EVERY = 40
 
 def _tdyn(*args):
     return subprocess.Popen([sys.executable, "-m", "figures", *args], env=ENV, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=user_terminal)
 
 
 def _wait_for_step(meta: Path, proc, at_least: int) -> int:
@@ -104,7 +105,8 @@ def _start_plain(args, env):
     """``tdyn train`` with its training bar on stderr; returns (process, stderr read so far) once
     steps are under way (the bar names ``scb/``)."""
     proc = subprocess.Popen([sys.executable, "-m", "figures", *args], cwd=ROOT,
-                            env={**env, "TDYN_PROGRESS": "always"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            env={**env, "TDYN_PROGRESS": "always"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=user_terminal)
     seen = b""
     while b"scb/" not in seen and proc.poll() is None:
         seen += os.read(proc.stderr.fileno(), 4096)

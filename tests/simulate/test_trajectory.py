@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import simulate
+from helpers.signals import user_terminal
 from helpers.systems import oscillator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +63,7 @@ def test_signal_during_save_leaves_target_intact_and_no_temp_file(tmp_path, sig)
     target, ready = tmp_path / "run.nc", tmp_path / "ready"
     target.write_text("the old complete file")
     proc = subprocess.Popen([sys.executable, "-c", _SLOW_SAVE, str(target), str(ready)], env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=user_terminal)
     deadline = time.monotonic() + 60
     while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
