@@ -103,7 +103,8 @@ class TrainingInterrupted(KeyboardInterrupt):
 @contextmanager
 def _deferred_signals():
     """Within the block (main thread only), SIGINT/SIGTERM are noted in the yielded list instead of
-    raising, so the training loop can stop at a step boundary; a second one raises at once."""
+    raising, so the training loop can stop at a step boundary; a second one raises at once. A signal
+    the process was started with ignored (``nohup``, a background job) stays ignored."""
     caught: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield caught
@@ -114,7 +115,8 @@ def _deferred_signals():
             raise KeyboardInterrupt
         caught.append(signum)
 
-    old = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    old = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)
+           if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield caught
     finally:

@@ -177,8 +177,9 @@ def _raise_terminated(signum, frame):
 
 @contextmanager
 def terminate_as_exception():
-    """Within the block, SIGTERM raises :class:`Terminated` (main thread only; elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
+    """Within the block, SIGTERM raises :class:`Terminated` (main thread only; elsewhere a no-op).
+    A SIGTERM the process was started with ignored (``nohup``, a background job) stays ignored."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
         yield
         return
     old = signal.signal(signal.SIGTERM, _raise_terminated)

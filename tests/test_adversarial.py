@@ -741,12 +741,16 @@ def test_ray_auto_with_a_stale_cluster_file_is_refused(tmp_path, fake_servers, m
         check_ray_address("auto", timeout=1.0)
 
 
-def test_sigterm_to_reproduce_jobs_stops_the_paper_processes_at_once(monkeypatch, tmp_path):
+def test_sigterm_to_reproduce_jobs_stops_the_paper_processes_at_once(monkeypatch, tmp_path, request):
     """``tdyn reproduce --jobs 2`` on SIGTERM: the running papers' processes get the signal at once
     (no paper waits for the others), no queued paper starts, one line, exit 143."""
     import signal
     import threading
     import time
+
+    # SIGTERM's default action, as at a terminal (a background runner may start the suite with it ignored)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    request.addfinalizer(lambda: signal.signal(signal.SIGTERM, previous))
 
     from click.testing import CliRunner
 

@@ -101,3 +101,30 @@ def test_device_choices():
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="^device: cuda requested"):
             resolve_device("cuda")
+
+
+def test_a_signal_the_process_was_started_with_ignored_stays_ignored_while_training():
+    """``nohup`` / a background job: an ignored SIGINT or SIGTERM stays ignored inside the training
+    loop's deferral (a default one is noted there, and restored after the block)."""
+    import os
+    import signal
+
+    from empirical.trainer import _deferred_signals
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        with _deferred_signals() as caught:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)  # ignored
+            os.kill(os.getpid(), signal.SIGTERM)  # noted
+            for _ in range(100):  # the handler runs between bytecodes of the main thread
+                if caught:
+                    break
+        assert caught == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is signal.default_int_handler
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -89,3 +89,24 @@ def test_written_files_honour_the_umask(tmp_path, umask, mode):
         os.umask(old)
     assert stat.S_IMODE(target.stat().st_mode) == mode
     assert float(simulate.load(target)["x"].sum()) == 3.0
+
+
+def test_a_sigterm_the_process_was_started_with_ignored_stays_ignored():
+    """``nohup`` / a background job: an ignored SIGTERM is left ignored by the atomic writers'
+    handler (and the trainer's, tests/empirical/test_trainer.py); a default one becomes
+    :class:`~simulate.trajectory.Terminated` inside the block and is restored after it."""
+    from simulate.trajectory import Terminated, terminate_as_exception
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with terminate_as_exception():
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGTERM)  # ignored: nothing happens
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with pytest.raises(Terminated), terminate_as_exception():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, previous)
