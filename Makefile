@@ -21,12 +21,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-# the suite on TEST_WORKERS processes (pytest-xdist), a test file per process at a time (module caches
-# stay shared within a file); `pytest FILE` alone stays one process
-TEST_WORKERS ?= 2
-
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
