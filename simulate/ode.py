@@ -273,7 +273,8 @@ def _solve_numba(system: ReducedSystem, p, y, ts, method: str, rtol: float, atol
 
     run = N.dop853(system)
     if method == "auto":
-        stiff = N.fastest_rate(system, ts[0], y, p) * (ts[-1] - ts[0]) / AUTO_STABILITY > AUTO_EXPLICIT_STEPS
+        limit = AUTO_EXPLICIT_STEPS * AUTO_STABILITY / (ts[-1] - ts[0])  # the rate that would need the budget
+        stiff = N.fastest_rate(system, ts[0], y, p, below=limit) > limit
         if not stiff:
             Y, code, _, nfev = run(y, p, ts, rtol, atol, min(max_steps, AUTO_EXPLICIT_STEPS), STATE_BOUND)
             stiff = code == N.BUDGET

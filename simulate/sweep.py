@@ -62,12 +62,14 @@ def sweep(
     atol: float = 1e-10,
     max_steps: int = 1_000_000,
     backend: str = "diffrax",
+    observables: bool = True,
 ) -> xr.Dataset:
     """Solve ``system`` at every point of ``grid`` (a product over the named parameters).
     ``y0`` may be a callable of the parameter values (initial states that depend on them).
     ``backend``: ``"diffrax"`` (``method`` a diffrax solver, default Kvaerno5) or ``"numba"``
     (``method`` ``"auto"``, the default: DOP853 at every point, scipy LSODA at the points where
-    it spends its step budget; or ``"DOP853"``). A point that fails is NaN after its last good time."""
+    it spends its step budget; or ``"DOP853"``). A point that fails is NaN after its last good time.
+    ``observables=False``: the states only (as :func:`simulate.solve`)."""
     if backend not in ("diffrax", "numba"):
         raise ConfigError("backend", f"unknown sweep backend {backend!r}; choose diffrax or numba")
     ts = check_times(t)
@@ -89,8 +91,8 @@ def sweep(
         Y = np.asarray(run(jnp.asarray(Y0), jnp.asarray(P), jnp.asarray(ts)))
     shape = tuple(len(grid[n]) for n in names)
     Y = Y.reshape(*shape, ts.size, len(system.state))
-    obs = system.observables_numpy()
     variables = {n: Y[..., i] for i, n in enumerate(system.state_names)}
+    obs = system.observables_numpy() if observables else lambda *_: {}
     with np.errstate(all="ignore"):
         for n, v in obs(Y.reshape(-1, ts.size, len(system.state)).reshape(-1, len(system.state)), P.repeat(ts.size, 0).T).items():
             variables[n] = v.reshape(*shape, ts.size)

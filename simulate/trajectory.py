@@ -33,6 +33,7 @@ import numpy as np
 import xarray as xr
 
 from theory.errors import ConfigError
+from theory.params import ParamsBase
 
 __all__ = ["make_trajectory", "save", "save_or_rescue", "WriteFailed", "to_bytes", "load", "versions", "git_commit", "code_version", "atomic_write",
            "parameter_values_of", "config_of", "jsonable", "Terminated"]
@@ -51,6 +52,11 @@ def versions() -> dict[str, str]:
         except md.PackageNotFoundError:
             pass
     return out
+
+
+@lru_cache(maxsize=1)
+def _versions_json() -> str:
+    return json.dumps(versions(), sort_keys=True)
 
 
 @lru_cache(maxsize=1)
@@ -134,7 +140,7 @@ def make_trajectory(
         "backend": backend,
         "parameter_values": json.dumps(jsonable(dict(parameter_values or {})), sort_keys=True),
         "seed": -1 if seed is None else int(seed),
-        "versions": json.dumps(versions(), sort_keys=True),
+        "versions": _versions_json(),
         "git_commit": git_commit(),
         "code_version": code_version(),
         "status": int(status),
@@ -151,8 +157,35 @@ def config_attrs(config: Any) -> dict[str, str]:
     """``{"config": JSON of every field, "config_class": "module:Class"}`` for a Config (or dict)."""
     if isinstance(config, Mapping):
         return {"config": json.dumps(jsonable(dict(config)), sort_keys=True)}
-    return {"config": json.dumps(jsonable(config.to_dict()), sort_keys=True),
-            "config_class": f"{type(config).__module__}:{type(config).__qualname__}"}
+    if not isinstance(config, ParamsBase):  # not a paper Config (scalar fields): written out each time
+        return dict(_config_attrs.__wrapped__(config))
+    return dict(_config_attrs(_ByRepr(config)))
+
+
+class _ByRepr:
+    """A paper Config (scalar fields, so its ``repr`` is complete) keyed by its class and ``repr``
+    (``lr=1`` and ``lr=1.0`` are equal dataclasses but record different JSON), for the memo of
+    :func:`_config_attrs`."""
+
+    __slots__ = ("config", "key")
+
+    def __init__(self, config):
+        self.config, self.key = config, (type(config), repr(config))
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __eq__(self, other):
+        return isinstance(other, _ByRepr) and self.key == other.key
+
+
+@lru_cache(maxsize=64)
+def _config_attrs(config: Any) -> tuple[tuple[str, str], ...]:
+    """:func:`config_attrs` of a Config (through :class:`_ByRepr`: once per config, since each
+    solve of a map's cells writes the same provenance)."""
+    config = config.config if isinstance(config, _ByRepr) else config
+    return (("config", json.dumps(jsonable(config.to_dict()), sort_keys=True)),
+            ("config_class", f"{type(config).__module__}:{type(config).__qualname__}"))
 
 
 def parameter_values_of(ds: xr.Dataset) -> dict[str, Any]:

@@ -133,12 +133,15 @@ class ReducedSystem:
             self.noise.validate(self)
 
     # -- basic views ----------------------------------------------------------------------------
-    @property
+    @cached_property
     def state_names(self) -> tuple[str, ...]:
+        """The state symbols' names (computed once: sympy's printer is slow, and solves and maps read
+        them per call)."""
         return tuple(str(s) for s in self.state)
 
-    @property
+    @cached_property
     def parameter_names(self) -> tuple[str, ...]:
+        """The parameter symbols' names (computed once, as :attr:`state_names`)."""
         return tuple(str(s) for s in self.parameters)
 
     def expand_definitions(self, expr: sp.Expr) -> sp.Expr:

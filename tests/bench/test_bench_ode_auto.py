@@ -5,8 +5,9 @@ Columns: tdyn ``simulate.solve(problem, method="auto")`` (numba backend), diffra
 ``simulate.solve``, warm), scipy LSODA and Radau (``solve_ivp`` as a user calls it, no Jacobian),
 and a compiled reference — SUNDIALS CVODE-BDF through scikit-sundae when installed (compiled
 stepper, Python right-hand side). Rows: one warm solve, and a 1000-point map over one parameter
-(0.8x to 1.2x its value): tdyn ``simulate.sweep(..., backend="numba")`` and a scipy LSODA loop over
-all 1000 points; the slower methods on 50 of the points (time scaled by 20, marked ``*``). Every
+(0.8x to 1.2x its value): tdyn ``simulate.sweep(..., backend="numba", observables=False)`` (the
+states, as LSODA gives them) and a scipy LSODA loop over all 1000 points; the slower methods on 50
+of the points (time scaled by 20, marked ``*``). Every
 method runs at rtol 1e-8, atol 1e-10. Accuracy: the largest error relative to each state's scale,
 ``max_t |y - y_ref| / max_t |y_ref|``, against scipy Radau at rtol 1e-12 (on 10 points of the map).
 Printed as a table with the ratio LSODA / tdyn-auto; the goals (single >= 3x, map >= 30x at equal
@@ -120,8 +121,8 @@ def test_bench_ode_per_paper(paper, bench_row, benchmark):
         return max(_err(Ys[rows.index(b)], r) for b, r in refs.items())
 
     grid = {pname: values}
-    simulate.sweep(S, P.params, grid, P.y0, ts, backend="numba")  # compile
-    sec, ds = _best(lambda: simulate.sweep(S, P.params, grid, P.y0, ts, backend="numba"), 2)
+    simulate.sweep(S, P.params, grid, P.y0, ts, backend="numba", observables=False)  # compile
+    sec, ds = _best(lambda: simulate.sweep(S, P.params, grid, P.y0, ts, backend="numba", observables=False), 2)
     mapped = {"tdyn auto": (sec, map_err(_traj(ds, names), list(range(N_MAP))), "")}
     t0 = time.perf_counter()
     Ys = [_ivp(f, Pm[b], y0, ts, "LSODA") for b in range(N_MAP)]

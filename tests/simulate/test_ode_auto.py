@@ -73,6 +73,25 @@ def test_compiled_rhs_equals_the_numpy_rhs():
         np.testing.assert_allclose(out, S.to_numpy()(0.0, y, p), rtol=1e-14, atol=1e-14)
 
 
+def test_compiled_finite_difference_jacobian_equals_the_symbolic_jacobian():
+    from theory import scb
+
+    S = scb.symmetric_system()
+    J = _numba_ode.jacobian(S)
+    p = S.parameter_vector(dict(T=50.0, rho=0.5, K=0.12, m2=0.4, eta_V=0.5, eta_A=0.7))
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        y = rng.normal(size=4)
+        np.testing.assert_allclose(J(0.0, y, p), S.jacobian_numpy()(0.0, y, p), rtol=1e-7, atol=1e-8)
+    lam_true = np.max(np.abs(np.linalg.eigvals(S.jacobian_numpy()(0.0, y, p))))
+    assert abs(_numba_ode.fastest_rate(S, 0.0, y, p) - lam_true) <= 1e-6 * lam_true
+    # below a bound the row-sum norm answers (>= every |lambda|), above it the eigenvalues do
+    norm = np.max(np.abs(S.jacobian_numpy()(0.0, y, p)).sum(axis=1))
+    assert norm > 1.01 * lam_true
+    assert abs(_numba_ode.fastest_rate(S, 0.0, y, p, below=2 * norm) - norm) <= 1e-6 * norm
+    assert abs(_numba_ode.fastest_rate(S, 0.0, y, p, below=0.99 * norm) - lam_true) <= 1e-6 * lam_true
+
+
 def _problems():
     from theory import joma, scan_snap, scb, topic
 

@@ -28,3 +28,13 @@ def test_numba_sweep_equals_individual_scipy_solves():
                                  atol=1e-12)
             np.testing.assert_allclose(ds.x.sel(k=kk, w=ww).values, one.x.values, atol=1e-7)
             np.testing.assert_allclose(ds.radius_sq.sel(k=kk, w=ww).values, np.exp(-2 * kk * t), rtol=1e-6)
+
+
+def test_a_sweep_without_observables_has_the_same_states_and_no_observables():
+    S = oscillator()
+    t = np.linspace(0, 2, 21)
+    args = ({"k": 0.1, "w": 1.0}, {"k": [0.1, 0.5]}, {"x": 1.0, "y": 0.0}, t)
+    full = simulate.sweep(S, *args, backend="numba")
+    bare = simulate.sweep(S, *args, backend="numba", observables=False)
+    assert "radius_sq" in full and set(bare.data_vars) == {"x", "y"}
+    np.testing.assert_array_equal(bare.x.values, full.x.values)

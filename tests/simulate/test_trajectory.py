@@ -1,6 +1,7 @@
 """simulate/trajectory.py: NetCDF round trip with provenance, atomic writes (a failing writer, a
 signal mid-write, the umask)."""
 
+import json
 import os
 import signal
 import stat
@@ -110,3 +111,17 @@ def test_a_sigterm_the_process_was_started_with_ignored_stays_ignored():
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_equal_configs_with_different_literals_record_their_own_json():
+    # SCBConfig(eta_V=1) == SCBConfig(eta_V=1.0), but each run's provenance is its own config:
+    # the memo of the recorded JSON must not hand one the other's
+    from simulate.trajectory import config_attrs, jsonable
+    from theory.scb import SCBConfig
+
+    a, b = SCBConfig(eta_V=1), SCBConfig(eta_V=1.0)
+    assert a == b
+    assert json.loads(config_attrs(a)["config"])["eta_V"] == 1
+    assert isinstance(json.loads(config_attrs(b)["config"])["eta_V"], float)
+    assert config_attrs(a)["config"] != config_attrs(b)["config"]
+    assert config_attrs(SCBConfig(N=4))["config"] == json.dumps(jsonable(SCBConfig(N=4).to_dict()), sort_keys=True)
