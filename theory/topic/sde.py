@@ -189,9 +189,24 @@ class TopicSDE:
         decay = np.ones(self.r)
         decay[-1] = 0.0  # weight decay on W, not on b
         top = word_topics(c.T, c.v)
-        words = np.stack([np.nonzero(np.isin(top, S))[0] for S in document_table(c)[0]])  # (n_S, tau v)
+        sets = np.asarray(document_table(c)[0])  # (n_S, tau): the topics of each set, ascending
+        words = np.stack([np.nonzero(np.isin(top, S))[0] for S in sets])  # (n_S, tau v)
+        tv = c.tau * c.v
+        # the structure the increment uses: a set's words are its topics' blocks of v, in order, and
+        # u_S is uniform on them (1/(tau v)), zero on [MASK]
+        if not np.array_equal(words, (sets[:, :, None] * c.v + np.arange(c.v)).reshape(len(sets), -1)):
+            raise AssertionError("the words of a topic set are not its topics' blocks of v")
+        if not np.allclose(U, np.stack([np.isin(np.arange(self.D), w) / tv for w in words]), atol=0):
+            raise AssertionError("u_S is not uniform on the set's words")
+        # per topic k, the (set, slot) pairs that hold it: each topic lies in C(T-1, tau-1) sets
+        pairs = [np.argwhere(sets == k) for k in range(c.T)]
+        if len({len(q) for q in pairs}) != 1:
+            raise AssertionError("topics lie in different numbers of sets")
+        holders = np.stack([q[:, 0] for q in pairs])  # (T, m): the sets holding topic k
+        perm = np.stack([q[:, 0:1] * tv + q[:, 1:2] * c.v + np.arange(c.v) for q in pairs])  # (T, m, v)
         return {"Xh": jnp.asarray(Xh), "U": jnp.asarray(U), "FL": jnp.asarray(FL * c.lr),
-                "words": jnp.asarray(words), "sets": jnp.asarray(np.arange(self.n_sets)[:, None]),
+                "holders": jnp.asarray(holders), "label_index": jnp.asarray(perm.reshape(-1)),
+                "Xk": jnp.asarray(Xh[holders]),
                 "label_scale": jnp.asarray(2 * c.lr / math.sqrt(labels_per_document(c) * self.n_sets * words.shape[1])),
                 "eta": jnp.asarray(float(c.lr)), "lam_decay": jnp.asarray(2 * c.lam * decay),
                 "scale": jnp.asarray(math.sqrt(self.dt / c.batch))}
@@ -218,19 +233,26 @@ class TopicSDE:
 
     def increment(self, t, y, h, dW, noise, args):
         """``f h + sqrt(Δτ/B) F dW`` without forming ``F`` (the engine's structured-diffusion hook):
-        ``dY = [-2 eta R (h/n_S + s (xi - mean xi)/sqrt(n_S)) + s c Z] X~ - h eta lam Y`` with ``R`` the
-        residuals per topic set, ``xi`` the topic-set noises, ``Z[:, S] = sum_w zeta_Sw (e_w - u_S)``
-        the label noises, ``s = sqrt(Δτ/B)``, ``c = 2 eta/sqrt(n_sel n_S tau v)`` — the same
-        numbers as ``drift * h + diffusion @ dW``."""
+        ``dY = [-2 eta R (h/n_S + s (xi - mean xi)/sqrt(n_S)) + s c Z] X~ - h eta lam Y`` with ``R = Y X~ᵀ
+        - Uᵀ`` the residuals per topic set, ``xi`` the topic-set noises, ``Z[:, S] = sum_w zeta_Sw (e_w -
+        u_S)`` the label noises, ``s = sqrt(Δτ/B)``, ``c = 2 eta/sqrt(n_sel n_S tau v)`` — the same numbers
+        as ``drift * h + diffusion @ dW``. Evaluated without any (D, n_S) array: with weights ``w`` per
+        set, ``(R diag w) X~ = Y (X~ᵀ diag w X~) - Uᵀ diag w X~``; ``Uᵀ X`` is, on a word of topic k, the sum
+        over the sets holding k over ``tau v``; ``Z X~`` gathers each topic's label noises."""
         import jax.numpy as jnp
 
-        nS, tv = self.n_sets, self.config.tau * self.config.v
-        Y = y.reshape(self.D, self.r)
-        R = Y @ args["Xh"].T - args["U"].T  # (D, n_S)
-        xi, zeta = dW[:nS], dW[nS:].reshape(nS, tv)
-        weights = h / nS + args["scale"] * (xi - xi.mean()) / math.sqrt(nS)
-        Z = jnp.zeros((self.D, nS), y.dtype).at[args["words"], args["sets"]].add(zeta) - args["U"].T * zeta.sum(1)
-        dY = (-2 * args["eta"] * R * weights + args["scale"] * args["label_scale"] * Z) @ args["Xh"]
+        c = self.config
+        nS, tv, r = self.n_sets, c.tau * c.v, self.r
+        Y = y.reshape(self.D, r)
+        Xh = args["Xh"]
+        xi, zeta = dW[:nS], dW[nS:]
+        w = h / nS + args["scale"] * (xi - xi.mean()) / math.sqrt(nS)
+        sc = args["scale"] * args["label_scale"]
+        a = 2 * args["eta"] * w - sc * zeta.reshape(nS, tv).sum(1)  # the sets' weights on Uᵀ
+        UX = (a[:, None] * Xh)[args["holders"]].sum(1) / tv  # (T, r): Uᵀ (a X~) on each topic's words
+        ZX = jnp.einsum("kmi,kmr->kir", zeta[args["label_index"]].reshape(c.T, -1, c.v), args["Xk"])
+        words = jnp.repeat(UX, c.v, axis=0) + sc * ZX.reshape(c.n_words, r)
+        dY = -2 * args["eta"] * (Y @ (Xh.T @ (w[:, None] * Xh))) + jnp.concatenate([words, jnp.zeros((1, r), y.dtype)])
         return (dY - h * args["eta"] * Y * args["lam_decay"]).reshape(-1)
 
     # -- observables (numpy) ------------------------------------------------------------------------
