@@ -64,11 +64,13 @@ def _layer_panels(trajs: dict, title, outdir, name):
     for c in range(n, nblocks * ncols):
         fig.delaxes(axes[2 * (c // ncols), c % ncols])
         fig.delaxes(axes[2 * (c // ncols) + 1, c % ncols])
+    layers = {key: sum(1 for v in traj.data_vars if v.startswith("entropy_layer")) for key, traj in trajs.items()}
+    # one colour per layer across every run (perceptual: layer order reads as lightness), so that the
+    # legend's "layer l" is the same curve style in every panel
+    colors = plt.cm.viridis(np.linspace(0, 0.9, max(2, *layers.values())))
     for c, (key, traj) in enumerate(trajs.items()):
         top, bottom = axes[2 * (c // ncols), c % ncols], axes[2 * (c // ncols) + 1, c % ncols]
-        nl = sum(1 for v in traj.data_vars if v.startswith("entropy_layer"))
-        colors = plt.cm.viridis(np.linspace(0, 0.9, max(nl, 2)))  # perceptual: layer order reads as lightness
-        for l in range(nl):
+        for l in range(layers[key]):
             top.plot(traj["step"], traj[f"entropy_layer{l}"], color=colors[l], label=f"layer {l}")
             bottom.plot(traj["step"], traj[f"stable_rank_layer{l}"], color=colors[l], label=f"layer {l}")
         top.set_title(f"{title(key)}; validation loss {float(traj['val_loss'].min()):.3f}")

@@ -21,9 +21,10 @@ def _fig(variant: str, outdir, quick, device):
     names = ["loss", *(f"gamma_{i + 1}" for i in range(cfg.D))]
     ylabels = {"loss": "population loss $L$", **{f"gamma_{i + 1}": f"$\\gamma_{i + 1}$ (component {i + 1})"
                                                   for i in range(cfg.D)}}
-    title = {"merged": "ATTN_M (merged key-query)", "separate": "ATTN_S (separate key and query)"}[variant]
-    fig = overlay(ode, [trained.sel(seed=s) for s in trained["seed"].values], names, ylabels=ylabels,
-                  title=f"{title}: eigenvalues {list(cfg.lams)}, H={cfg.H}", xlabel="time $t$ = lr x steps")
+    title = {"merged": "Merged key-query attention", "separate": "Separate key and query"}[variant]
+    eig = ", ".join(f"{x:g}" for x in cfg.lams)
+    fig = overlay(ode, trained.rename(seed="run"), names, ylabels=ylabels,
+                  title=f"{title}: eigenvalues {eig}, {cfg.H} heads", xlabel="time $t$ = lr x steps")
     levels = plateau_levels(cfg.lam, cfg.N)
     for level in levels:
         fig.axes[0].axhline(level, color="0.6", lw=0.6, ls=":")
