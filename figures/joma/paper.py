@@ -17,5 +17,5 @@ PAPER = Paper(
     estimate="theory.joma.config:estimate",
     text="empirical.joma.text:JomaTextConfig",  # Figs. 6 and 8 on WikiText-2
     claims="figures.joma.claims:claims",
-    quick_seconds=460,
+    quick_seconds=260,
 )

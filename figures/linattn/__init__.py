@@ -15,7 +15,7 @@ ROW = dict(
     config="theory.linattn:LinAttnConfig", systems="theory.linattn:systems", problem="theory.linattn:problem",
     sde=None, train="empirical.linattn.experiment:run", compare="figures.linattn.compare:compare",
     figures="figures.linattn.figures:FIGURES", estimate="theory.linattn.config:estimate", text=None, claims=None,
-    quick_seconds=100,
+    quick_seconds=18,
     missing={"sde": "not derived yet: the per-sample loss's noise (spec §3) is future work",
              "text": "in-context linear regression is synthetic: no real-text protocol",
              "claims": "the claims registry (claims.toml) is a draft; compare decides single-run claims"},

@@ -16,6 +16,6 @@ PAPER = Paper(
     figures="figures.scb.figures:FIGURES",
     estimate="theory.scb.config:estimate",
     claims="figures.scb.claims:claims",
-    quick_seconds=210,
+    quick_seconds=136,
     missing={"text": "the SCB paper's claims are about synthetic sparse contextual bigrams: no real-text protocol"},
 )

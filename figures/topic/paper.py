@@ -17,5 +17,5 @@ PAPER = Paper(
     estimate="theory.topic.config:estimate",
     text="empirical.topic.text:TopicTextConfig",  # LDA topics and embedding/attention ratios on WikiText-2
     claims="figures.topic.claims:claims",
-    quick_seconds=335,
+    quick_seconds=210,
 )
