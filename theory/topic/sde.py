@@ -181,9 +181,8 @@ class TopicSDE:
         FL = np.stack(cols, axis=1) * 2 / math.sqrt(labels_per_document(c) * nS * tv)  # times eta in args
         return Xh, U, FL
 
-    def args(self):
-        import jax.numpy as jnp
-
+    def _numbers(self) -> dict:
+        """The step's constants in numpy (:meth:`args` for jax, :meth:`numba_increment`)."""
         c = self.config
         Xh, U, FL = self._tables
         decay = np.ones(self.r)
@@ -204,12 +203,21 @@ class TopicSDE:
             raise AssertionError("topics lie in different numbers of sets")
         holders = np.stack([q[:, 0] for q in pairs])  # (T, m): the sets holding topic k
         perm = np.stack([q[:, 0:1] * tv + q[:, 1:2] * c.v + np.arange(c.v) for q in pairs])  # (T, m, v)
-        return {"Xh": jnp.asarray(Xh), "U": jnp.asarray(U), "FL": jnp.asarray(FL * c.lr),
-                "holders": jnp.asarray(holders), "label_index": jnp.asarray(perm.reshape(-1)),
-                "Xk": jnp.asarray(Xh[holders]),
-                "label_scale": jnp.asarray(2 * c.lr / math.sqrt(labels_per_document(c) * self.n_sets * words.shape[1])),
-                "eta": jnp.asarray(float(c.lr)), "lam_decay": jnp.asarray(2 * c.lam * decay),
-                "scale": jnp.asarray(math.sqrt(self.dt / c.batch))}
+        return {"Xh": Xh, "U": U, "FL": FL * c.lr, "holders": holders, "label_index": perm.reshape(-1), "Xk": Xh[holders],
+                "label_scale": 2 * c.lr / math.sqrt(labels_per_document(c) * self.n_sets * words.shape[1]),
+                "eta": float(c.lr), "lam_decay": 2 * c.lam * decay, "scale": math.sqrt(self.dt / c.batch)}
+
+    def args(self):
+        import jax.numpy as jnp
+
+        return {k: jnp.asarray(v) for k, v in self._numbers().items()}
+
+    def numba_increment(self):
+        """``(increment, params)`` for ``simulate.solve_sde(..., backend="numba")``: :meth:`increment`
+        in loops (:mod:`theory.topic.sde_numba`), tested equal to it."""
+        from .sde_numba import increment, kernel_params
+
+        return increment, kernel_params(self._numbers(), self.config)
 
     def initial_state(self) -> np.ndarray:
         return np.zeros(self.dim)
@@ -262,16 +270,42 @@ class TopicSDE:
         return Wt[..., :, : self.D], Wt[..., :, self.D]
 
     def observables(self, Y) -> dict[str, np.ndarray]:
-        """:data:`OBSERVABLES` of states ``Y`` (..., D r), from the full ``W`` rebuilt in blocks of
-        states (the full matrices of a whole ensemble would not fit in memory at ``T = v = 10``)."""
-        Y = np.asarray(Y)
+        """:data:`OBSERVABLES` of states ``Y`` (..., D r), read from ``Y`` itself: in the basis
+        (:func:`basis`) ``W[d, j] = Y[d, t(j)]/sqrt(v)`` on a word ``j`` of topic ``t(j)``, ``W[d, MASK] =
+        Y[d, T]``, ``b = Y[:, r - 1]``, so every observable is a mean or a sum of squares over the
+        ``D x r`` numbers — no ``D x D`` matrix per state (an ensemble saves ``paths x times`` states).
+        Equal to the definitions on the full matrices (:meth:`full_observables`; tests). In blocks of
+        states (~32 MiB of temporaries at a time)."""
+        Y = np.asarray(Y, dtype=np.float64)
         lead = Y.shape[:-1]
         flat = Y.reshape(-1, self.dim)
-        block = max(1, 2**22 // (self.D * (self.D + 1)))  # ~32 MiB of full matrices at a time
+        block = max(1, 2**22 // self.dim)
         parts = [self._observables(flat[i:i + block]) for i in range(0, flat.shape[0], block)]
         return {k: np.concatenate([p[k] for p in parts]).reshape(lead) for k in OBSERVABLES}
 
     def _observables(self, Y) -> dict[str, np.ndarray]:
+        c = self.config
+        nw, v, T_ = c.n_words, c.v, c.T
+        Y = Y.reshape(*Y.shape[:-1], self.D, self.r)
+        top = word_topics(T_, v)
+        rv = math.sqrt(v)
+        words = Y[..., :nw, :T_] / rv  # (..., nw, T): W[d, j] for j of topic t, rows d the words
+        own = words[..., np.arange(nw), top]  # W[d, j] with t(j) = t(d): (..., nw)
+        other = ~(top[:, None] == np.arange(T_)[None, :])  # (nw, T): topic t is not word d's
+        A = own.mean(-1)  # the diagonal and the same-topic entries are equal (W is constant on blocks)
+        C_ = (words * other).sum((-2, -1)) / other.sum()
+        res = np.sqrt(v * ((own - A[..., None]) ** 2).sum(-1)  # diagonal (1) + same-topic (v - 1) entries
+                      + v * (((words - C_[..., None, None]) * other) ** 2).sum((-2, -1)))  # v entries per block
+        mask = Y[..., nw, :]
+        return {"A": A, "B": A, "C": C_, "m": Y[..., :nw, T_].mean(-1), "r": mask[..., :T_].mean(-1) / rv,
+                "s": mask[..., T_], "b_w": Y[..., :nw, -1].mean(-1), "b_M": mask[..., -1],
+                "within_topic_mode": A - A, "topic_mode": v * (A - C_), "block_difference": A - C_,
+                "offdiagonal_block_difference": A - C_, "off_symmetric_residual": res, "context_residual": res,
+                "norm_W_V": np.sqrt((Y[..., :, :-1] ** 2).sum((-2, -1)))}
+
+    def full_observables(self, Y) -> dict[str, np.ndarray]:
+        """:data:`OBSERVABLES` by their definitions on the full ``W`` rebuilt from ``Y`` (..., D r)
+        (``D x D`` per state: the reference of :meth:`observables`, for a few states)."""
         c = self.config
         W, b = self.full_matrices(Y)
         nw, v = c.n_words, c.v

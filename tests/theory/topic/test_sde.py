@@ -23,7 +23,7 @@ from theory.topic import (A, B, C, TopicConfig, b_M, b_w, context_residual, docu
                           full_space_system, full_value_matrix, m, off_symmetric_residual, r, s, stage1_flow,
                           stage1_optimum, word_topics)
 from theory.topic.derive import STAGE1_PARAMETERS, _full_population_loss
-from theory.topic.sde import TopicSDE, basis, check_config, labels_per_document, per_sample_flow, sde
+from theory.topic.sde import OBSERVABLES, TopicSDE, basis, check_config, labels_per_document, per_sample_flow, sde
 
 enable_x64()  # jax arrays below are float64, as in simulate.solve_sde
 
@@ -159,6 +159,20 @@ def test_structured_increment_equals_drift_and_dense_diffusion(sizes):
     np.testing.assert_allclose(np.asarray(model.increment(0.0, y, h, dW, None, args)), np.asarray(want), atol=1e-12)
 
 
+@pytest.mark.parametrize("sizes", [dict(T=3, v=2, tau=2), dict(T=5, v=3, tau=3), dict(T=10, v=10, tau=2)])
+def test_numba_step_equals_the_jax_increment(sizes):
+    import jax.numpy as jnp
+
+    model = TopicSDE(TopicConfig(**sizes, lam=0.1))
+    step, params = model.numba_increment()
+    rng = np.random.default_rng(5)
+    y, dW = rng.normal(size=model.dim), rng.normal(size=model.noise_dim)
+    dy = np.full(model.dim, np.nan)
+    step(0.0, y, 0.7, dW, np.uint64(0), params, dy)
+    want = model.increment(0.0, jnp.asarray(y), 0.7, jnp.asarray(dW), None, model.args())
+    np.testing.assert_allclose(dy, np.asarray(want), rtol=1e-12, atol=1e-13)
+
+
 def test_sde_increments_have_covariance_sigma_dt():
     """One Euler–Maruyama step of the engine from a fixed state: the increments' covariance is
     Δτ Σ h, Σ = F Fᵀ/B (F checked against the symbolic covariance above), and their mean is f h,
@@ -228,6 +242,19 @@ def test_covariance_equals_the_real_networks_per_document_gradients():
         tr_emp = ((G - G.mean(0)) ** 2).sum(1)
         assert abs(tr_emp.mean() * docs / (docs - 1) - np.trace(Sigma)) < 4 * tr_emp.std() / np.sqrt(docs) \
             + 0.05 * np.trace(Sigma)
+
+
+@pytest.mark.parametrize("sizes", [dict(T=3, v=2, tau=2), dict(T=5, v=3, tau=3), dict(T=10, v=10, tau=2)])
+def test_the_observables_read_from_y_equal_their_definitions_on_the_full_matrices(sizes):
+    model = TopicSDE(TopicConfig(**sizes))
+    rng = np.random.default_rng(7)
+    Y = rng.normal(size=(2, 3, model.dim))
+    Y[1, 2] = np.repeat(rng.normal(size=(model.D, 1)), model.r, axis=1).ravel()  # each row constant
+    got, want = model.observables(Y), model.full_observables(Y)
+    assert set(got) == set(want) == set(OBSERVABLES)
+    for k in OBSERVABLES:
+        assert got[k].shape == (2, 3), k
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-12, atol=1e-13, err_msg=k)
 
 
 def test_the_observables_agree_with_the_full_matrices():
