@@ -92,10 +92,11 @@ def sweep(
     shape = tuple(len(grid[n]) for n in names)
     Y = Y.reshape(*shape, ts.size, len(system.state))
     variables = {n: Y[..., i] for i, n in enumerate(system.state_names)}
-    obs = system.observables_numpy() if observables else lambda *_: {}
-    with np.errstate(all="ignore"):
-        for n, v in obs(Y.reshape(-1, ts.size, len(system.state)).reshape(-1, len(system.state)), P.repeat(ts.size, 0).T).items():
-            variables[n] = v.reshape(*shape, ts.size)
+    if observables:
+        obs = system.observables_numpy()
+        with np.errstate(all="ignore"):
+            for n, v in obs(Y.reshape(-1, len(system.state)), P.repeat(ts.size, 0).T).items():
+                variables[n] = v.reshape(*shape, ts.size)
     ds = make_trajectory(ts, variables, paper=system.paper, system=system.name, source="ode",
                          backend=backend, parameter_values=dict(base), lead_dims=tuple(names))
     return ds.assign_coords({n: np.asarray(grid[n], dtype=float) for n in names})
