@@ -157,15 +157,20 @@ def config_attrs(config: Any) -> dict[str, str]:
     """``{"config": JSON of every field, "config_class": "module:Class"}`` for a Config (or dict)."""
     if isinstance(config, Mapping):
         return {"config": json.dumps(jsonable(dict(config)), sort_keys=True)}
-    if not isinstance(config, ParamsBase):  # not a paper Config (scalar fields): written out each time
-        return dict(_config_attrs.__wrapped__(config))
-    return dict(_config_attrs(_ByRepr(config)))
+    if isinstance(config, ParamsBase):  # a paper Config: written out once (a map's cells share it)
+        return dict(_memo_config_attrs(_ByRepr(config)))
+    return dict(_config_attr_items(config))
+
+
+def _config_attr_items(config: Any) -> tuple[tuple[str, str], ...]:
+    return (("config", json.dumps(jsonable(config.to_dict()), sort_keys=True)),
+            ("config_class", f"{type(config).__module__}:{type(config).__qualname__}"))
 
 
 class _ByRepr:
     """A paper Config (scalar fields, so its ``repr`` is complete) keyed by its class and ``repr``
     (``lr=1`` and ``lr=1.0`` are equal dataclasses but record different JSON), for the memo of
-    :func:`_config_attrs`."""
+    :func:`_memo_config_attrs`."""
 
     __slots__ = ("config", "key")
 
@@ -180,12 +185,8 @@ class _ByRepr:
 
 
 @lru_cache(maxsize=64)
-def _config_attrs(config: Any) -> tuple[tuple[str, str], ...]:
-    """:func:`config_attrs` of a Config (through :class:`_ByRepr`: once per config, since each
-    solve of a map's cells writes the same provenance)."""
-    config = config.config if isinstance(config, _ByRepr) else config
-    return (("config", json.dumps(jsonable(config.to_dict()), sort_keys=True)),
-            ("config_class", f"{type(config).__module__}:{type(config).__qualname__}"))
+def _memo_config_attrs(key: _ByRepr) -> tuple[tuple[str, str], ...]:
+    return _config_attr_items(key.config)
 
 
 def parameter_values_of(ds: xr.Dataset) -> dict[str, Any]:
