@@ -33,7 +33,9 @@ import hashlib
 import itertools
 import json
 import re
+import signal
 import socket
+import threading
 import traceback
 import warnings
 from contextlib import contextmanager
@@ -106,17 +108,29 @@ def _cell_lock(root: Path, key: str):
         fh.close()  # releases the lock
 
 
-def _run_cell(fn_ref: str, cell: Cell, store: str) -> tuple[str, str, str]:
+def _run_cell(fn_ref: str, cell: Cell, store: str, pool_worker: bool = False) -> tuple[str, str, str]:
     """Worker side: run one cell, write its file or its error; never raises for a cell's failure.
-    Under the cell's lock; a cell another sweep finished meanwhile is not recomputed."""
+    Under the cell's lock; a cell another sweep finished meanwhile is not recomputed.
+
+    ``pool_worker``: this is a process of the sweep's own pool, stopped by its parent with SIGTERM
+    (then SIGKILL after a grace). Once a signal has stopped one of its cells, the process writes that
+    cell's partial trajectory with further SIGINT/SIGTERM ignored (a second SIGTERM would otherwise
+    abort the write inside h5py, whose cleanup then prints to the sweep's stderr) and starts none of
+    the cells still queued for it (they stay pending)."""
+    if pool_worker and _POOL_WORKER_STOPPING.is_set():
+        raise KeyboardInterrupt("the sweep is stopping: this worker starts no further cell")
     key, root = cell.key, Path(store)
     with _cell_lock(root, key):
         if cell_problem(root / "cells" / f"{key}.nc", key) is None:
             return key, "ok", ""
-        return _compute_cell(fn_ref, cell, root)
+        return _compute_cell(fn_ref, cell, root, pool_worker)
 
 
-def _compute_cell(fn_ref: str, cell: Cell, root: Path) -> tuple[str, str, str]:
+#: set in a pool worker process once a signal stopped one of its cells (:func:`_run_cell`)
+_POOL_WORKER_STOPPING = threading.Event()
+
+
+def _compute_cell(fn_ref: str, cell: Cell, root: Path, pool_worker: bool = False) -> tuple[str, str, str]:
     key = cell.key
     try:
         ds = resolve_ref(fn_ref)(cell.paper, dict(cell.config), **dict(cell.options))
@@ -128,6 +142,10 @@ def _compute_cell(fn_ref: str, cell: Cell, root: Path) -> tuple[str, str, str]:
                 stale.unlink()
         return key, "ok", ""
     except KeyboardInterrupt as stop:  # a signal (the Trainer's carries the run's partial trajectory)
+        if pool_worker:  # the parent is stopping this process: finish the partial file undisturbed
+            _POOL_WORKER_STOPPING.set()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_IGN)
         _keep_partial(root, key, getattr(stop, "partial", None))
         raise
     except Exception as exc:  # noqa: BLE001 - a failing cell is recorded, not fatal
@@ -295,7 +313,7 @@ def _run_todo(fn_ref, todo, root, workers, ray, done):
 
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
         try:
-            futs = {pool.submit(_run_cell, fn_ref, c, str(root)): c for c in todo}
+            futs = {pool.submit(_run_cell, fn_ref, c, str(root), True): c for c in todo}
             for fut in as_completed(futs):
                 c = futs[fut]
                 try:

@@ -177,3 +177,55 @@ def test_unreachable_ray_address_is_refused_before_anything_is_written(tmp_path)
     with pytest.raises(Exception, match="ray: 'head-node' is not"):
         run_cells(LINE, _cells([1.0]), tmp_path / "st2", ray="head-node")
     assert not (tmp_path / "st2").exists()
+
+
+def test_a_stopped_pool_worker_finishes_its_partial_file_under_further_signals_and_starts_no_queued_cell(tmp_path):
+    """A pool worker whose cell a signal stopped keeps that cell's partial trajectory, then ignores
+    the parent's further SIGTERMs (one arriving during the h5py write used to abort it and print
+    h5py's cleanup errors on the sweep's stderr) and refuses the cells still queued for it (they
+    stay pending). Run in a child process: the worker's signal dispositions change for good."""
+    script = f"""
+import os, signal, sys
+from pathlib import Path
+from empirical.sweeps import _run_cell, grid_cells, partial_path
+store = Path(sys.argv[1])
+(store / "cells").mkdir(parents=True)
+first, queued = grid_cells("toy", {{"x": 0.0}}, {{"x": [1.0, 2.0]}})
+try:
+    _run_cell("helpers.sweep_cells:stopped", first, str(store), True)
+except KeyboardInterrupt:
+    pass
+os.kill(os.getpid(), signal.SIGTERM)  # ignored now: the process is still here
+try:
+    _run_cell("helpers.sweep_cells:line", queued, str(store), True)
+    print("queued cell ran")
+except KeyboardInterrupt:
+    print("queued cell refused")
+print(partial_path(store, first.key).is_file(), sorted(p.name for p in (store / "cells").iterdir()) == [partial_path(store, first.key).name])
+"""
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "S")], capture_output=True, text=True,
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=120)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert out.stdout.split() == ["queued", "cell", "refused", "True", "True"], out.stdout
+    import xarray as xr
+
+    from empirical.sweeps import partial_path
+
+    first = _cells([1.0])[0]
+    kept = xr.load_dataset(partial_path(tmp_path / "S", first.key), engine="h5netcdf")
+    np.testing.assert_array_equal(kept["y"].values, [0.0, 1.0, 2.0])
+
+
+def test_a_stopped_cell_outside_a_pool_leaves_the_signal_handlers_alone(tmp_path):
+    """Serial sweeps (and notebooks) run cells in the caller's process: a stopped cell keeps its
+    partial file there too, but the caller's Ctrl-C/SIGTERM handling is not touched."""
+    from empirical.sweeps import _run_cell, partial_path
+
+    (tmp_path / "cells").mkdir()
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    cell = _cells([1.0])[0]
+    with pytest.raises(KeyboardInterrupt):
+        _run_cell("helpers.sweep_cells:stopped", cell, str(tmp_path))
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+    assert partial_path(tmp_path, cell.key).is_file()
+    assert _run_cell(LINE, _cells([2.0])[0], str(tmp_path))[1] == "ok"  # the next cell runs

@@ -26,3 +26,13 @@ def line(paper: str, config: dict, *, hold: str | None = None, fail_once: str | 
             time.sleep(120)
     t = np.arange(5.0)
     return make_trajectory(t, {"y": x * t}, paper=paper, system="line", source="test", config=config)
+
+
+def stopped(paper: str, config: dict):
+    """A cell stopped by a signal, as the Trainer stops one: a ``KeyboardInterrupt`` carrying the
+    trajectory logged so far (``y = x * t`` on t = 0..2) as ``partial``."""
+    x = float(config["x"])
+    t = np.arange(3.0)
+    stop = KeyboardInterrupt("stopped by SIGTERM")
+    stop.partial = make_trajectory(t, {"y": x * t}, paper=paper, system="line", source="test", config=config)
+    raise stop
