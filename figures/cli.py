@@ -298,8 +298,9 @@ def _derive_text(paper, systems, fmt, expanded, standalone=False, one=None) -> s
 
 @_command()
 @click.argument("paper", required=False)
-@click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
-              help="ODE solver: diffrax (compiled, jax) or scipy (solve_ivp); they agree.")
+@click.option("--backend", type=click.Choice(["numba", "diffrax", "scipy"]), default="numba", show_default=True,
+              help="ODE solver: numba (stiffness-aware: compiled DOP853, LSODA once stiff), diffrax (jax, "
+                   "Kvaerno5) or scipy (solve_ivp, Radau); they agree.")
 @click.option("--sde", is_flag=True, help="Simulate minibatch SGD as an SDE ensemble.")
 @click.option("--paths", type=click.IntRange(min=1), default=64, show_default=True, help="SDE paths.")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True, help="SDE noise seed.")
@@ -722,8 +723,8 @@ def _sweep_epilog() -> str:
 @click.option("--variant", default=None, metavar="V",
               help=_variant_help() + " For the train cells, applied before --set.")
 @click.option("--device", default="cpu", show_default=True, help="Torch device of the training cells (cpu or cuda).")
-@click.option("--backend", type=click.Choice(["diffrax", "scipy"]), default="diffrax", show_default=True,
-              help="ODE cells: the solver backend.")
+@click.option("--backend", type=click.Choice(["numba", "diffrax", "scipy"]), default="numba", show_default=True,
+              help="ODE cells: the solver backend (as tdyn simulate --backend).")
 @_set_option
 @_large_option
 @_corpus_option

@@ -65,7 +65,7 @@ def train_cell(paper: str, config: dict, *, variant: str | None = None, device: 
     return row.slot("train")(cfg, device=device, variant=row.train_variant(cfg, variant), progress=False)
 
 
-def ode_cell(paper: str, config: dict, *, backend: str = "diffrax"):
+def ode_cell(paper: str, config: dict, *, backend: str = "numba"):
     """One ODE solve of the row's ``problem`` for ``config``."""
     import simulate
     from simulate.trajectory import config_attrs
@@ -125,7 +125,7 @@ def text_base(paper: str, overrides: Sequence[str] = ()):
 
 
 def plan(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, seeds: int = 0, overrides: Sequence[str] = (),
-         job: str = "train", variant: str | None = None, device: str = "cpu", backend: str = "diffrax",
+         job: str = "train", variant: str | None = None, device: str = "cpu", backend: str = "numba",
          allow_large: bool = False) -> list[Cell]:
     """The validated cells of a sweep (nothing runs): every cell's config is built and checked.
     ``job="text"`` sweeps the paper's real-text run (:func:`text_base`) instead of its Config."""
@@ -166,7 +166,7 @@ def plan(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, seeds
 
 def sweep(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, store: str | Path, seeds: int = 0,
           overrides: Sequence[str] = (), job: str = "train", variant: str | None = None, device: str = "cpu",
-          backend: str = "diffrax", workers: int = 1, ray: str | None = None, allow_large: bool = False,
+          backend: str = "numba", workers: int = 1, ray: str | None = None, allow_large: bool = False,
           progress=None):
     """Run a grid (skipping cells already in ``store``) and return it as one Dataset (dim ``cell``).
     Failed cells are listed in ``store/index.csv`` with their error; rerun to retry them."""

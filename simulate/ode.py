@@ -6,11 +6,11 @@ outcome. A failed or non-finite solve raises :class:`SolverError` carrying the p
 trajectory up to the last good time.
 
 Methods: :data:`ODE_METHODS` (scipy ``METHODS`` style), one table per backend, its default first.
-Defaults are stiff solvers (scipy Radau; diffrax Kvaerno5 with a PID controller), because reduced
-flows such as SCB's have a fast "mean" block next to a slow escape (docs/papers/scb.md §3.4). The
-``numba`` backend's ``"auto"`` (also what ``method="auto"`` picks with no backend named) is
-stiffness-aware: a compiled explicit DOP853 while the flow is not stiff, scipy's LSODA once it is
-(:func:`_solve_auto`). (The SDE
+The default (no backend, no method) is the ``numba`` backend's ``"auto"``: stiffness-aware, a
+compiled explicit DOP853 while the flow is not stiff, scipy's LSODA once it is (:func:`_solve_auto`),
+because reduced flows such as SCB's have a fast "mean" block next to a slow escape
+(docs/papers/scb.md §3.4); measured 3-11x faster than scipy's LSODA per solve (``make bench``).
+Each other backend's default is a stiff solver (scipy Radau; diffrax Kvaerno5 with a PID controller). (The SDE
 schemes' table is :data:`simulate.METHODS`; hence the name ``ODE_METHODS``.)
 
 Shared with :mod:`simulate.sde`, :mod:`simulate.sweep` and the SDE engines: :func:`enable_x64`,
@@ -166,10 +166,11 @@ def solve(
     params: values of ``system.parameter_names`` (extra keys are ignored).
     y0:     initial state, by name or in ``system.state_names`` order.
     t:      strictly increasing output times (units: the system's time, e.g. optimiser steps).
-    backend: ``"diffrax"`` (jit-compiled, float64; the default), ``"scipy"`` (``solve_ivp``'s
+    backend: ``"diffrax"`` (jit-compiled, float64), ``"scipy"`` (``solve_ivp``'s
             solver classes, stepped here so that a failure keeps the times reached) or ``"numba"``
             (the right-hand side and DOP853 compiled by numba, one call per solve) —
-            :data:`BACKENDS`. With ``method="auto"`` and no backend: ``"numba"``.
+            :data:`BACKENDS`. No backend: ``"numba"`` (method ``"auto"``, stiffness-aware), or the
+            first backend whose table holds ``method`` (``method="Kvaerno5"`` -> diffrax).
     method: a key of ``ODE_METHODS[backend]`` (:data:`ODE_METHODS`, the default first):
 
             =========  ==============================================================
@@ -186,8 +187,8 @@ def solve(
     Raises :class:`SolverError` (with ``.partial``) when the solver fails or leaves finite values.
     """
     config = None
-    if backend is None:
-        backend = "numba" if method == "auto" else "diffrax"
+    if backend is None:  # stiffness-aware by default; a method of another backend names that backend
+        backend = next((b for b in BACKENDS if method is not None and method in ODE_METHODS[b]), "numba")
     if isinstance(system, Problem):
         problem = system
         config = problem.config

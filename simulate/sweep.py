@@ -61,14 +61,14 @@ def sweep(
     rtol: float = 1e-8,
     atol: float = 1e-10,
     max_steps: int = 1_000_000,
-    backend: str = "diffrax",
+    backend: str = "numba",
     observables: bool = True,
 ) -> xr.Dataset:
     """Solve ``system`` at every point of ``grid`` (a product over the named parameters).
     ``y0`` may be a callable of the parameter values (initial states that depend on them).
-    ``backend``: ``"diffrax"`` (``method`` a diffrax solver, default Kvaerno5) or ``"numba"``
-    (``method`` ``"auto"``, the default: DOP853 at every point, scipy LSODA at the points where
-    it spends its step budget; or ``"DOP853"``). A point that fails is NaN after its last good time.
+    ``backend``: ``"numba"`` (the default; ``method`` ``"auto"``, the default: DOP853 at every
+    point, scipy LSODA at the points where it spends its step budget; or ``"DOP853"``) or
+    ``"diffrax"`` (``method`` a diffrax solver, default Kvaerno5, vmapped over the grid). A point that fails is NaN after its last good time.
     ``observables=False``: the states only (as :func:`simulate.solve`)."""
     if backend not in ("diffrax", "numba"):
         raise ConfigError("backend", f"unknown sweep backend {backend!r}; choose diffrax or numba")

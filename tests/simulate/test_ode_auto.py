@@ -112,3 +112,18 @@ def test_auto_agrees_with_tight_radau_on_each_papers_ode(paper):
     Y = np.stack([tr[n].values for n in S.state_names], axis=1)
     scale = np.maximum(np.max(np.abs(ref), axis=0), 1e-6 * np.max(np.abs(ref)))
     assert np.max(np.abs(Y - ref) / scale) < 1e-6, paper
+
+
+@pytest.mark.parametrize("method, backend, used", [(None, "numba", "LSODA"), ("Kvaerno5", "diffrax", None),
+                                                    ("Radau", "scipy", None)])
+def test_no_backend_means_stiffness_aware_auto_or_the_backend_that_has_the_method(method, backend, used):
+    """The default solve is the stiffness-aware ``auto`` (here: a stiff flow, so LSODA); a method
+    named without a backend picks the backend whose table holds it. Each meets the closed form."""
+    t = np.linspace(0, 2, 41)
+    lam_value, rtol, atol = 1e5, 1e-8, 1e-10
+    tr = simulate.solve(stiff_linear(), {"lam": lam_value}, {"u": 1.0, "v": 2.0}, t, method=method, rtol=rtol,
+                        atol=atol)
+    assert tr.attrs["backend"] == backend and tr.attrs.get("method_used") == used
+    exact_v = (2.0 - 1 / (lam_value - 1)) * np.exp(-lam_value * t) + np.exp(-t) / (lam_value - 1)
+    np.testing.assert_allclose(tr.u, np.exp(-t), rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(tr.v, exact_v, rtol=1e-4, atol=1e-8)

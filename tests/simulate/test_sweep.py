@@ -6,11 +6,12 @@ import simulate
 from helpers.systems import oscillator
 
 
-def test_sweep_equals_individual_solves():
+def test_diffrax_sweep_equals_individual_solves():
     S = oscillator()
     t = np.linspace(0, 2, 21)
-    ds = simulate.sweep(S, {"k": 0.1, "w": 1.0}, {"k": [0.1, 0.5], "w": [1.0, 2.0, 3.0]}, {"x": 1.0, "y": 0.0}, t)
-    assert ds.x.shape == (2, 3, 21)
+    ds = simulate.sweep(S, {"k": 0.1, "w": 1.0}, {"k": [0.1, 0.5], "w": [1.0, 2.0, 3.0]}, {"x": 1.0, "y": 0.0}, t,
+                        backend="diffrax")
+    assert ds.x.shape == (2, 3, 21) and ds.attrs["backend"] == "diffrax"
     one = simulate.solve(S, {"k": 0.5, "w": 3.0}, {"x": 1.0, "y": 0.0}, t, backend="scipy", rtol=1e-10, atol=1e-12)
     assert np.allclose(ds.x.sel(k=0.5, w=3.0).values, one.x.values, atol=1e-6)
     assert np.allclose(ds.radius_sq.sel(k=0.5, w=3.0).values, np.exp(-t), atol=1e-6)
@@ -19,9 +20,8 @@ def test_sweep_equals_individual_solves():
 def test_numba_sweep_equals_individual_scipy_solves():
     S = oscillator()
     t = np.linspace(0, 2, 21)
-    ds = simulate.sweep(S, {"k": 0.1, "w": 1.0}, {"k": [0.1, 0.5], "w": [1.0, 2.0, 3.0]}, {"x": 1.0, "y": 0.0}, t,
-                        backend="numba")
-    assert ds.x.shape == (2, 3, 21) and ds.attrs["backend"] == "numba"
+    ds = simulate.sweep(S, {"k": 0.1, "w": 1.0}, {"k": [0.1, 0.5], "w": [1.0, 2.0, 3.0]}, {"x": 1.0, "y": 0.0}, t)
+    assert ds.x.shape == (2, 3, 21) and ds.attrs["backend"] == "numba"  # the default
     for kk in (0.1, 0.5):
         for ww in (1.0, 3.0):
             one = simulate.solve(S, {"k": kk, "w": ww}, {"x": 1.0, "y": 0.0}, t, backend="scipy", rtol=1e-10,
