@@ -233,6 +233,32 @@ def _decide_values(claim: ClaimSpec, values: np.ndarray, *, level: float) -> Dec
 # ------------------------------------------------------------------------------------------------
 # The validity map: sweep cells
 # ------------------------------------------------------------------------------------------------
+def train_slot_runs(row, cfg, seeds: Sequence[int], device: str = "cpu") -> list[xr.Dataset | None]:
+    """The row's train slot on every seed of ``cfg``: in one call through the row's ``train_seeds``
+    where it has one and it batches ``cfg`` (equal to the per-seed runs, tested per paper), else seed
+    by seed. A diverged seed is ``None`` (no statistic: the point stays undecided) — the Trainer's
+    :class:`DivergenceError`, or a batched seed with a non-finite logged value (what the Trainer
+    stops on)."""
+    if row.train_seeds is not None:
+        try:
+            out = row.slot("train_seeds")(cfg, seeds=[int(s) for s in seeds], device=device)
+        except ConfigError:  # a config the batched runner does not batch: the plain runs below
+            pass
+        else:
+            return [r if all(np.isfinite(np.asarray(v.values, dtype=float)).all()
+                             for v in r.data_vars.values() if v.dtype.kind == "f") else None
+                    for r in _split_runs(out, seeds, "train_seeds")]
+    train = row.slot("train")
+    out = []
+    for s in seeds:
+        try:
+            out.append(train(cfg.replace(seed=int(s)), device=device, variant=getattr(cfg, "variant", None),
+                             progress=False))
+        except DivergenceError:  # a diverged seed has no statistic: NaN, the point stays undecided
+            out.append(None)
+    return out
+
+
 def claim_cell(paper: str, config: dict, *, statistic: str, seeds: Sequence[int], stat_axes: Mapping[str, Sequence],
                runs: str = "", theory: str = "", device: str = "cpu", config_class: str = "",
                stat_kwargs: Mapping[str, Any] | None = None) -> xr.Dataset:
@@ -248,17 +274,9 @@ def claim_cell(paper: str, config: dict, *, statistic: str, seeds: Sequence[int]
     stat = resolve_ref(statistic, "statistic")
     extra = dict(stat_kwargs or {})
     if runs:
-        out = resolve_ref(runs, "runs")(cfg, seeds=list(seeds), device=device)
+        trajs = _split_runs(resolve_ref(runs, "runs")(cfg, seeds=list(seeds), device=device), seeds, "runs")
     else:
-        train = row.slot("train")
-        out = []
-        for s in seeds:
-            try:
-                out.append(train(cfg.replace(seed=int(s)), device=device, variant=getattr(cfg, "variant", None),
-                                 progress=False))
-            except DivergenceError:  # a diverged seed has no statistic: NaN, the point stays undecided
-                out.append(None)
-    trajs = _split_runs(out, seeds, "runs")
+        trajs = train_slot_runs(row, cfg, seeds, device)
     names = list(stat_axes)
     grid = [list(stat_axes[n]) for n in names]
     shape = [len(g) for g in grid]

@@ -24,7 +24,8 @@ from theory.errors import ConfigError
 
 from .papers import SLOTS, Paper
 
-__all__ = ["ContractError", "TINY", "check_slots", "time_cases", "check_time_axis", "check_derivation"]
+__all__ = ["ContractError", "TINY", "check_slots", "time_cases", "check_time_axis", "check_train_seeds",
+           "check_derivation"]
 
 #: a tiny run: the logging grid's last interval is shorter (10 is not a multiple of 3), so a slot that
 #: builds its own grid (linspace, arange) instead of ``config.ode_times()`` shows up
@@ -109,6 +110,30 @@ def check_time_axis(row: Paper, variant: str | None, slot: str) -> None:
         return
     _require(times.shape == np.shape(cfg.ode_times()) and np.array_equal(times, cfg.ode_times()), row,
              f"{slot} ({variant}): times {times[:4]}... are not config.ode_times()")
+
+
+def check_train_seeds(row: Paper, variant: str | None, seeds=(0, 3)) -> None:
+    """A row's optional ``train_seeds`` equals its train slot seed by seed on a :data:`TINY` config
+    of ``variant`` (every observable both log, to 1e-10 relative), or refuses the config with a
+    ``ConfigError`` (then the claims train seed by seed)."""
+    if row.train_seeds is None:
+        return
+    cfg = row.make_config(TINY, variant=variant)
+    try:
+        batched = row.slot("train_seeds")(cfg, seeds=list(seeds), device="cpu")
+    except ConfigError:
+        return
+    _require("seed" in batched.dims and batched["seed"].values.tolist() == list(seeds), row,
+             f"train_seeds ({variant}): no seed dim holding {list(seeds)}")
+    for i, s in enumerate(seeds):
+        one = row.slot("train")(cfg.replace(seed=int(s)), device="cpu", variant=row.train_variant(cfg), progress=False)
+        shared = [k for k in one.data_vars if k in batched.data_vars]
+        _require(bool(shared), row, f"train_seeds ({variant}): logs none of the train slot's observables")
+        for k in shared:
+            a, b = np.asarray(batched[k].isel(seed=i).values if "seed" in batched[k].dims else batched[k].values,
+                              float), np.asarray(one[k].values, float)
+            _require(a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-10, atol=1e-12)), row,
+                     f"train_seeds ({variant}): seed {s}'s {k} differs from the train slot's run")
 
 
 def check_derivation(row: Paper) -> None:

@@ -15,6 +15,10 @@ sde           ``sde(config) -> (model, config.ode_times())`` for ``simulate.solv
 train         ``run(config, *, device, variant, progress, checkpoint, checkpoint_every, resume)
               -> Trajectory`` (``empirical/<p>/experiment.py:run``) logged at
               ``config.log_steps()``, time ``config.ode_times()``; ``variant`` is the config's own
+train_seeds   optional: ``train_seeds(config, *, seeds, device) -> Trajectory`` with dims ``(seed,
+              time)``, every seed of the train slot in one batched call, equal to its per-seed runs
+              (tested); raises ``ConfigError`` for a config it does not batch. The claims use it
+              for the train slot's seeds where it is given (:func:`figures.claims.claim_cell`)
 compare       ``compare(*, quick, device) -> figures.report.Report`` (agreement + claims)
 figures       ``FIGURES``: a sequence of ``fig_x(outdir | None, quick, *, device) -> data``, run by
               the one collector :func:`figures.core.make_figures` (a row still on its own
@@ -79,6 +83,8 @@ class Paper:
     estimate: Ref | None = None
     text: Ref | None = None
     claims: Ref | None = None
+    #: optional batched runner of the train slot (not in :data:`SLOTS`: a row without one trains seed by seed)
+    train_seeds: Ref | None = None
     missing: Mapping[str, str] = field(default_factory=dict)
     #: CPU seconds of the quick `tdyn figures` (measured on an idle 2-core machine): `tdyn reproduce
     #: --jobs J` starts the longest papers first, so that no long paper is left running alone at the end

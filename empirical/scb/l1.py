@@ -2,7 +2,7 @@
 engine of the claims' batched seeds (:func:`train_seeds`) and of the l1-vs-SGD comparison.
 
 :func:`train_runs` trains R runs of ``yhat = V X a^(k)`` (spec §2) at once: each run has its own
-method, learning rate ``lr`` (used for both V and A, Decision 8), l1 strength ``lam``, data seed
+method, learning rate ``lr`` (for both V and A, Decision 8, unless ``lr_V`` gives V its own), l1 strength ``lam``, data seed
 and (optionally) initial parameters. Runs with the same seed see the same minibatches (common
 random numbers: method comparisons are paired), and **a run draws exactly what the Trainer's run
 of that seed draws** (:class:`SeedSampler`: :class:`~empirical.scb.data.SCBSampler` on the
@@ -58,18 +58,21 @@ METHODS = ("l1", "l1_proj", "sgd")
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run: ``method`` in METHODS, learning rate ``lr`` (V and A), l1 strength ``lam``
-    (threshold ``lr*lam`` per step), data ``seed``."""
+    """One run: ``method`` in METHODS, learning rate ``lr`` (the attention's, and V's unless
+    ``lr_V`` gives V its own), l1 strength ``lam`` (threshold ``lr*lam`` per step), data ``seed``."""
 
     method: str
     lr: float
     lam: float
     seed: int
+    lr_V: float | None = None
 
     def __post_init__(self):
         check_choice("method", self.method, METHODS)
         if not (np.isfinite(self.lr) and self.lr > 0):
             raise ConfigError("lr", f"learning rate must be a finite number > 0, got {self.lr}")
+        if self.lr_V is not None and not (np.isfinite(self.lr_V) and self.lr_V > 0):
+            raise ConfigError("lr_V", f"learning rate must be a finite number > 0, got {self.lr_V}")
         if not (np.isfinite(self.lam) and self.lam >= 0):
             raise ConfigError("lam", f"l1 strength must be >= 0, got {self.lam}")
 
@@ -180,8 +183,9 @@ def _train_runs(task, runs, batch, steps, log_every, lam_switch, dev, population
     mu = torch.as_tensor(task.mu, **f64)
     V, A = _initial(task, R, init, f64)
     lr = torch.as_tensor([r.lr for r in runs], **f64)
+    lr_V = torch.as_tensor([r.lr if r.lr_V is None else r.lr_V for r in runs], **f64)
     # the rule of empirical.scb.update, one value per run: projection before the prox (l1_proj)
-    hyper = update.Hyper(lr_V=lr, lr_A=lr, precondition=torch.as_tensor([r.method != "sgd" for r in runs], device=dev),
+    hyper = update.Hyper(lr_V=lr_V, lr_A=lr, precondition=torch.as_tensor([r.method != "sgd" for r in runs], device=dev),
                          lam=torch.as_tensor([r.lam for r in runs], **f64), lam_switch=lam_switch,
                          project=torch.as_tensor([r.method == "l1_proj" for r in runs], device=dev),
                          project_before_prox=True)
@@ -259,12 +263,6 @@ def method_of(config: SCBConfig) -> str:
     return "l1_proj" if config.normalise == "step_before_prox" else "l1"
 
 
-def _check_batchable(config: SCBConfig) -> None:
-    if config.eta_V != config.eta_A:
-        raise ConfigError("eta_A", f"the batched runs use one learning rate for V and A (Decision 8 default); "
-                                   f"got eta_V={config.eta_V}, eta_A={config.eta_A}")
-
-
 def train_seeds(config: SCBConfig, *, seeds, device: str = "cpu", task: SCBTask | None = None, init=None):
     """Every seed of ``config`` in one batched run (:func:`train_runs`): a trajectory with dims
     ``(seed, time)`` holding the observables the Trainer's run logs (time ``config.ode_times()``;
@@ -273,12 +271,12 @@ def train_seeds(config: SCBConfig, *, seeds, device: str = "cpu", task: SCBTask 
     exact zeros (the Trainer's, |a| > 1e-12: the same after the prox).
     Seed ``s`` draws and steps exactly as ``empirical.scb.train(config, seed=s)`` (tested).
     ``init`` = (V0, A0) for every seed, or per seed with a leading seed axis."""
-    _check_batchable(config)
     task = task or make_task(config)
     seeds = [int(s) for s in seeds]
     if init is None and config.init != "mu":
         init = initial_parameters(config, task)
-    runs = [RunSpec(method_of(config), float(config.eta_A), float(config.lam), s) for s in seeds]
+    runs = [RunSpec(method_of(config), float(config.eta_A), float(config.lam), s, lr_V=float(config.eta_V))
+            for s in seeds]
     out = train_runs(task, runs, batch=config.batch, steps=config.steps, log_every=config.log_every,
                      lam_switch=config.lam_switch, device=device, init=init)
     return trajectory_of_runs(out, config, seeds, task=task)

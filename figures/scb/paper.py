@@ -12,6 +12,7 @@ PAPER = Paper(
     problem="theory.scb:problem",
     sde="theory.scb:minibatch_sde_reduced",  # docs/papers/scb.md §3.6: reduced state + off-manifold energies
     train="empirical.scb:run",
+    train_seeds="empirical.scb.l1:train_seeds",
     compare="figures.scb.compare:compare",
     figures="figures.scb.figures:FIGURES",
     estimate="theory.scb.config:estimate",

@@ -214,3 +214,37 @@ def test_conclude_points_decided_outside_the_sweep():
                             for x, v in ((3.0, far), (4.0, near))])
     assert shown.verdict == "untested" and shown.grade == "C" and shown.at == {"lr": 4.0}
     assert shown.estimate == pytest.approx(np.median(near)) and shown.interval[0] < np.mean(near) < shown.interval[1]
+
+
+def test_the_train_slot_runs_batched_equal_the_per_seed_runs_and_a_diverged_seed_has_no_run():
+    """figures.claims.train_slot_runs: through the row's train_seeds (one call) the same runs as the
+    train slot seed by seed; a batched seed with a non-finite logged value is None, as a Trainer run
+    that diverges; a config the batched runner refuses trains seed by seed."""
+    import dataclasses
+
+    from figures.claims import train_slot_runs
+    from figures.papers import get
+    from theory import scb as tscb
+
+    row = get("scb")
+    cfg = tscb.SCBConfig(N=3, T=8, Q=2, eta_V=0.05, eta_A=0.1, batch=8, steps=30, log_every=5)
+    seeds = [2, 5]
+    batched = train_slot_runs(row, cfg, seeds)
+    plain = train_slot_runs(dataclasses.replace(row, train_seeds=None), cfg, seeds)
+    for b, p in zip(batched, plain):
+        for k in tscb.CORRELATION_OBSERVABLES:
+            np.testing.assert_allclose(b[k].values, p[k].values, rtol=1e-10, atol=1e-12)
+        assert "minibatch_loss" in p and "minibatch_loss" not in b  # the two paths really differ
+
+    def one_diverges(c, *, seeds, device):
+        from empirical.scb.l1 import train_seeds
+
+        out = train_seeds(c, seeds=seeds, device=device)
+        v = out["value_transition_correlation"].values.copy()
+        v[1, -1] = np.inf
+        return out.assign(value_transition_correlation=(out["value_transition_correlation"].dims, v))
+
+    runs = train_slot_runs(dataclasses.replace(row, train_seeds=one_diverges), cfg, seeds)
+    assert runs[0] is not None and runs[1] is None
+    softmax = train_slot_runs(row, cfg.replace(variant="softmax"), [0])  # not batched: the Trainer's run
+    assert "minibatch_loss" in softmax[0]

@@ -42,6 +42,24 @@ def test_a_row_breaking_the_contract_is_caught():
         contract.check_time_axis(own_grid, None, "problem")
 
 
+@pytest.mark.parametrize("row, variant", [
+    pytest.param(row, variant, id=f"{row.name}-{variant}")
+    for row in _rows() if row.train_seeds is not None for variant in (row.variants or (None,))])
+def test_a_batched_train_slot_equals_the_per_seed_runs(row, variant):
+    contract.check_train_seeds(row, variant)
+
+
+def test_a_batched_train_slot_that_differs_is_caught():
+    """The check can fail: a train_seeds whose seeds are shifted by one."""
+    from empirical.scb.l1 import train_seeds
+
+    row = get("scb")
+    shifted = dataclasses.replace(row, train_seeds=lambda cfg, *, seeds, device: train_seeds(
+        cfg, seeds=[s + 1 for s in seeds], device=device).assign_coords(seed=list(seeds)))
+    with pytest.raises(contract.ContractError, match="differs from the train slot"):
+        contract.check_train_seeds(shifted, None)
+
+
 def test_row_without_reason_is_refused():
     with pytest.raises(ValueError, match="sde"):
         Paper(name="x", title="", spec="", config=ParamsBase, systems=len, problem=len, train=len,

@@ -108,6 +108,7 @@ _BASE = dict(N=3, T=12, Q=2, eta_V=0.05, eta_A=0.05, batch=16, steps=60, log_eve
     dict(lam=0.02, lam_switch=0.5, normalise="step_before_prox"),  # projection, then the prox
     dict(variant="sgd"),                                          # vanilla SGD
     dict(init="uniform", query="last"),                           # V = 11^T/N, Decision 1 B
+    dict(eta_A=0.1),                                              # V and A at their own learning rates
 ])
 def test_train_seeds_equals_the_trainers_runs_seed_by_seed(setting):
     """Every seed of the batched run draws the same minibatches and takes the same steps as
@@ -134,5 +135,5 @@ def test_train_seeds_refuses_what_it_does_not_batch():
         el1.train_seeds(scb.SCBConfig(**_BASE, lam=0.1, normalise="step"), seeds=[0])
     with pytest.raises(ConfigError, match="variant"):
         el1.train_seeds(scb.SCBConfig(**_BASE, variant="softmax"), seeds=[0])
-    with pytest.raises(ConfigError, match="eta_A"):
-        el1.train_seeds(scb.SCBConfig(**{**_BASE, "eta_A": 0.1}), seeds=[0])
+    with pytest.raises(ConfigError, match="lr_V"):
+        el1.RunSpec("l1", 0.1, 0.0, 0, lr_V=-1.0)

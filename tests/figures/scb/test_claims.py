@@ -85,15 +85,22 @@ def test_transfer_null_pretrains_on_shuffled_data():
     assert float(th["zeta0"].sel(pretrain=1.0)) > 0.5
 
 
-def test_sde_null_trains_at_a_quarter_of_the_batch(monkeypatch):
+def test_sde_null_trains_at_a_quarter_of_the_batch():
+    """The null's runs are the Trainer's runs at batch B/4, seed by seed (batched, equal to them)."""
     from empirical.scb import experiment
     from figures.scb import calibration as K
 
-    seen = []
-    monkeypatch.setattr(experiment, "run", lambda cfg, **kw: seen.append((cfg.batch, cfg.seed)) or cfg)
-    cfg = REG.get("sde_band_coverage").protocol.config(scb.SCBConfig, True)
-    K.null_runs(cfg, seeds=[3, 4])
-    assert seen == [(cfg.batch // 4, 3), (cfg.batch // 4, 4)]
+    cfg = REG.get("sde_band_coverage").protocol.config(scb.SCBConfig, True).replace(steps=40, log_every=10)
+    out = K.null_runs(cfg, seeds=[3, 4])
+    assert out["seed"].values.tolist() == [3, 4]
+    for i, s in enumerate([3, 4]):
+        one = experiment.run(cfg.replace(batch=cfg.batch // 4, seed=s), device="cpu", progress=False)
+        assert one.attrs["config"] and '"batch": %d' % (cfg.batch // 4) in one.attrs["config"]
+        for k in scb.CORRELATION_OBSERVABLES:
+            np.testing.assert_allclose(out[k].isel(seed=i).values, one[k].values, rtol=1e-10, atol=1e-12)
+    half = experiment.run(cfg.replace(batch=cfg.batch // 2, seed=3), device="cpu", progress=False)
+    assert not np.allclose(out["value_transition_correlation"].isel(seed=0).values,
+                           half["value_transition_correlation"].values)  # the batch is what differs
 
 
 # ------------------------------------------------------------------------------------------------
