@@ -27,6 +27,7 @@ g``, first step ``v = g``; ``theta += lr v`` is descent on the CE), init zero or
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -339,7 +340,8 @@ def symmetric_observables(task: ScanSnapTask, Y: np.ndarray, Z: np.ndarray) -> d
     return out
 
 
-def count_sgd_runs(config, runs: int, *, seed: int = 0, l: int = 1, t_inf: bool = False, dtype=np.float64):
+def count_sgd_runs(config, runs: int, *, seed: int = 0, l: int = 1, t_inf: bool = False, dtype=np.float64,
+                   seeds=None):
     """``runs`` independent runs of count-vector SGD on ``config`` (classes uniform, exact count
     vectors, batch mean, plain SGD or PyTorch momentum) in one vectorised engine, logged at
     ``config.ode_times()``: a Trajectory with dims ``(run, time)`` of :func:`symmetric_observables`.
@@ -348,7 +350,9 @@ def count_sgd_runs(config, runs: int, *, seed: int = 0, l: int = 1, t_inf: bool 
     rates ``eta/l``, ``l`` times the steps and the logging interval, each step's gradient
     ``c1 g1 + c2 g2`` from two independent minibatches (``l = 1``: plain SGD; momentum 0 only).
     ``t_inf``: every sequence's frequencies are ``P(.|n)`` exactly (``T = inf``; the class draw stays
-    random). Seeded by ``seed`` (all runs from one generator)."""
+    random). Seeded by ``seed`` (all runs from one generator); or, with ``seeds`` (one integer per run,
+    ``runs`` = their number), run ``r`` from its own generator ``default_rng(seeds[r])``: then each run
+    is exactly the run ``count_sgd_runs(config, 1, seed=seeds[r])`` (a claim's seeds in one call)."""
     from simulate import make_trajectory
 
     from theory.errors import ConfigError
@@ -356,6 +360,10 @@ def count_sgd_runs(config, runs: int, *, seed: int = 0, l: int = 1, t_inf: bool 
 
     from ..svag import SVAG
 
+    if seeds is not None:
+        seeds = [int(x) for x in seeds]
+        if len(seeds) != runs:
+            raise ConfigError("seeds", f"one seed per run: {len(seeds)} seeds for {runs} runs")
     if runs < 1:
         raise ConfigError("runs", f"need at least one run, got {runs}")
     if config.optimizer != "sgd" or config.variant != "counts":
@@ -366,7 +374,8 @@ def count_sgd_runs(config, runs: int, *, seed: int = 0, l: int = 1, t_inf: bool 
         raise ConfigError("momentum", "SVAG is run with plain SGD here (momentum 0)")
     task = make_task(config)
     eng = CountSGD(task, [svag.lr(config.eta_Y)] * runs, [svag.lr(config.eta_Z)] * runs, batch=config.batch,
-                   momentum=config.momentum, zero_init=config.zero_init, rng=np.random.default_rng(seed), dtype=dtype)
+                   momentum=config.momentum, zero_init=config.zero_init, dtype=dtype,
+                   rng=np.random.default_rng(seed) if seeds is None else [np.random.default_rng(x) for x in seeds])
     if t_inf:
         eng._sampler = _Population(eng.sup_p[0])
     log_at = svag.log_steps(config)
@@ -392,4 +401,5 @@ def count_sgd_runs(config, runs: int, *, seed: int = 0, l: int = 1, t_inf: bool 
     data = {name: np.stack([o[name] for o in logs], axis=-1) for name in logs[0]}
     return make_trajectory(config.ode_times(), data, paper=PAPER, system="count_sgd", source="train",
                            backend="numpy_count_sgd", seed=seed, lead_dims=("run",), config=config,
-                           extra_attrs={"svag_l": int(l), "t_inf": int(bool(t_inf)), "runs": int(runs)})
+                           extra_attrs={"svag_l": int(l), "t_inf": int(bool(t_inf)), "runs": int(runs),
+                                        **({} if seeds is None else {"run_seeds": json.dumps(seeds)})})

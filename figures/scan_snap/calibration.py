@@ -119,25 +119,25 @@ def calibration_rows(rows) -> list:
 # ------------------------------------------------------------------------------------------------
 def train_seeds(config: ss.ScanSnapConfig, *, seeds, device: str = "cpu"):
     """The claim's runs: count-vector SGD, one independent run per seed (each its own generator,
-    seeded by the seed and ``config.seed``), dims ``(seed, time)``."""
-    import xarray as xr
+    seeded by the seed and ``config.seed``), all in one batched call, dims ``(seed, time)``."""
+    return _seed_runs(config, seeds)
 
+
+def _seed_runs(config: ss.ScanSnapConfig, seeds, t_inf: bool = False):
+    """:func:`~empirical.scan_snap.fast.count_sgd_runs` with run ``i`` seeded ``seeds[i] * 7919 +
+    config.seed`` (each exactly the run made alone), as dims ``(seed, time)``."""
     from empirical.scan_snap.fast import count_sgd_runs
 
-    runs = [count_sgd_runs(config, 1, seed=int(s) * 7919 + int(config.seed)).isel(run=0) for s in seeds]
-    return xr.concat(runs, "seed").assign_coords(seed=list(seeds))
+    seeds = [int(s) for s in seeds]
+    out = count_sgd_runs(config, len(seeds), seeds=[s * 7919 + int(config.seed) for s in seeds], t_inf=t_inf)
+    return out.rename({"run": "seed"}).assign_coords(seed=seeds)
 
 
 def null_runs(config: ss.ScanSnapConfig, *, seeds, device: str = "cpu"):
     """The null control: the claim's runs with the population frequencies in place of the count
     vectors (T = inf, the same minibatch class draws): no finite-T shift, which the statistic, judged
     at the point's T, must not take for one."""
-    import xarray as xr
-
-    from empirical.scan_snap.fast import count_sgd_runs
-
-    runs = [count_sgd_runs(config, 1, seed=int(s) * 7919 + int(config.seed), t_inf=True).isel(run=0) for s in seeds]
-    return xr.concat(runs, "seed").assign_coords(seed=list(seeds))
+    return _seed_runs(config, seeds, t_inf=True)
 
 
 def _sde_final(config, name="dt_entropy") -> np.ndarray:
