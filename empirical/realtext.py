@@ -21,13 +21,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 
 from theory.errors import ConfigError
 
 from .sweeps import Cell, load_cells, run_cells
-from .textrun import CELL_THREADS, TextRunConfig, TextSettings, cell_config, cell_progress, check_fits
+from .textrun import TextRunConfig, TextSettings, cell_config, check_fits
 from .trainer import resolve_device
 
 __all__ = ["TextProtocol", "run_text_cells", "TEXT_CELL", "FULL_VOCAB"]
@@ -101,12 +100,12 @@ def run_text_cells(paper: str, jobs: Sequence[tuple[Mapping[str, Any], TextRunCo
     def note(key, status, err):
         print(f"{paper}: cell {key} {status}{': ' + err if err else ''}", file=sys.stderr)
 
+    # not part of the cells' keys: the in-process run's bar; the spawned workers' share of the cores
+    runtime = {"progress": bool(progress and workers == 1 and ray is None),
+               "threads": max(1, (os.cpu_count() or 1) // workers) if workers > 1 and ray is None else None}
     with contextlib.ExitStack() as stack:
         if store is None:
             store = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"tdyn-{paper}-"))
-        stack.enter_context(cell_progress(progress and workers == 1 and ray is None))
-        if workers > 1 and ray is None:  # the spawned workers share the cores
-            threads = str(max(1, (os.cpu_count() or 1) // workers))
-            stack.enter_context(mock.patch.dict(os.environ, {CELL_THREADS: threads}))
-        run_cells(TEXT_CELL, cells, store, workers=workers, ray=ray, progress=note if progress else None)
+        run_cells(TEXT_CELL, cells, store, workers=workers, ray=ray, progress=note if progress else None,
+                  runtime=runtime)
         return load_cells(store, cells)

@@ -108,7 +108,8 @@ def _cell_lock(root: Path, key: str):
         fh.close()  # releases the lock
 
 
-def _run_cell(fn_ref: str, cell: Cell, store: str, pool_worker: bool = False) -> tuple[str, str, str]:
+def _run_cell(fn_ref: str, cell: Cell, store: str, pool_worker: bool = False,
+              runtime: Mapping[str, Any] | None = None) -> tuple[str, str, str]:
     """Worker side: run one cell, write its file or its error; never raises for a cell's failure.
     Under the cell's lock; a cell another sweep finished meanwhile is not recomputed.
 
@@ -123,17 +124,18 @@ def _run_cell(fn_ref: str, cell: Cell, store: str, pool_worker: bool = False) ->
     with _cell_lock(root, key):
         if cell_problem(root / "cells" / f"{key}.nc", key) is None:
             return key, "ok", ""
-        return _compute_cell(fn_ref, cell, root, pool_worker)
+        return _compute_cell(fn_ref, cell, root, pool_worker, runtime)
 
 
 #: set in a pool worker process once a signal stopped one of its cells (:func:`_run_cell`)
 _POOL_WORKER_STOPPING = threading.Event()
 
 
-def _compute_cell(fn_ref: str, cell: Cell, root: Path, pool_worker: bool = False) -> tuple[str, str, str]:
+def _compute_cell(fn_ref: str, cell: Cell, root: Path, pool_worker: bool = False,
+                  runtime: Mapping[str, Any] | None = None) -> tuple[str, str, str]:
     key = cell.key
     try:
-        ds = resolve_ref(fn_ref)(cell.paper, dict(cell.config), **dict(cell.options))
+        ds = resolve_ref(fn_ref)(cell.paper, dict(cell.config), **dict(cell.options), **dict(runtime or {}))
         ds.attrs["sweep_key"] = key
         ds.attrs["sweep_cell"] = json.dumps(jsonable(dict(cell.swept)), sort_keys=True)
         atomic_write(root / "cells" / f"{key}.nc", lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))
@@ -253,10 +255,14 @@ cell_progress: contextvars.ContextVar[Callable[[int, str], Any] | None] = contex
 
 
 def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers: int = 1, ray: str | None = None,
-              progress: Callable[[str, str, str], None] | None = None) -> pd.DataFrame:
+              progress: Callable[[str, str, str], None] | None = None,
+              runtime: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """Run every cell not already in ``store``; return the index (one row per cell).
     ``workers=1`` runs in this process; ``workers>1`` in that many spawned processes; ``ray`` (an
     address or ``"auto"``) on a Ray cluster. ``progress(key, status, error)`` is called per cell.
+    ``runtime``: keywords every call of the cell function gets besides the cell's options, which
+    are not part of the cell's key — how a run is shown or scheduled, never its numbers (a
+    progress bar, torch's thread count); picklable.
     A Ray address that does not answer is refused before anything is written (:func:`check_ray_address`)."""
     if ray is not None:
         check_ray_address(ray)
@@ -285,7 +291,7 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
             progress(key, st, err)
 
     try:
-        _run_todo(fn_ref, todo, root, workers, ray, done)
+        _run_todo(fn_ref, todo, root, workers, ray, done, runtime)
     except BaseException:  # an interrupt: the index says which cells did finish before it
         for c in todo:
             if c.key not in status and cell_problem(root / "cells" / f"{c.key}.nc", c.key) is None:
@@ -301,19 +307,19 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
     return _write_index(root, unique, status)
 
 
-def _run_todo(fn_ref, todo, root, workers, ray, done):
+def _run_todo(fn_ref, todo, root, workers, ray, done, runtime=None):
     if ray is not None:
-        _run_ray(fn_ref, todo, root, ray, done)
+        _run_ray(fn_ref, todo, root, ray, done, runtime)
     elif workers <= 1:
         for c in todo:
-            done(*_run_cell(fn_ref, c, str(root)))
+            done(*_run_cell(fn_ref, c, str(root), False, runtime))
     else:
         import multiprocessing as mp
         from concurrent.futures.process import BrokenProcessPool
 
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
         try:
-            futs = {pool.submit(_run_cell, fn_ref, c, str(root), True): c for c in todo}
+            futs = {pool.submit(_run_cell, fn_ref, c, str(root), True, runtime): c for c in todo}
             for fut in as_completed(futs):
                 c = futs[fut]
                 try:
@@ -406,7 +412,7 @@ def check_ray_address(address: str, timeout: float = 5.0) -> None:
         raise ConfigError("ray", f"{address} is not a Ray server (it answered {seen!r}, not gRPC); {hint}")
 
 
-def _run_ray(fn_ref: str, todo: Sequence[Cell], root: Path, address: str, done) -> None:
+def _run_ray(fn_ref: str, todo: Sequence[Cell], root: Path, address: str, done, runtime=None) -> None:
     try:
         import ray
     except ImportError:  # pragma: no cover - depends on the extra
@@ -420,7 +426,7 @@ def _run_ray(fn_ref: str, todo: Sequence[Cell], root: Path, address: str, done) 
             raise ConfigError("ray", f"cannot connect to {address}: "
                                      f"{' '.join(f'{type(exc).__name__}: {exc}'.split())[:300]}") from None
     remote = ray.remote(num_cpus=1, max_retries=0)(_run_cell)
-    refs = {remote.remote(fn_ref, c, str(root)): c for c in todo}
+    refs = {remote.remote(fn_ref, c, str(root), False, runtime): c for c in todo}
     pending = list(refs)
     while pending:
         ready, pending = ray.wait(pending, num_returns=1)

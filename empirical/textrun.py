@@ -25,9 +25,7 @@ Float32 throughout (torch defaults).
 from __future__ import annotations
 
 import functools
-import os
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,11 +38,11 @@ from theory.errors import ConfigError, check_choice
 from theory.params import ParamsBase
 
 from . import text
-from .trainer import ModuleState, Trainer
+from .trainer import ModuleState, Trainer, torch_threads
 from .transformer import TransformerLM, attention_entropy, stable_rank
 
 __all__ = ["TextSettings", "TextRunConfig", "TextExperiment", "train_text", "corpus_for", "text_cell", "cell_config",
-           "cell_progress", "CELL_THREADS", "PAPER"]
+           "PAPER"]
 
 PAPER = "realtext"
 
@@ -271,22 +269,6 @@ def train_text(config: TextRunConfig, *, device: str = "auto", progress: bool = 
     return traj, exp, time.perf_counter() - t0
 
 
-_CELL_PROGRESS: list[bool] = [False]
-#: environment variable: torch CPU threads of each :func:`text_cell` worker process
-CELL_THREADS = "TDYN_CELL_THREADS"
-
-
-@contextmanager
-def cell_progress(on: bool):
-    """Show the tqdm bar of :func:`text_cell` runs made in this process inside the block (the
-    progress switch is not part of a cell's config, so it does not change the cell's key)."""
-    _CELL_PROGRESS.append(bool(on))
-    try:
-        yield
-    finally:
-        _CELL_PROGRESS.pop()
-
-
 def cell_config(config: TextRunConfig) -> dict[str, Any]:
     """``config`` as a sweep cell's config dict: every field, ``corpus`` resolved (the CLI's
     ``--corpus`` or the default) to an absolute directory path that worker processes can read."""
@@ -296,20 +278,20 @@ def cell_config(config: TextRunConfig) -> dict[str, Any]:
     return out
 
 
-def text_cell(paper: str, config: dict, *, device: str = "cpu"):
+def text_cell(paper: str, config: dict, *, device: str = "cpu", progress: bool = False, threads: int | None = None):
     """One real-text run as a sweep cell (``"empirical.textrun:text_cell"``, importable in spawned
     workers and on Ray nodes): ``config`` holds every :class:`TextRunConfig` field, ``corpus`` a
     directory path (workers do not see the CLI's ``--corpus``). Returns the run's trajectory
     (``val_loss``, ``entropy_layer{l}``, ``stable_rank_layer{l}``, ... per logged step) plus
     ``snapshot`` (time, query, key): the lowest layer's attention map at each logged step
     (``experiment.snapshots``, float64), and ``attrs["train_seconds"]`` (the run's training time).
-    ``paper`` only labels the run (the protocols pass theirs). In a worker process the environment
-    variable :data:`CELL_THREADS` caps torch's CPU threads (K workers share the cores; the thread
-    count does not change the numbers of these runs)."""
-    if os.environ.get(CELL_THREADS):
-        torch.set_num_threads(int(os.environ[CELL_THREADS]))
+    ``paper`` only labels the run (the protocols pass theirs). ``progress`` (the run's tqdm bar) and
+    ``threads`` (torch's CPU threads during the run, e.g. the cores' share of each of K worker
+    processes; ``None``: unchanged) are the sweep's ``runtime`` keywords: not part of the cell's key,
+    and the thread count does not change the numbers of these runs."""
     cfg = TextRunConfig.from_dict(config)
-    traj, exp, sec = train_text(cfg, device=device, progress=_CELL_PROGRESS[-1])
+    with torch_threads(threads):
+        traj, exp, sec = train_text(cfg, device=device, progress=progress)
     snaps = np.stack([exp.snapshots[int(s)] for s in traj["step"].values])
     traj = traj.assign(snapshot=(("time", "query", "key"), snaps))
     traj.attrs.update(train_seconds=float(sec), text_paper=paper)

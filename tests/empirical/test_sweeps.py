@@ -229,3 +229,26 @@ def test_a_stopped_cell_outside_a_pool_leaves_the_signal_handlers_alone(tmp_path
     assert {sig: signal.getsignal(sig) for sig in before} == before
     assert partial_path(tmp_path, cell.key).is_file()
     assert _run_cell(LINE, _cells([2.0])[0], str(tmp_path))[1] == "ok"  # the next cell runs
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_runtime_keywords_reach_every_cell_and_are_not_part_of_its_key(tmp_path, workers):
+    """run_cells(runtime=...): every call of the cell function gets them (in this process and in
+    spawned workers); the store's cells are the same cells whatever they are, so a rerun with other
+    runtime keywords recomputes nothing."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    cells = _cells([1.0, 2.0, 3.0])
+    idx = run_cells("helpers.sweep_cells:noted", cells, tmp_path / "S", workers=workers,
+                    runtime={"note": "hello", "folder": str(notes)})
+    assert list(idx["status"]) == ["ok"] * 3
+    written = {p.name: p.read_text().split() for p in notes.iterdir()}
+    assert sorted(written) == ["1.0.txt", "2.0.txt", "3.0.txt"] and {w[0] for w in written.values()} == {"hello"}
+    pids = {w[1] for w in written.values()}
+    assert (pids == {str(os.getpid())}) == (workers == 1)
+    for p in notes.iterdir():
+        p.unlink()
+    again = run_cells("helpers.sweep_cells:noted", cells, tmp_path / "S", workers=workers,
+                      runtime={"note": "other", "folder": str(notes)})
+    assert list(again["status"]) == ["ok"] * 3 and not any(notes.iterdir())  # nothing recomputed
+    assert list(again["key"]) == [c.key for c in _cells([1.0, 2.0, 3.0])]

@@ -36,3 +36,11 @@ def stopped(paper: str, config: dict):
     stop = KeyboardInterrupt("stopped by SIGTERM")
     stop.partial = make_trajectory(t, {"y": x * t}, paper=paper, system="line", source="test", config=config)
     raise stop
+
+
+def noted(paper: str, config: dict, *, note: str | None = None, folder: str | None = None):
+    """``line`` that also writes ``note`` and its process id to ``folder/<x>.txt`` (the sweep's
+    ``runtime`` keywords reach it)."""
+    if folder is not None:
+        (Path(folder) / f"{float(config['x'])}.txt").write_text(f"{note} {os.getpid()}")
+    return line(paper, config)
