@@ -45,28 +45,31 @@ __all__ = ["claims", "masking_factor", "stage1_theory", "stage1_quantities", "ma
            "shuffled_topic_runs", "quick_untested", "QUICK_UNTESTED", "THEORY_INITS", "STAGE1_RUN_TIME_CONSTANTS"]
 
 _decide = registry_claims("topic", Path(__file__).with_name("claims.toml"))
-_DECIDED: dict[tuple, list] = {}  # (quick, device, only) -> results
 
 
 def claims(*, quick: bool = True, device: str = "auto", progress: bool = False, only=None) -> list:
     """The row's claims slot: the registry beside this module, decided over seeds with its maps
-    (:func:`figures.claims.registry_claims`), once per process and arguments: the figures' claim
-    outputs and the compare report share the decision (as they share the runs); then (without
-    ``only``) the real-text claims of :mod:`.text` (``[]`` without a corpus)."""
+    (:func:`figures.claims.registry_claims`), once per process and arguments (:func:`_decided`):
+    the figures' claim outputs and the compare report share the decision (as they share the runs);
+    then (without ``only``) the real-text claims of :mod:`.text` (``[]`` without a corpus)."""
     from empirical.trainer import resolve_device
 
     from .text import text_claim_results
 
-    key = (bool(quick), str(resolve_device(device)), tuple(only) if only else None)
-    if key not in _DECIDED:
-        names = list(only) if only else _decide.registry().names
-        untested = [n for n in names if quick and n in QUICK_UNTESTED]
-        run = [n for n in names if n not in untested]
-        results = _decide(quick=quick, device=device, progress=progress, only=run) if run else []
-        by_name = {r.name: r for r in [*results, *(quick_untested(n) for n in untested)]}
-        _DECIDED[key] = [by_name[n] for n in names if n in by_name]
-    results = _DECIDED[key]
+    results = _decided(bool(quick), str(resolve_device(device)), tuple(only) if only else None, bool(progress))
     return list(results) if only else [*results, *text_claim_results(quick, device)]
+
+
+@lru_cache(maxsize=8)
+def _decided(quick: bool, device: str, only: tuple[str, ...] | None, progress: bool) -> tuple:
+    """The registry's claims decided for (quick, resolved device, only), as an immutable tuple, once
+    per process (keyed by those arguments; ``progress`` only shows a bar while deciding)."""
+    names = list(only) if only else _decide.registry().names
+    untested = [n for n in names if quick and n in QUICK_UNTESTED]
+    run = [n for n in names if n not in untested]
+    results = _decide(quick=quick, device=device, progress=progress, only=run) if run else []
+    by_name = {r.name: r for r in [*results, *(quick_untested(n) for n in untested)]}
+    return tuple(by_name[n] for n in names if n in by_name)
 
 
 claims.registry = _decide.registry
