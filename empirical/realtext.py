@@ -14,7 +14,6 @@ LDA ratios in :mod:`empirical.topic.text`.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -100,9 +99,7 @@ def run_text_cells(paper: str, jobs: Sequence[tuple[Mapping[str, Any], TextRunCo
     def note(key, status, err):
         print(f"{paper}: cell {key} {status}{': ' + err if err else ''}", file=sys.stderr)
 
-    # not part of the cells' keys: the in-process run's bar; the spawned workers' share of the cores
-    runtime = {"progress": bool(progress and workers == 1 and ray is None),
-               "threads": max(1, (os.cpu_count() or 1) // workers) if workers > 1 and ray is None else None}
+    runtime = {"progress": bool(progress and workers == 1 and ray is None)}  # the in-process run's bar
     with contextlib.ExitStack() as stack:
         if store is None:
             store = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"tdyn-{paper}-"))

@@ -38,7 +38,7 @@ from theory.errors import ConfigError, check_choice
 from theory.params import ParamsBase
 
 from . import text
-from .trainer import ModuleState, Trainer, torch_threads
+from .trainer import ModuleState, Trainer
 from .transformer import TransformerLM, attention_entropy, stable_rank
 
 __all__ = ["TextSettings", "TextRunConfig", "TextExperiment", "train_text", "corpus_for", "text_cell", "cell_config",
@@ -278,20 +278,18 @@ def cell_config(config: TextRunConfig) -> dict[str, Any]:
     return out
 
 
-def text_cell(paper: str, config: dict, *, device: str = "cpu", progress: bool = False, threads: int | None = None):
+def text_cell(paper: str, config: dict, *, device: str = "cpu", progress: bool = False):
     """One real-text run as a sweep cell (``"empirical.textrun:text_cell"``, importable in spawned
     workers and on Ray nodes): ``config`` holds every :class:`TextRunConfig` field, ``corpus`` a
     directory path (workers do not see the CLI's ``--corpus``). Returns the run's trajectory
     (``val_loss``, ``entropy_layer{l}``, ``stable_rank_layer{l}``, ... per logged step) plus
     ``snapshot`` (time, query, key): the lowest layer's attention map at each logged step
     (``experiment.snapshots``, float64), and ``attrs["train_seconds"]`` (the run's training time).
-    ``paper`` only labels the run (the protocols pass theirs). ``progress`` (the run's tqdm bar) and
-    ``threads`` (torch's CPU threads during the run, e.g. the cores' share of each of K worker
-    processes; ``None``: unchanged) are the sweep's ``runtime`` keywords: not part of the cell's key,
-    and the thread count does not change the numbers of these runs."""
+    ``paper`` only labels the run (the protocols pass theirs). ``progress`` (the run's tqdm bar) is a
+    sweep ``runtime`` keyword: not part of the cell's key. (Torch's CPU threads need no setting here:
+    the Trainer runs on one, :func:`empirical.trainer.torch_threads`, whatever the number of workers.)"""
     cfg = TextRunConfig.from_dict(config)
-    with torch_threads(threads):
-        traj, exp, sec = train_text(cfg, device=device, progress=progress)
+    traj, exp, sec = train_text(cfg, device=device, progress=progress)
     snaps = np.stack([exp.snapshots[int(s)] for s in traj["step"].values])
     traj = traj.assign(snapshot=(("time", "query", "key"), snaps))
     traj.attrs.update(train_seconds=float(sec), text_paper=paper)
