@@ -113,7 +113,9 @@ class _Group(click.Group):
 
 def _exit_interrupted(code: int):
     """Exit ``code`` after an interrupt's one line: a further Ctrl-C/SIGTERM while the interpreter
-    shuts down is ignored (it would otherwise kill the process with the signal's default action)."""
+    shuts down is ignored (it would otherwise kill the process with the signal's default action).
+    A ``SystemExit``, so that a caller of the group (a test's ``CliRunner``) sees the code; the
+    console script then ends the process with exactly it (:func:`figures._console.main`)."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     sys.exit(code)
