@@ -261,8 +261,8 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
     ``workers=1`` runs in this process; ``workers>1`` in that many spawned processes; ``ray`` (an
     address or ``"auto"``) on a Ray cluster. ``progress(key, status, error)`` is called per cell.
     ``runtime``: keywords every call of the cell function gets besides the cell's options, which
-    are not part of the cell's key — how a run is shown or scheduled, never its numbers (a
-    progress bar, torch's thread count); picklable.
+    are not part of the cell's key — how a run is shown, never its numbers (e.g. a progress bar);
+    picklable.
     A Ray address that does not answer is refused before anything is written (:func:`check_ray_address`)."""
     if ray is not None:
         check_ray_address(ray)

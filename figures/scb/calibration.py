@@ -163,15 +163,16 @@ def sde_quantities(config: scb.SCBConfig, coords) -> dict[str, float]:
 NULL_BATCH_DIVISOR = 4
 
 
-def null_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> xr.Dataset:
-    """The SDE claim's null control: real SGD (the claim's own train slot's runs, dims ``(seed, time)``) at a
-    quarter of the batch, judged by the statistic against the SDE of ``config`` (batch B): a noise
-    model off by a factor 4 in variance, which a calibrated band must not cover at 80%. Every seed in
-    one batched call (:func:`empirical.scb.l1.train_seeds`: equal to the per-seed runs, tested)."""
-    from empirical.scb.l1 import train_seeds
+def null_runs(config: scb.SCBConfig, *, seeds, device: str = "cpu") -> list[xr.Dataset | None]:
+    """The SDE claim's null control: real SGD (the claim's own train slot's runs, through
+    :func:`figures.claims.train_slot_runs` as the claim's: every seed in one batched call, a diverged
+    seed ``None``) at a quarter of the batch, judged by the statistic against the SDE of ``config``
+    (batch B): a noise model off by a factor 4 in variance, which a calibrated band must not cover at 80%."""
+    from ..claims import train_slot_runs
+    from ..papers import get
 
     cfg = config.replace(batch=max(1, config.batch // NULL_BATCH_DIVISOR))
-    return train_seeds(cfg, seeds=[int(s) for s in seeds], device=device)
+    return train_slot_runs(get("scb"), cfg, seeds, device)
 
 
 def sde_theory(config: scb.SCBConfig, paths: int = 256) -> list[xr.Dataset]:

@@ -6,8 +6,7 @@ topic sets, ``m`` sets per topic): the weights ``w_S``, the ``r x r`` matrix ``X
 row times it, the per-topic sums for ``Uᵀ`` and the gathered label noises — about
 ``n_S r^2 + D r^2 + T m v r`` multiply-adds a step; the ``D r^2`` product through BLAS (``np.dot``),
 the rest in loops (``fastmath`` reassociation and contraction only — no finite-math assumption, so a
-diverging path still turns non-finite — hence results that differ from the jax step
-in the last bits only).
+diverging path still turns non-finite — hence results that differ from the jax step in the last bits).
 """
 
 from __future__ import annotations
@@ -52,15 +51,12 @@ def increment(t, y, h, dW, key, params, dy):
         for j in range(tv):
             z += dW[nS + s * tv + j]
         a[s] = 2 * eta * w[s] - sc * z
-    M = np.zeros((r, r))  # X~ᵀ diag(w) X~
+    M = np.zeros((r, r))  # -2 eta X~ᵀ diag(w) X~
     for s in range(nS):
         for i in range(r):
-            wi = w[s] * Xh[s, i]
+            wi = -2 * eta * w[s] * Xh[s, i]
             for j in range(r):
                 M[i, j] += wi * Xh[s, j]
-    for i in range(r):  # -2 eta X~ᵀ diag(w) X~, so that each row below is a sum of scaled rows of M
-        for j in range(r):
-            M[i, j] *= -2 * eta
     YM = np.dot(y.reshape((D, r)), M)  # the (D, r) x (r, r) product through BLAS: 1.9x the loops
     for d in range(D):
         o = d * r

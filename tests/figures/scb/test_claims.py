@@ -92,14 +92,14 @@ def test_sde_null_trains_at_a_quarter_of_the_batch():
 
     cfg = REG.get("sde_band_coverage").protocol.config(scb.SCBConfig, True).replace(steps=40, log_every=10)
     out = K.null_runs(cfg, seeds=[3, 4])
-    assert out["seed"].values.tolist() == [3, 4]
-    for i, s in enumerate([3, 4]):
+    assert [int(r["seed"]) for r in out] == [3, 4]
+    for run, s in zip(out, [3, 4]):
         one = experiment.run(cfg.replace(batch=cfg.batch // 4, seed=s), device="cpu", progress=False)
         assert one.attrs["config"] and '"batch": %d' % (cfg.batch // 4) in one.attrs["config"]
         for k in scb.CORRELATION_OBSERVABLES:
-            np.testing.assert_allclose(out[k].isel(seed=i).values, one[k].values, rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(run[k].values, one[k].values, rtol=1e-10, atol=1e-12)
     half = experiment.run(cfg.replace(batch=cfg.batch // 2, seed=3), device="cpu", progress=False)
-    assert not np.allclose(out["value_transition_correlation"].isel(seed=0).values,
+    assert not np.allclose(out[0]["value_transition_correlation"].values,
                            half["value_transition_correlation"].values)  # the batch is what differs
 
 
