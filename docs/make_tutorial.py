@@ -103,6 +103,7 @@ import sympy as sp
 import torch
 
 from empirical.trainer import ModuleState, Trainer
+from figures.context import RunContext
 from figures.papers import PAPERS, Paper, register
 from figures.report import Observable, Report
 from theory import ConfigError, ParamsBase, Problem, ReducedSystem
@@ -167,7 +168,7 @@ def train(config, *, device="cpu", variant=None, progress=False, checkpoint=None
     return Trainer(device=device, progress=progress).run(Logit(config))
 
 
-def compare(*, quick=True, device="cpu"):
+def compare(ctx=None, *, quick=None, device=None):  # ctx: the run's figures.context.RunContext
     cfg = NoteConfig()
     ode, run = simulate.solve(problem(cfg), backend="scipy"), train(cfg)
     return Report("note", "p=0.8, lr=0.5, batch 256", [Observable("prob", agreement(ode, run, ["prob"])["prob"], 0.05)])
@@ -177,7 +178,7 @@ register(Paper(name="note", title="one logit", spec="this notebook", config=Note
                problem=problem, train=train, compare=compare, figures=(),
                missing={"sde": "not in this example", "estimate": "one logit", "text": "no real text",
                         "claims": "see docs/claims.md for a registry"}))
-report = get("note").slot("compare")(quick=True, device="cpu")
+report = get("note").slot("compare")(RunContext(quick=True, device="cpu"))
 print(report.table())
 PAPERS.pop("note");""", "text"),
     ("md", """That is the whole contract: a Config that owns time, systems derived from the loss, a problem, an

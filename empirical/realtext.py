@@ -67,7 +67,7 @@ class TextProtocol(TextSettings):
         check_fits(self.run())
 
     def protocol(self, *, device: str = "auto", progress: bool = False, **sweep) -> dict[str, Any]:
-        """Run this protocol (``sweep``: ``store``/``workers``/``ray`` for protocols run as cells)."""
+        """Run this protocol (``sweep``: ``store``/``workers``/``ray``/``bar`` for protocols run as cells)."""
         raise NotImplementedError
 
     @classmethod
@@ -81,7 +81,7 @@ class TextProtocol(TextSettings):
 
 def run_text_cells(paper: str, jobs: Sequence[tuple[Mapping[str, Any], TextRunConfig]], *, device: str = "auto",
                    progress: bool = False, store: str | Path | None = None, workers: int = 1,
-                   ray: str | None = None) -> list:
+                   ray: str | None = None, bar=None) -> list:
     """Run ``jobs`` (``(swept values, run config)`` pairs) as cells of :func:`empirical.sweeps.run_cells`
     with :func:`empirical.textrun.text_cell`; returns their trajectories (in memory, in job order).
     ``store`` (a folder; None: a temporary one) keeps finished runs: a rerun on the same code skips
@@ -104,5 +104,5 @@ def run_text_cells(paper: str, jobs: Sequence[tuple[Mapping[str, Any], TextRunCo
         if store is None:
             store = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"tdyn-{paper}-"))
         run_cells(TEXT_CELL, cells, store, workers=workers, ray=ray, progress=note if progress else None,
-                  runtime=runtime)
+                  runtime=runtime, bar=bar)
         return load_cells(store, cells)

@@ -28,7 +28,6 @@ cells on a cluster.
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import itertools
 import json
@@ -248,21 +247,17 @@ def _write_index(root: Path, cells: Sequence[Cell], status: Mapping[str, tuple[s
     return df
 
 
-#: a bar factory ``(total, desc) -> tqdm-like`` (``update``, ``set_postfix_str``, ``close``) that
-#: :func:`run_cells` drives over the cells it runs; set by ``figures.progress.enabled`` (None: no bar)
-cell_progress: contextvars.ContextVar[Callable[[int, str], Any] | None] = contextvars.ContextVar(
-    "tdyn_cell_progress", default=None)
-
-
 def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers: int = 1, ray: str | None = None,
               progress: Callable[[str, str, str], None] | None = None,
-              runtime: Mapping[str, Any] | None = None) -> pd.DataFrame:
+              runtime: Mapping[str, Any] | None = None, bar: Callable[[int, str], Any] | None = None) -> pd.DataFrame:
     """Run every cell not already in ``store``; return the index (one row per cell).
     ``workers=1`` runs in this process; ``workers>1`` in that many spawned processes; ``ray`` (an
     address or ``"auto"``) on a Ray cluster. ``progress(key, status, error)`` is called per cell.
     ``runtime``: keywords every call of the cell function gets besides the cell's options, which
     are not part of the cell's key — how a run is shown, never its numbers (e.g. a progress bar);
-    picklable.
+    picklable. ``bar``: a bar factory ``(total, desc) -> tqdm-like`` (``update``,
+    ``set_postfix_str``, ``close``) driven over the cells it runs (``figures.progress.cell_bar``;
+    None: no bar).
     A Ray address that does not answer is refused before anything is written (:func:`check_ray_address`)."""
     if ray is not None:
         check_ray_address(ray)
@@ -277,8 +272,9 @@ def run_cells(fn_ref: str, cells: Sequence[Cell], store: str | Path, *, workers:
         else:
             todo.append(c)
     _write_index(root, unique, status)
-    factory = cell_progress.get()
-    bar = factory(len(todo), f"{root.name}: {len(todo)} cells to run") if factory is not None and todo else None
+    factory, bar = bar, None
+    if factory is not None and todo:
+        bar = factory(len(todo), f"{root.name}: {len(todo)} cells to run")
     swept = {c.key: ", ".join(f"{k}={v}" for k, v in c.swept.items()) or c.key[:10] for c in todo}
 
     def done(key, st, err):

@@ -30,7 +30,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +38,7 @@ import torch
 from theory.errors import ConfigError
 
 __all__ = ["basic_english", "Vocab", "Corpus", "load_corpus", "resolve_corpus", "batchify", "chunk",
-           "num_chunks", "mask_tokens", "default_corpus_dir", "using_corpus", "check_corpus",
+           "num_chunks", "mask_tokens", "default_corpus_dir", "check_corpus",
            "TRAIN_FILE", "VALID_FILE", "UNK"]
 
 UNK = "<unk>"
@@ -100,33 +99,15 @@ def check_vocab_size(vocab_size: int) -> None:
 # ------------------------------------------------------------------------------------------------
 # Corpus
 # ------------------------------------------------------------------------------------------------
-_CORPUS_OVERRIDE: list[str] = []
-
-
 def default_corpus_dir() -> Path:
     """``../shared/data/wikitext-2`` relative to the repository root (not the working directory)."""
     return (Path(__file__).resolve().parent.parent / ".." / "shared" / "data" / "wikitext-2").resolve()
 
 
-@contextmanager
-def using_corpus(corpus: str | Path | None):
-    """Make ``corpus`` the default of every :func:`resolve_corpus` call inside the block (the CLI's
-    ``--corpus``; ``None`` leaves the default unchanged)."""
-    if corpus is None:
-        yield
-        return
-    _CORPUS_OVERRIDE.append(str(corpus))
-    try:
-        yield
-    finally:
-        _CORPUS_OVERRIDE.pop()
-
-
 def resolve_corpus(corpus: str | Path | None = None) -> str | Path:
-    """``corpus`` itself, else the active :func:`using_corpus`, else :func:`default_corpus_dir`."""
-    if corpus is not None:
-        return corpus
-    return _CORPUS_OVERRIDE[-1] if _CORPUS_OVERRIDE else default_corpus_dir()
+    """``corpus`` itself, else :func:`default_corpus_dir` (the CLI's ``--corpus`` travels in a
+    :class:`figures.context.RunContext` to the protocols' configs)."""
+    return corpus if corpus is not None else default_corpus_dir()
 
 
 def check_corpus(corpus: str | Path | None = None) -> str | Path:

@@ -24,6 +24,7 @@ from click.core import ParameterSource
 
 from theory.errors import ConfigError, DivergenceError, SolverError, TdynError
 
+from .context import CPU_CORE_HOURS, RunContext
 from .papers import PAPERS, get
 from .validation import check_out, check_outdir, check_path, check_writable_dir, read_from
 
@@ -544,12 +545,19 @@ _device_option = click.option("--device", default="auto", show_default=True,
                               help="Torch device for training: auto (cuda when available), cpu or cuda[:i].")
 
 
-def _compare_report(row, quick, device, show_progress):
-    """The paper's compare report, under a progress bar (elapsed; ETA from the last run)."""
+_cpu_core_hours_option = click.option(
+    "--cpu-core-hours", type=click.FloatRange(min=0, min_open=True), default=CPU_CORE_HOURS, show_default=True,
+    envvar="TDYN_CPU_CORE_HOURS", metavar="H",
+    help="Full mode: a claim map estimated to cost more than H CPU core-hours is not run on a CPU (untested, with "
+         "its cost) unless --device cuda or --ray runs it (env TDYN_CPU_CORE_HOURS).")
+
+
+def _compare_report(row, ctx):
+    """The paper's compare report under ``ctx``, under a progress bar (elapsed; ETA from the last run)."""
     from . import progress
 
-    with progress.enabled(show_progress), progress.task(f"compare {row.name} ({'quick' if quick else 'full'})"):
-        return row.slot("compare")(quick=quick, device=device)
+    with progress.enabled(ctx.progress), progress.task(f"compare {row.name} ({ctx.mode})"):
+        return row.slot("compare")(ctx)
 
 
 @_command()
@@ -562,7 +570,7 @@ def compare(paper, quick, as_json, device, show_progress):
     """Train inside the theory's regime; report agreement per observable and the paper's claims.
 
     Exit code 1 when an observable's agreement is outside its tolerance."""
-    report = _compare_report(get(paper), quick, device, show_progress)
+    report = _compare_report(get(paper), RunContext(quick=quick, device=device, progress=show_progress))
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.table())
     if not report.agreement_passed:
         sys.exit(1)
@@ -583,19 +591,21 @@ def compare(paper, quick, as_json, device, show_progress):
               help="Keep the map cells in DIR/claims/<paper>/<claim> (default: under figures/out/<paper>/claims/store); "
                    "finished cells are not recomputed.")
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS", help="Run the map cells on a Ray cluster (or 'auto').")
+@_cpu_core_hours_option
 @_progress_option
-def claims(paper, quick, as_json, fmt, device, workers, store, ray_address, show_progress):
+def claims(paper, quick, as_json, fmt, device, workers, store, ray_address, cpu_core_hours, show_progress):
     """Decide the paper's claims over seeds inside its regime, with their validity maps."""
     from .claims import NoClaims, run_claims
-    from .claims_report import claims_latex, claims_table
+    from .claims.report import claims_latex, claims_table
 
     row = get(paper)
-    with _checked_sweep(store, workers, ray_address):
-        try:
-            results = run_claims(row.name, quick=quick, device=device, progress=show_progress)
-        except NoClaims as err:
-            click.echo(f"note: {err.message}", err=True)
-            results = []
+    ctx = RunContext(quick=quick, device=device, progress=show_progress, cpu_core_hours=cpu_core_hours,
+                     **_checked_sweep(store, workers, ray_address))
+    try:
+        results = run_claims(row.name, ctx)
+    except NoClaims as err:
+        click.echo(f"note: {err.message}", err=True)
+        results = []
     if as_json or fmt == "json":
         click.echo(json.dumps([r.to_json() for r in results], indent=2))
     else:
@@ -612,16 +622,15 @@ _corpus_option = click.option("--corpus", default=None, metavar="DIR",
                                    "beside the repository; 'wikitext-103' with the datasets package).")
 
 
-def _checked_corpus(corpus, quick=None, papers=None):
-    """Validate ``--corpus`` up front (one-line error, exit 2): its files and that it can feed the
-    real-text protocols of ``papers`` (None: all; ``quick``; None: both presets); then make it the default."""
-    from empirical import text
+def _checked_corpus(corpus, quick=None, papers=None) -> str | None:
+    """``--corpus``, validated up front (one-line error, exit 2): its files and that it can feed the
+    real-text protocols of ``papers`` (None: all; ``quick``; None: both presets)."""
     from figures.realtext import check_corpus_fits
 
     if corpus is not None:
         check_path("corpus", corpus)
         check_corpus_fits(corpus, quick, papers)
-    return text.using_corpus(corpus)
+    return None if corpus is None else str(corpus)
 
 
 def _text_sweep_options(f):
@@ -637,13 +646,11 @@ def _text_sweep_options(f):
                         help="Local processes for the grids of runs.")(f)
 
 
-def _checked_sweep(store, workers, ray_address):
-    """Validate ``--store``/``--ray`` up front and make them (and ``--workers``) the default."""
+def _checked_sweep(store, workers, ray_address) -> dict:
+    """``--store``/``--workers``/``--ray``, validated up front, as :class:`RunContext` fields."""
     import importlib.util
 
     from empirical.sweeps import check_ray_address
-
-    from .sweep import using_sweep
 
     if store is not None:
         check_outdir(store, "store")
@@ -651,7 +658,7 @@ def _checked_sweep(store, workers, ray_address):
         check_ray_address(ray_address)  # an address nobody answers: seconds, not ray.init's minutes
     if ray_address is not None and importlib.util.find_spec("ray") is None:
         raise ConfigError("ray", "ray is not installed (from the checkout: pip install -c constraints.txt -e \".[cluster]\")")
-    return using_sweep(store, workers, ray_address)
+    return {"store": None if store is None else str(store), "workers": workers, "ray": ray_address}
 
 
 @_command()
@@ -663,10 +670,12 @@ def _checked_sweep(store, workers, ray_address):
 @_device_option
 @_corpus_option
 @_text_sweep_options
+@_cpu_core_hours_option
 @_progress_option
 @click.option("--progress-lines", is_flag=True, hidden=True,
               help="Report progress as lines on stderr for a parent process (tdyn reproduce --jobs).")
-def figures(paper, quick, outdir, device, corpus, workers, store, ray_address, show_progress, progress_lines):
+def figures(paper, quick, outdir, device, corpus, workers, store, ray_address, cpu_core_hours, show_progress,
+            progress_lines):
     """Regenerate a paper's figures (PNG and PDF) into figures/out/<module>/ (scan-snap: figures/out/scan_snap/)."""
     from contextlib import nullcontext
 
@@ -675,16 +684,17 @@ def figures(paper, quick, outdir, device, corpus, workers, store, ray_address, s
     row = get(paper)
     outdir = check_outdir(outdir)
     lines = progress.reporting(sys.stderr) if progress_lines else nullcontext()
-    with _checked_corpus(corpus, quick, (row.name,)), _checked_sweep(store, workers, ray_address), \
-            progress.enabled(show_progress or progress_lines), lines:
-        _figures(row, quick, outdir, device)
+    ctx = RunContext(quick=quick, device=device, corpus=_checked_corpus(corpus, quick, (row.name,)),
+                     cpu_core_hours=cpu_core_hours, progress=show_progress or progress_lines, outdir=outdir,
+                     **_checked_sweep(store, workers, ray_address))
+    with progress.enabled(ctx.progress), lines:
+        _figures(row, ctx)
 
 
-def _figures(row, quick, outdir, device):
-    from .core import OUT_DIR, make_figures
+def _figures(row, ctx):
+    from .make import make_figures
 
-    out = Path(outdir) if outdir else OUT_DIR / row.module
-    written = make_figures(row.name, out, quick=quick, device=device)
+    written = make_figures(row.name, ctx.paper_outdir(row.module), ctx)
     for p in written:
         click.echo(f"wrote {p}")
     _print_lint(written)
@@ -738,9 +748,9 @@ def sweep(paper, grid, seeds, workers, ray_address, store, job, variant, device,
     from .sweep import JOBS, plan
     from empirical.sweeps import check_store, run_cells
 
-    with _checked_corpus(corpus, papers=(get(paper).name,)):  # --kind text: the corpus of the real-text runs
-        cells = plan(paper, grid, seeds=seeds, overrides=assignments, job=job, variant=variant, device=device,
-                     backend=backend, allow_large=allow_large)
+    corpus = _checked_corpus(corpus, papers=(get(paper).name,))  # --kind text: the corpus of the real-text runs
+    cells = plan(paper, grid, seeds=seeds, overrides=assignments, job=job, variant=variant, device=device,
+                 backend=backend, allow_large=allow_large, corpus=corpus)
     check_outdir(store, "store")
     check_store(store)
 
@@ -751,7 +761,8 @@ def sweep(paper, grid, seeds, workers, ray_address, store, job, variant, device,
 
     with bars.enabled(show_progress):
         try:
-            idx = run_cells(JOBS[job], cells, store, workers=workers, ray=ray_address, progress=progress)
+            idx = run_cells(JOBS[job], cells, store, workers=workers, ray=ray_address, progress=progress,
+                            bar=bars.cell_bar if show_progress else None)
         except BaseException:  # an interrupt: say what finished (stdout), then the one error line
             _report_finished(store)
             raise
@@ -778,35 +789,38 @@ def _report_finished(store) -> None:
 @_device_option
 @_corpus_option
 @_text_sweep_options
+@_cpu_core_hours_option
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Papers made at the same time, each in its own process (the papers are independent; "
                    "`make figures` uses 2 on 2 cores).")
 @_progress_option
-def reproduce(quick, device, corpus, workers, store, ray_address, jobs, show_progress):
+def reproduce(quick, device, corpus, workers, store, ray_address, cpu_core_hours, jobs, show_progress):
     """Regenerate the figures of every paper in the table into figures/out/<module>/.
 
     Quick mode takes about 11 minutes on 2 CPU cores with --jobs 2 (see the README for each paper's time)."""
     from . import progress
-    from .core import OUT_DIR
+    from .context import OUT_DIR
 
     check_outdir(str(OUT_DIR))
-    with _checked_corpus(corpus, quick), _checked_sweep(store, workers, ray_address), progress.enabled(show_progress):
+    ctx = RunContext(quick=quick, device=device, corpus=_checked_corpus(corpus, quick), cpu_core_hours=cpu_core_hours,
+                     progress=show_progress, **_checked_sweep(store, workers, ray_address))
+    with progress.enabled(ctx.progress):
         if jobs > 1:
-            _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, jobs)
+            _reproduce_in_processes(ctx, jobs)
         else:
             papers = progress.bar(list(PAPERS.values()), desc="papers", unit="paper")
             for row in papers:
                 papers.set_postfix_str(row.name)
                 click.echo(f"== {row.name}")
-                _figures(row, quick, None, device)
-    from .claims_report import claims_summary, read_claims, write_claims_md
+                _figures(row, ctx)
+    from .claims.report import claims_summary, read_claims, write_claims_md
 
     decided = read_claims(OUT_DIR, list(PAPERS.values()))
     click.echo(claims_summary(decided))
     click.echo(f"wrote {write_claims_md(decided, OUT_DIR / 'claims.md')}")
 
 
-def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, jobs):
+def _reproduce_in_processes(ctx, jobs):
     """``tdyn figures P`` for every paper of the table, ``jobs`` processes at a time, longest first;
     on a terminal a live bar per paper names the figure being made and its ETA (the children
     report their progress on stderr, :func:`figures.progress.run_children`); each paper's output is
@@ -817,9 +831,10 @@ def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, 
     live = progress.active()
 
     def command(name):
-        cmd = [sys.executable, "-m", "figures", "figures", name, "--quick" if quick else "--full",
-               "--device", device, "--workers", str(workers), "--progress-lines" if live else "--no-progress"]
-        for flag, value in (("--corpus", corpus), ("--store", store), ("--ray", ray_address)):
+        cmd = [sys.executable, "-m", "figures", "figures", name, "--quick" if ctx.quick else "--full",
+               "--device", ctx.device, "--workers", str(ctx.workers), "--cpu-core-hours", repr(ctx.cpu_core_hours),
+               "--progress-lines" if live else "--no-progress"]
+        for flag, value in (("--corpus", ctx.corpus), ("--store", ctx.store), ("--ray", ctx.ray)):
             if value is not None:
                 cmd += [flag, str(value)]
         return cmd
@@ -836,7 +851,7 @@ def _reproduce_in_processes(quick, device, corpus, workers, store, ray_address, 
         if res.returncode != 0:
             failed.append(name)
 
-    priors = {n: PAPERS[n].quick_seconds or None if quick else None for n in names}  # measured in quick mode only
+    priors = {n: PAPERS[n].quick_seconds or None if ctx.quick else None for n in names}  # measured in quick mode only
     progress.run_children({n: command(n) for n in names}, priors, jobs, done)
     if failed:
         click.echo(f"error: reproduce: the figures of {', '.join(failed)} failed (output above)", err=True)

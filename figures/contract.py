@@ -65,10 +65,17 @@ def check_slots(row: Paper) -> None:
                 _require(len(positional) >= 2 and any(
                     p.name == "device" and p.kind is inspect.Parameter.KEYWORD_ONLY for p in params),
                     row, f"figures: {fig.__name__} is not fig(outdir, quick, *, device)")
+                _require(all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params if p.name == "ctx"), row,
+                         f"figures: {fig.__name__}'s ctx (the RunContext make_figures hands it) is not keyword-only")
         else:
             _require(callable(value), row, f"slot {slot} is not callable")
-    _require({"quick", "device"} <= set(inspect.signature(row.slot("compare")).parameters), row,
-             "compare does not take quick and device")
+    for slot in ("compare", "claims"):  # called as slot(ctx): the RunContext first, quick/device may override it
+        if getattr(row, slot) is None:
+            continue
+        params = inspect.signature(row.slot(slot)).parameters
+        first = next(iter(params.values()), None)
+        _require(first is not None and first.name == "ctx" and {"quick", "device"} <= set(params), row,
+                 f"{slot} is not {slot}(ctx, *, quick, device, ...) (a RunContext first)")
     missing = TRAIN_KEYWORDS - set(inspect.signature(row.slot("train")).parameters)
     _require(not missing, row, f"train does not take {sorted(missing)}")
 

@@ -15,7 +15,7 @@ runs :func:`figures.style.lint` on every figure and records its problems with th
 (``collecting(strict=True)`` raises :class:`FigureProblems` instead), so a test checks every
 figure's labels and legends from its matplotlib objects.
 
-:func:`make_figures` is the one collector of a paper's outputs: the row's ``figures`` slot is a
+:func:`figures.make.make_figures` is the one collector of a paper's outputs: the row's ``figures`` slot is a
 sequence of figure functions ``fig_x(outdir | None, quick, *, device) -> data``; every file they
 write through :func:`finish_figure` / :func:`save_table` / :func:`write_output` is recorded (no
 figure function lists its own outputs); the row's claims (its ``claims`` slot) are decided and
@@ -26,7 +26,6 @@ them as ``report.json``; a progress bar (:mod:`figures.progress`) names the figu
 from __future__ import annotations
 
 import contextvars
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
@@ -44,12 +43,12 @@ from simulate.trajectory import atomic_write  # noqa: E402
 from . import style  # noqa: E402
 
 __all__ = ["agreement", "rel_l2", "band", "band_coverage", "overlay", "save_figure", "save_table", "finish_figure",
-           "write_output", "collecting", "make_figures", "OUT_DIR", "FigureProblems"]
+           "write_output", "collecting", "OUT_DIR", "FigureProblems"]
 
 #: where figures, reports and claim stores go without --outdir: figures/out/ under the working directory
 #: (relative, resolved when used; never inside the installed package: in a checkout, `make figures` runs
 #: from the repository root, so this is the repository's figures/out/)
-OUT_DIR = Path("figures") / "out"
+from .context import OUT_DIR  # noqa: E402  (re-exported)
 
 style.use()  # one style for every figure of the package
 
@@ -235,39 +234,3 @@ def finish_figure(fig, outdir: str | os.PathLike | None, name: str) -> Path | No
         plt.close(fig)
         return None
     return save_figure(fig, Path(outdir) / name)
-
-
-def make_figures(paper: str, outdir: str | os.PathLike, *, quick: bool = True, device: str = "auto",
-                 report: bool = True) -> list[Path]:
-    """Run every figure function of ``paper``'s row (its ``figures`` slot: a sequence of
-    ``fig_x(outdir, quick, *, device)``) into ``outdir``, with a progress bar naming each; then,
-    with ``report``, write the compare report as ``outdir/report.json``. Returns every file written,
-    in order (a :class:`Collected`: its ``problems`` hold each figure's lint problems)."""
-    from . import progress
-    from .papers import get
-
-    row = get(paper)
-    out = Path(outdir)
-    out.mkdir(parents=True, exist_ok=True)
-    figs = row.slot("figures")
-    with collecting() as written:
-        steps = progress.bar(total=len(figs) + (row.claims is not None) + bool(report), desc=paper, unit="fig")
-        try:
-            for fig in figs:
-                steps.set_postfix_str(getattr(fig, "__name__", str(fig)))
-                fig(out, quick, device=device)
-                steps.update(1)
-            if row.claims is not None:  # the claims' validity maps, tables and claims.json (figures.claims_report)
-                from .claims_report import write_claim_outputs
-
-                steps.set_postfix_str("claims (validity maps)")
-                write_claim_outputs(row.slot("claims")(quick=quick, device=device, progress=False), out)
-                steps.update(1)
-            if report:
-                steps.set_postfix_str("compare (report.json)")
-                rep = row.slot("compare")(quick=quick, device=device)
-                write_output(out / "report.json", lambda tmp: Path(tmp).write_text(json.dumps(rep.to_json(), indent=2)))
-                steps.update(1)
-        finally:
-            steps.close()
-    return written

@@ -19,16 +19,17 @@ train_seeds   optional: ``train_seeds(config, *, seeds, device) -> Trajectory`` 
               time)``, every seed of the train slot in one batched call, equal to its per-seed runs
               (tested); raises ``ConfigError`` for a config it does not batch. The claims use it
               for the train slot's seeds where it is given (:func:`figures.claims.claim_cell`)
-compare       ``compare(*, quick, device) -> figures.report.Report`` (agreement + claims)
+compare       ``compare(ctx, *, quick, device) -> figures.report.Report`` (agreement + claims) under a
+              :class:`figures.context.RunContext` (``quick``/``device``, when given, override it)
 figures       ``FIGURES``: a sequence of ``fig_x(outdir | None, quick, *, device) -> data``, run by
-              the one collector :func:`figures.core.make_figures` (a row still on its own
-              ``make_figures(outdir, *, quick, device) -> list[Path]`` passes through until it moves)
+              the one collector :func:`figures.make.make_figures`; a figure that reads the corpus
+              or keeps runs in a store also declares a keyword ``ctx`` (the run's ``RunContext``)
 estimate      ``estimate(config, command, paths) -> list[theory.limits.Term]``: the paper's
               resource terms (what ``--allow-large`` guards), beside its Config
 text          the paper's real-text protocol: a Config class with ``quick()``/``full()`` presets,
               ``protocol(*, device, progress, store, workers, ray) -> dict`` and
               ``sweep_run()`` (what ``tdyn sweep P --kind text`` sweeps) — or ``None`` with a reason
-claims        ``claims(*, quick, device, progress) -> list[figures.claims.ClaimResult]``: the paper's
+claims        ``claims(ctx, *, quick, device, progress) -> list[figures.claims.ClaimResult]``: the paper's
               claims decided over seeds with their validity maps (``figures/<p>/claims.toml`` +
               ``figures.claims.registry_claims``; ``docs/claims.md``)
 ============  ===============================================================================

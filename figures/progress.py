@@ -9,7 +9,7 @@ them. ``TDYN_PROGRESS=always`` shows them even when stderr is not a terminal (lo
 * :func:`task` — one opaque step (e.g. a paper's compare): elapsed time, and an ETA from the
   duration of the same step last time on this machine (``<cache dir>/timings.json``).
 * :func:`enabled` — a context that switches bars on or off for the code below it, including the
-  grids of runs of :func:`empirical.sweeps.run_cells` (through its ``cell_progress`` hook).
+  grids of runs of :func:`empirical.sweeps.run_cells` (its ``bar=`` is :func:`cell_bar`).
 * :func:`reporting` / :func:`run_children` — progress across processes: a child (``tdyn figures P
   --progress-lines``) writes each of its bars as one line of :data:`PREFIX` + JSON on stderr; the
   parent (``tdyn reproduce --jobs J``) reads them and shows one live bar per child naming the paper,
@@ -210,19 +210,16 @@ def task(desc: str, key: str | None = None):
 @contextmanager
 def enabled(on: bool = True):
     """Bars on (still only on a terminal) or off for the block, sweeps of runs included."""
-    from empirical.sweeps import cell_progress
-
     token = _ON.set(bool(on))
-    hook = cell_progress.set(_cell_bar if on else None)
     try:
         yield
     finally:
-        cell_progress.reset(hook)
         _ON.reset(token)
 
 
-def _cell_bar(total: int, desc: str):
-    """The bar :func:`empirical.sweeps.run_cells` drives over its cells (see ``cell_progress``)."""
+def cell_bar(total: int, desc: str):
+    """The bar factory a caller hands :func:`empirical.sweeps.run_cells` (``bar=``) to show its
+    cells (drawn while :func:`enabled`, on a terminal)."""
     return bar(total=total, desc=desc, unit="cell", leave=False)
 
 

@@ -13,10 +13,11 @@ from typing import Any
 from empirical import text
 from theory.errors import ConfigError, check_choice
 
-from .sweep import sweep_settings, using_sweep  # noqa: F401  (using_sweep: re-exported)
+from . import progress as bars
+from .context import RunContext
 
 __all__ = ["text_papers", "config_for", "check_corpus_fits", "results", "runs_dir", "text_regime", "corpus_available",
-           "no_corpus_claims", "NO_CORPUS", "using_sweep", "RUNS_DIR"]
+           "no_corpus_claims", "NO_CORPUS", "RUNS_DIR"]
 
 #: why a real-text claim is untested without a corpus, and how to get one
 NO_CORPUS = ("no corpus: the real-text claims train on WikiText-2 (Merity et al. 2016, the raw "
@@ -50,17 +51,17 @@ def runs_dir(outdir) -> Path | None:
     return None if outdir is None else Path(outdir) / RUNS_DIR
 
 
-def results(paper: str, quick: bool = True, device: str = "auto", corpus: str | None = None, *,
-            store: str | Path | None = None) -> dict[str, Any]:
-    """The protocol's results, run once per process and setting (paper, preset, device, corpus).
-    Its runs are sweep cells kept in a store: :func:`using_sweep`'s ``DIR/<paper>``, else
-    ``store`` (the figures pass ``<outdir>/wikitext_runs``), else a temporary folder; the store,
-    workers and Ray change where runs are computed, never their numbers."""
-    key = (paper, quick, device, str(text.check_corpus(corpus)))
+def results(paper: str, ctx: RunContext, *, store: str | Path | None = None) -> dict[str, Any]:
+    """The protocol's results, run once per process and setting (paper, preset, device, corpus of
+    ``ctx``). Its runs are sweep cells kept in a store: ``ctx.store/<paper>`` when the context names
+    a store root, else ``store`` (the figures pass ``<outdir>/wikitext_runs``), else a temporary
+    folder; the store, workers and Ray change where runs are computed, never their numbers."""
+    key = (paper, ctx.quick, ctx.device, str(text.check_corpus(ctx.corpus)))
     if key not in _CACHE:
-        cfg = config_for(paper, quick, key[3])
-        opts = sweep_settings(paper, store)
-        _CACHE[key] = {"config": cfg, **cfg.protocol(device=device, progress=not quick, **opts)}
+        cfg = config_for(paper, ctx.quick, key[3])
+        opts = ctx.sweep(paper, store)
+        bar = bars.cell_bar if ctx.progress else None  # the cells' bar (drawn while figures.progress is enabled)
+        _CACHE[key] = {"config": cfg, **cfg.protocol(device=ctx.device, progress=not ctx.quick, bar=bar, **opts)}
     return _CACHE[key]
 
 
@@ -93,7 +94,7 @@ def check_corpus_fits(corpus, quick: bool | None = None, papers=None) -> None:
 
 
 def corpus_available(corpus=None) -> bool:
-    """Whether the corpus (default: ``../shared/data/wikitext-2``, or the CLI's ``--corpus``) is
+    """Whether the corpus (default: ``../shared/data/wikitext-2``; the CLI's ``--corpus`` is ``ctx.corpus``) is
     usable. An explicit ``--corpus`` that is missing is refused up front by the CLI (exit 2); a
     missing *default* corpus only skips the real-text figures and claims (with a note)."""
     try:

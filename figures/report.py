@@ -151,7 +151,7 @@ class Report:
         for row in self.where_agreement_breaks:
             lines += _break_lines(row.to_json() if isinstance(row, Break) else row)
         lines.append(f"agreement_passed (observables only): {self.agreement_passed}")
-        from .claims_report import wrap_line
+        from .claims.report import wrap_line
 
         return "\n".join(w for line in lines for w in wrap_line(line))  # at most 120 characters a line
 
@@ -159,7 +159,7 @@ class Report:
 def _break_lines(row: Mapping[str, Any]) -> list[str]:
     """One row of *where agreement breaks* as lines of at most 120 characters: its factor, then
     one ``key: a=1, b=2`` line per field (mappings spelled out, not printed as dicts)."""
-    from .claims_report import wrap_line
+    from .claims.report import wrap_line
 
     row = dict(row)
     lines = [f"  agreement breaks: {row.pop('factor', '')}"]
@@ -172,15 +172,15 @@ def _break_lines(row: Mapping[str, Any]) -> list[str]:
 
 
 def _claim_lines(claims: list[Any]) -> list[str]:
-    """The claims table (figures.claims_report); an old single-run ``Claim`` gets one line."""
-    from .claims_report import claims_table
+    """The claims table (figures.claims.report); an old single-run ``Claim`` gets one line."""
+    from .claims.report import claims_table
 
     decided = [c for c in claims if not isinstance(c, Claim)]
     lines = claims_table(decided).splitlines() if decided else []
     old = [c for c in claims if isinstance(c, Claim)]
     if old:
         lines.append("claims decided on one run (no seeds, interval or regime map yet; evidence in --json)")
-        from .claims_report import wrap_line
+        from .claims.report import wrap_line
 
         lines += [w for c in old for w in wrap_line(f"  {c.name:32s} {'yes' if c.holds else 'NO':13s} "
                                                     f"{' '.join(c.statement.split())}")]

@@ -16,7 +16,6 @@ cell runs: a bad grid value is a ``ConfigError`` naming its field.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,33 +25,7 @@ from theory.limits import check
 
 from .papers import get
 
-__all__ = ["sweep", "plan", "using_sweep", "sweep_settings", "train_cell", "ode_cell", "parse_grid", "text_base", "JOBS"]
-
-_SWEEP: list[dict[str, Any]] = []
-
-
-@contextmanager
-def using_sweep(store: str | Path | None = None, workers: int = 1, ray: str | None = None):
-    """Run the figure protocols that are grids of runs (the real-text runs, Scan & Snap Fig. 6, the
-    SCB l1 study) as sweep cells with these settings inside the block: the CLI's ``--store DIR`` (one folder per
-    protocol, ``DIR/<name>``), ``--workers K`` and ``--ray ADDRESS``. They change where cells are
-    computed, never their numbers."""
-    if workers < 1:
-        raise ConfigError("workers", f"must be >= 1, got {workers}")
-    _SWEEP.append({"store": store, "workers": workers, "ray": ray})
-    try:
-        yield
-    finally:
-        _SWEEP.pop()
-
-
-def sweep_settings(name: str, default_store: str | Path | None = None) -> dict[str, Any]:
-    """``{store, workers, ray}`` for the protocol ``name``: :func:`using_sweep`'s (store
-    ``DIR/<name>``) inside its block, else ``default_store``, one worker, no Ray."""
-    opts = dict(_SWEEP[-1]) if _SWEEP else {"store": None, "workers": 1, "ray": None}
-    opts["store"] = Path(opts["store"]) / name if opts["store"] is not None else default_store
-    return opts
-
+__all__ = ["sweep", "plan", "train_cell", "ode_cell", "parse_grid", "text_base", "JOBS"]
 
 #: what a cell of ``tdyn sweep --kind JOB`` runs: job -> the cell function (``"module:function"``)
 JOBS = {"train": "figures.sweep:train_cell", "ode": "figures.sweep:ode_cell", "text": "empirical.textrun:text_cell"}
@@ -113,28 +86,30 @@ def _distinct(key: str, values: list[Any]) -> list[Any]:
     return values
 
 
-def text_base(paper: str, overrides: Sequence[str] = ()):
+def text_base(paper: str, overrides: Sequence[str] = (), corpus: str | Path | None = None):
     """``job="text"``: the real-text run ``paper`` sweeps (:meth:`sweep_run` of its quick
-    protocol: JoMA Fig. 8, Scan & Snap Fig. 10, the topic run) on the active corpus, with
-    ``overrides`` (``--set``) applied; a :class:`~empirical.textrun.TextRunConfig`."""
+    protocol: JoMA Fig. 8, Scan & Snap Fig. 10, the topic run) on ``corpus`` (None: the default),
+    with ``overrides`` (``--set``) applied; a :class:`~empirical.textrun.TextRunConfig`."""
     from .realtext import config_for, text_papers
 
     if paper not in text_papers():
         raise ConfigError("kind", f"text: {paper} has no real-text runs (only {', '.join(text_papers())})")
-    return config_for(paper, True).sweep_run().with_overrides(list(overrides))
+    return config_for(paper, True, corpus).sweep_run().with_overrides(list(overrides))
 
 
 def plan(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, seeds: int = 0, overrides: Sequence[str] = (),
          job: str = "train", variant: str | None = None, device: str = "cpu", backend: str = "numba",
-         allow_large: bool = False) -> list[Cell]:
+         allow_large: bool = False, corpus: str | Path | None = None) -> list[Cell]:
     """The validated cells of a sweep (nothing runs): every cell's config is built and checked.
-    ``job="text"`` sweeps the paper's real-text run (:func:`text_base`) instead of its Config."""
+    ``job="text"`` sweeps the paper's real-text run (:func:`text_base`, on ``corpus``) instead of its Config."""
     check_choice("kind", job, tuple(JOBS))
     row = get(paper)
     row.check_variant(variant)
     if seeds < 0:
         raise ConfigError("seeds", f"must be >= 0, got {seeds}")
-    base = text_base(row.name, overrides) if job == "text" else row.make_config(overrides, variant=variant)
+    if corpus is not None and job != "text":
+        raise ConfigError("corpus", f"only the real-text runs read a corpus (--kind text), not --kind {job}")
+    base = text_base(row.name, overrides, corpus) if job == "text" else row.make_config(overrides, variant=variant)
     if not isinstance(grid, Mapping):
         grid = parse_grid(row, grid, base)
     else:
@@ -167,12 +142,13 @@ def plan(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, seeds
 def sweep(paper: str, grid: Mapping[str, Sequence[Any]] | Sequence[str], *, store: str | Path, seeds: int = 0,
           overrides: Sequence[str] = (), job: str = "train", variant: str | None = None, device: str = "cpu",
           backend: str = "numba", workers: int = 1, ray: str | None = None, allow_large: bool = False,
-          progress=None):
+          corpus: str | Path | None = None, progress=None, bar=None):
     """Run a grid (skipping cells already in ``store``) and return it as one Dataset (dim ``cell``).
-    Failed cells are listed in ``store/index.csv`` with their error; rerun to retry them."""
+    Failed cells are listed in ``store/index.csv`` with their error; rerun to retry them.
+    ``progress``/``bar``: as :func:`empirical.sweeps.run_cells`'s."""
     cells = plan(paper, grid, seeds=seeds, overrides=overrides, job=job, variant=variant, device=device, backend=backend,
-                 allow_large=allow_large)
+                 allow_large=allow_large, corpus=corpus)
     if workers < 1:
         raise ConfigError("workers", f"must be >= 1, got {workers}")
-    run_cells(JOBS[job], cells, store, workers=workers, ray=ray, progress=progress)
+    run_cells(JOBS[job], cells, store, workers=workers, ray=ray, progress=progress, bar=bar)
     return open_sweep(store)

@@ -10,7 +10,7 @@ schemes of :func:`solve_sde`).
 
 from ._em import METHODS
 from .ode import BACKENDS, ODE_METHODS, enable_x64, first_crossing, solve
-from .noise_sde import NoiseSDE, noise_sde
+from theory.noise_sde import NoiseSDE, noise_sde
 from .sde import SDE_BACKENDS, ReducedSDE, solve_sde
 from .sweep import sweep
 from .trajectory import (WriteFailed, atomic_write, code_version, config_of, load, make_trajectory, parameter_values_of,

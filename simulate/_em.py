@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from theory.errors import ConfigError
+from theory.noise import step_plan
 
 __all__ = ["METHODS", "Method", "step_plan", "em_paths", "chunk_size_for", "integrate_increments", "cpu_cores",
            "run_interruptibly", "segment_plan", "StopFlag"]
@@ -100,15 +101,6 @@ def check_method(sde: Any, method: str) -> None:
     if method == "milstein" and _sampled_diffusion(sde):
         raise ConfigError("method", f"milstein needs a deterministic diffusion; {getattr(sde, 'name', 'this model')} "
                                     "estimates its diffusion from random samples (use euler_maruyama)")
-
-
-def step_plan(ts: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
-    """Steps per output interval and their size: ``(n_i, h_i)`` for the ``len(ts) - 1`` intervals,
-    ``n_i = ceil((ts[i+1]-ts[i])/dt)`` (1e-9 relative slack so exact multiples are not split),
-    ``h_i = (ts[i+1]-ts[i])/n_i``."""
-    gaps = np.diff(ts)
-    n = np.maximum(np.ceil(gaps / dt * (1 - 1e-9)), 1).astype(np.int64)
-    return n, gaps / n
 
 
 def chunk_size_for(paths: int, n_save: int, dim: int, noise_dim: int, chunk: int | None) -> int:

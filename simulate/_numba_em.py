@@ -19,7 +19,7 @@ from the stream ``splitmix64(kp, 2n)`` (:func:`theory.counter_rng.normals`) and 
 never on the chunk size, the thread count or the other paths. Different numbers from the jax
 backend (another generator), the same distribution.
 
-Steps: :func:`simulate._em.step_plan` (each output interval cut into equal steps <= dt). A path
+Steps: :func:`theory.noise.step_plan` (each output interval cut into equal steps <= dt). A path
 whose state becomes non-finite stops; its later outputs are NaN (the caller reports the partial
 ensemble). Float64. Parallel over paths: one chunk of paths per CPU core, on threads (the
 compiled loop releases the GIL; a serial loop compiles in about half a ``prange`` one's time).

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from theory.core import ReducedSystem
+from theory.core import ReducedSystem, enable_x64
 from theory.errors import ConfigError, SolverError, check_choice
 from theory.problem import Problem
 from theory.refs import resolve_ref
@@ -85,13 +85,6 @@ DT_MIN_FRACTION = 1e-12
 AUTO_EXPLICIT_STEPS = 20_000
 #: DOP853's stability interval on the negative real axis, ``|h lambda| <~ 6``
 AUTO_STABILITY = 6.0
-
-
-def enable_x64() -> None:
-    """Switch jax to float64 (theory runs in float64; every jax path of :mod:`simulate` calls this)."""
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
 
 
 def diffrax_solver(system: ReducedSystem, method: str, rtol: float, atol: float, max_steps: int):

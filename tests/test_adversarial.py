@@ -754,7 +754,7 @@ def test_sigterm_to_reproduce_jobs_stops_the_paper_processes_at_once(monkeypatch
 
     from click.testing import CliRunner
 
-    from figures import core
+    from figures import context as core
     from figures.cli import main
 
     started, signalled = [], []

@@ -8,7 +8,8 @@ paper (``theory.scb``, ...), imported on demand (derivations can be slow).
 
 from .core import ReducedSystem
 from .errors import ConfigError, DivergenceError, SolverError, TdynError, check_choice
-from .export import load_system, systems_to_json
+from .export import systems_to_json
+from .load import load_system
 from .params import ParamsBase
 from .problem import Problem
 from .refs import resolve_ref

@@ -125,7 +125,8 @@ def cached_systems(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(config=None, *, use_cache: bool = True):
-        from .export import load_system, to_json
+        from .export import to_json
+        from .load import load_system
 
         cfg = config.to_dict() if hasattr(config, "to_dict") else config
         key = (function_digest(fn), cfg)

@@ -29,30 +29,13 @@ import numpy as np
 import sympy as sp
 
 from .errors import ConfigError
+from .numeric import compile_expressions, enable_x64, jax_modules, numpy_modules
+from .symbols import TIME
 
 if TYPE_CHECKING:
     from .noise import Noise
 
-__all__ = ["ReducedSystem", "jax_modules", "numpy_modules", "TIME"]
-
-#: The time symbol of every system (closed forms are functions of it).
-TIME = sp.Symbol("t", real=True)
-
-
-def numpy_modules() -> list:
-    """Printer modules for ``lambdify(..., numpy)`` with special functions mapped explicitly."""
-    import scipy.special as sps
-
-    return [{"erf": sps.erf, "erfinv": sps.erfinv, "LambertW": lambda x: np.real(sps.lambertw(x))}, "numpy"]
-
-
-def jax_modules() -> list:
-    """Printer modules for jax: map special functions explicitly (``lambdify(..., "jax")`` maps
-    ``erf`` to ``math.erf``, which breaks under ``jit``)."""
-    import jax.numpy as jnp
-    import jax.scipy.special as jsp
-
-    return [{"erf": jsp.erf, "erfinv": jsp.erfinv}, jnp]
+__all__ = ["ReducedSystem", "compile_expressions", "jax_modules", "numpy_modules", "enable_x64", "TIME"]
 
 
 def _check_name(system: str, sym: sp.Symbol) -> None:
@@ -88,7 +71,7 @@ class ReducedSystem:
     spec:        the section of ``papers/<paper>.md`` implemented.
     description: one paragraph for humans.
     noise:       optional :class:`theory.noise.Noise`: the minibatch noise derived from the
-                 per-sample loss (per-sample flow, ``Cov_x[g]``, how exact); ``simulate.noise_sde``
+                 per-sample loss (per-sample flow, ``Cov_x[g]``, how exact); ``theory.noise_sde``
                  makes it an SDE.
     """
 
@@ -252,15 +235,13 @@ class ReducedSystem:
         symbolically first can take minutes. ``definitions=False`` for expressions already in
         state and parameters only (the expanded Jacobian): no leading assignments, plain
         ``cse``. Not cached: the methods below cache what they build."""
-        mods = {"numpy": numpy_modules, "jax": jax_modules}[modules]()
         defs = list(self.definitions) if definitions else []
 
         def cse(items):
             reps, reduced = sp.cse(items, optimizations="basic")
             return defs + list(reps), reduced
 
-        return sp.lambdify((TIME, self.state, self.parameters), exprs, modules=mods,
-                           cse=cse if defs else True)
+        return compile_expressions((TIME, self.state, self.parameters), exprs, modules, cse=cse if defs else True)
 
     def to_numpy(self) -> Callable[[float, np.ndarray, np.ndarray], np.ndarray]:
         """``f(t, y, p) -> dy/dt`` as a numpy array (float64); built once per system."""

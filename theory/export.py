@@ -1,4 +1,4 @@
-"""Exporters of a :class:`~theory.core.ReducedSystem`: LaTeX, numpy/JAX source, JSON and back.
+"""Exporters of a :class:`~theory.core.ReducedSystem`: LaTeX, numpy/JAX source, JSON (read back by :mod:`theory.load`).
 
 * :func:`to_latex` — an ``align`` environment: the paper's named quantities as definitions
   (``\\langle a,q\\rangle &:= ...``), then one ``\\dot{x} &= ...`` row per state (and the noise
@@ -8,10 +8,10 @@
   (figure labels use it, so figures and equations share their symbols).
 * :func:`to_source` — self-contained numpy or JAX source of ``rhs(t, y, p)`` (and
   ``observables(y, p)``); the JAX one is jit-able.
-* :func:`to_json` / :func:`load_system` — every expression is printed so that plain
+* :func:`to_json` (read back by :func:`theory.load.load_system`) — every expression is printed so that plain
   ``sympy.parse_expr(expr, local_dict={n: Symbol(n) for n in state + parameters})`` parses it
   (names are identifiers, never keywords; floats printed with ``repr`` so float64 values round-trip);
-  the symbols' assumptions are stored too, so :func:`load_system` rebuilds an *equivalent* system.
+  the symbols' assumptions are stored too, so :func:`theory.load.load_system` rebuilds an *equivalent* system.
   A system's ``noise`` (:mod:`theory.noise`) travels as ``"noise"``: per-sample loss, samples,
   distribution (a Monte-Carlo sampler by its ``"module:function"`` reference), map, per-sample
   flow ``g``, ``E[g]``, ``Cov[g]``, method and exactness (``null`` for a system without noise).
@@ -20,21 +20,22 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy as sp
 from sympy.printing.conventions import split_super_sub
 from sympy.printing.latex import LatexPrinter as _SympyLatexPrinter
 from sympy.printing.str import StrPrinter
 
-from .core import TIME, ReducedSystem
+from .symbols import TIME
+
+if TYPE_CHECKING:
+    from .core import ReducedSystem
 
 __all__ = ["to_latex", "latex", "latex_dot", "latex_document", "LatexPrinter", "LATEX_WIDTH", "latex_listing",
-           "tex_prose", "tex_text", "to_source", "to_json", "load_system", "systems_to_json", "system_signature",
+           "tex_prose", "tex_text", "to_source", "to_json", "systems_to_json", "system_signature",
            "expr_to_str", "noise_to_json", "noise_from_json"]
 
 JSON_FORMAT = "tdyn-reduced-system/1"
@@ -521,57 +522,6 @@ def to_json(system: ReducedSystem) -> dict[str, Any]:
         "latex": system.latex_dict(),
         "noise": None if getattr(system, "noise", None) is None else noise_to_json(system.noise),
     }
-
-
-def load_system(source: str | os.PathLike | Mapping[str, Any], name: str | None = None) -> ReducedSystem:
-    """Read a system written by :func:`to_json` back: ``source`` is a dict, a JSON string, or a
-    path to a ``.json`` file holding one system (``tdyn derive P --format json --system NAME``) or a
-    ``tdyn derive P --format json`` document of several; ``name`` picks one of several (required
-    when the document holds more than one; ``ConfigError("system", ...)`` names the available
-    ones)."""
-    if isinstance(source, Mapping):
-        doc = dict(source)
-    else:
-        text = str(source)
-        doc = json.loads(text) if text.lstrip().startswith("{") else json.loads(Path(text).read_text())
-    doc = _one_system(doc, name)
-    syms = {n: sp.Symbol(n, **a) for n, a in doc.get("symbols", {}).items()}
-    for n in (*doc["state"], *doc["parameters"]):
-        syms.setdefault(n, sp.Symbol(n))
-
-    def parse(s: str) -> sp.Expr:
-        return sp.parse_expr(s, local_dict=syms)
-
-    diffusion = doc.get("diffusion")
-    return ReducedSystem(
-        name=doc["name"], paper=doc.get("paper", ""),
-        state=tuple(syms[n] for n in doc["state"]), parameters=tuple(syms[n] for n in doc["parameters"]),
-        rhs=tuple(parse(doc["rhs"][n]) for n in doc["state"]),
-        diffusion=None if diffusion is None else sp.Matrix([[parse(e) for e in row] for row in diffusion]),
-        observables={n: parse(e) for n, e in doc.get("observables", {}).items()},
-        invariants={n: parse(e) for n, e in doc.get("invariants", {}).items()},
-        closed_forms={n: parse(e) for n, e in doc.get("closed_forms", {}).items()},
-        spec=doc.get("spec", ""), description=doc.get("description", ""),
-        definitions=tuple((syms[n], parse(e)) for n, e in doc.get("definitions", [])),
-        noise=None if doc.get("noise") is None else noise_from_json(doc["noise"], syms, doc["state"]),
-    )
-
-
-def _one_system(doc: Mapping[str, Any], name: str | None) -> Mapping[str, Any]:
-    """The system document called ``name`` (or the only one) of a one- or many-system document."""
-    from .errors import ConfigError, did_you_mean
-
-    systems = list(doc["systems"]) if "systems" in doc else [doc]
-    names = [s.get("name") for s in systems]
-    if name is None:
-        if len(systems) == 1:
-            return systems[0]
-        raise ConfigError("system", f"the document holds {len(systems)} systems ({', '.join(names)}); "
-                                    "pass name= one of them")
-    if name not in names:
-        raise ConfigError("system", f"no system {name!r} in the document{did_you_mean(name, names)}; "
-                                    f"available: {', '.join(names)}")
-    return systems[names.index(name)]
 
 
 def _exact(e) -> sp.Expr:

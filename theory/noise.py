@@ -45,7 +45,7 @@ Distributions (each has ``symbols``, ``expect(expr)`` and ``moments(g)``; combin
 * :class:`MonteCarlo` — a jax sampler ``sampler(key, n, p) -> {name: (n,) array}``; the SDE draws
   fresh samples per step (``Noise.covariance is None``).
 
-Everything here is float64 sympy; numeric callables are made by ``simulate.noise_sde``.
+Everything here is float64 sympy; numeric callables are made by ``theory.noise_sde``.
 """
 
 from __future__ import annotations
@@ -57,11 +57,12 @@ from typing import Any, Protocol
 import numpy as np
 import sympy as sp
 
+from .numeric import compile_expressions, enable_x64
 from .errors import ConfigError
 
 __all__ = [
     "Noise", "Finite", "Moments", "Independent", "Mixture", "MonteCarlo", "Distribution",
-    "derive_noise", "expectation", "check_drift", "DriftCheck", "step_time", "BATCH",
+    "derive_noise", "expectation", "check_drift", "DriftCheck", "step_time", "step_plan", "BATCH",
 ]
 
 #: the default batch-size symbol (``Σ = Cov_x[g] / B``)
@@ -598,8 +599,8 @@ def check_drift(system, noise: Noise | None = None, *, points: int = 16, seed: i
     if noise.mean is not None:
         diffs = [e - f for e, f in zip(noise.mean, rhs)]
         proven = all(sp.count_ops(e) <= SIMPLIFY_MAX_OPS and sp.simplify(e) == 0 for e in diffs)
-        f_mean = sp.lambdify((system.state, system.parameters), list(noise.mean), "numpy")
-        f_rhs = sp.lambdify((system.state, system.parameters), list(rhs), "numpy")
+        f_mean = compile_expressions((system.state, system.parameters), list(noise.mean))
+        f_rhs = compile_expressions((system.state, system.parameters), list(rhs))
         worst_abs = worst_rel = 0.0
         for _ in range(points):
             y = _random_values(system.state, ranges, rng, (-1.0, 1.0))
@@ -613,9 +614,9 @@ def check_drift(system, noise: Noise | None = None, *, points: int = 16, seed: i
     # Monte Carlo: the sample mean of g against rhs, in standard errors
     import jax
 
-    jax.config.update("jax_enable_x64", True)  # float64 draws
-    f_g = sp.lambdify((system.state, system.parameters, noise.samples), list(noise.gradient), "numpy")
-    f_rhs = sp.lambdify((system.state, system.parameters), list(rhs), "numpy")
+    enable_x64()  # float64 draws
+    f_g = compile_expressions((system.state, system.parameters, noise.samples), list(noise.gradient))
+    f_rhs = compile_expressions((system.state, system.parameters), list(rhs))
     draw = noise.distribution.draw()
     worst_z = worst_abs = 0.0
     for k in range(points):
@@ -631,6 +632,17 @@ def check_drift(system, noise: Noise | None = None, *, points: int = 16, seed: i
         z = np.where(se > 0, diff / np.where(se > 0, se, 1.0), np.where(diff > rtol, np.inf, 0.0))
         worst_z, worst_abs = max(worst_z, float(z.max())), max(worst_abs, float(diff.max()))
     return DriftCheck(False, points, worst_abs, float("nan"), worst_z, bool(worst_z < z_max))
+
+
+def step_plan(ts: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
+    """The Euler grid of an SDE on output times ``ts`` with step ``dt`` (what every engine of
+    :func:`simulate.solve_sde` steps, and what a theory's own reference of the SDE must match):
+    steps per output interval and their size, ``(n_i, h_i)`` for the ``len(ts) - 1`` intervals,
+    ``n_i = ceil((ts[i+1]-ts[i])/dt)`` (1e-9 relative slack so exact multiples are not split),
+    ``h_i = (ts[i+1]-ts[i])/n_i``."""
+    gaps = np.diff(np.asarray(ts, dtype=np.float64))
+    n = np.maximum(np.ceil(gaps / dt * (1 - 1e-9)), 1).astype(np.int64)
+    return n, gaps / n
 
 
 def step_time(config) -> float:

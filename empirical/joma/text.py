@@ -71,16 +71,18 @@ def _mean_runs(trajs):
 
 
 def joma_protocol(cfg: JomaTextConfig, *, device: str = "auto", progress: bool = False,
-                  store: str | Path | None = None, workers: int = 1, ray: str | None = None) -> dict[str, Any]:
+                  store: str | Path | None = None, workers: int = 1, ray: str | None = None,
+                  bar=None) -> dict[str, Any]:
     """Returns ``depth[L]`` and ``sweep[lr]`` (seed-averaged trajectories with ``val_loss``,
     ``entropy_layer{l}``, ``stable_rank_layer{l}`` per logged step), ``runs[(L, lr)]`` (the
     per-seed trajectories, in ``cfg.seeds`` order) and ``seconds``. Every
     (layers, lr, seed) run is a cell of :func:`~empirical.realtext.run_text_cells` (``store``,
-    ``workers``, ``ray``); the depth run at ``lr`` doubles as the sweep's run at that lr."""
+    ``workers``, ``ray``, the cells' ``bar``); the depth run at ``lr`` doubles as the sweep's run at that lr."""
     pairs = list(dict.fromkeys([(L, cfg.lr) for L in cfg.layers] + [(cfg.sweep_layers, lr) for lr in cfg.sweep_lrs]))
     jobs = [({"n_layer": L, "lr": lr, "seed": seed}, cfg.run(n_layer=L, lr=lr, seed=seed))
             for L, lr in pairs for seed in cfg.seeds]
-    trajs = run_text_cells("joma", jobs, device=device, progress=progress, store=store, workers=workers, ray=ray)
+    trajs = run_text_cells("joma", jobs, device=device, progress=progress, store=store, workers=workers, ray=ray,
+                           bar=bar)
     n = len(cfg.seeds)
     runs = {p: [t.drop_vars("snapshot") for t in trajs[i * n:(i + 1) * n]] for i, p in enumerate(pairs)}
     mean = {p: _mean_runs(r) for p, r in runs.items()}

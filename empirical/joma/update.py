@@ -9,9 +9,8 @@
   (Decision 3: equal rates on ``W`` and ``z`` keep Theorem 1's constants, and full-batch SGD is
   the Euler step of the block flow with ``t = lr * step``). State: ``{}``.
 * **Adam** (``hier``, Table 1): ``torch.optim.Adam(lr, betas=(0.9, 0.999), eps=1e-8,
-  weight_decay=wd)`` with L2 weight decay ``g <- g + wd p``, written op for op as torch's
-  single-tensor update (``lerp``, ``addcmul``, ``addcdiv``; the CPU path), so with ``xp=torch`` it
-  gives torch's numbers bit for bit. State: ``{"step", "m", "v"}``.
+  weight_decay=wd)``: the shared :func:`empirical.optim.adam` (torch's numbers bit for bit with
+  ``xp=torch``). State: ``{"step", "m", "v"}``.
 
 :func:`step_` applies the rule to a torch module (its parameters and their ``.grad``): the one
 update every JoMA engine uses.
@@ -23,11 +22,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["init", "update", "step_", "rule", "ADAM_BETAS", "ADAM_EPS"]
+from ..optim import ADAM_BETAS, ADAM_EPS, Adam, adam  # torch's defaults, as the official code
 
-#: Adam's moment decay rates and denominator epsilon (torch's defaults, as the official code)
-ADAM_BETAS = (0.9, 0.999)
-ADAM_EPS = 1e-8
+__all__ = ["init", "update", "step_", "rule", "ADAM_BETAS", "ADAM_EPS"]
 
 
 def rule(config) -> str:
@@ -35,36 +32,12 @@ def rule(config) -> str:
     return "adam" if config.variant == "hier" else "sgd"
 
 
-def _torch(xp) -> bool:
-    return getattr(xp, "__name__", "") == "torch"
-
-
-def _add_scaled(a, alpha: float, b, xp):
-    """``a + alpha b`` (torch: ``add(a, b, alpha=)``, one rounding as in ``torch.optim``)."""
-    return xp.add(a, b, alpha=alpha) if _torch(xp) else a + alpha * b
-
-
-def _lerp(a, b, weight: float, xp):
-    """``a + weight (b - a)`` (torch: ``lerp``)."""
-    return xp.lerp(a, b, weight) if _torch(xp) else a + weight * (b - a)
-
-
-def _addcmul(a, value: float, b, c, xp):
-    """``a + value b c`` (torch: ``addcmul``)."""
-    return xp.addcmul(a, b, c, value=value) if _torch(xp) else a + value * b * c
-
-
-def _addcdiv(a, value: float, b, c, xp):
-    """``a + value b / c`` (torch: ``addcdiv``)."""
-    return xp.addcdiv(a, b, c, value=value) if _torch(xp) else a + value * b / c
-
-
 def init(params: list, *, config, xp=np) -> dict[str, Any]:
     """The rule's state for ``params`` (a list of arrays): ``{}`` for SGD; Adam's step count and
     zero first/second moments shaped like ``params``."""
     if rule(config) == "sgd":
         return {}
-    return {"step": 0, "m": [xp.zeros_like(p) for p in params], "v": [xp.zeros_like(p) for p in params]}
+    return _adam(config, xp).init(list(params))
 
 
 def update(grads: list, state: dict[str, Any], params: list, *, config, xp=np) -> tuple[list, dict[str, Any]]:
@@ -73,19 +46,12 @@ def update(grads: list, state: dict[str, Any], params: list, *, config, xp=np) -
     lr = float(config.lr)
     if rule(config) == "sgd":
         return [p - lr * g for p, g in zip(params, grads)], state
-    b1, b2 = ADAM_BETAS
-    step = state["step"] + 1
-    bias1, bias2 = 1 - b1 ** float(step), 1 - b2 ** float(step)
-    step_size, bias2_sqrt = lr / bias1, bias2**0.5
-    new_p, new_m, new_v = [], [], []
-    for p, g, m, v in zip(params, grads, state["m"], state["v"]):
-        g = _add_scaled(g, float(config.wd), p, xp)
-        m = _lerp(m, g, 1 - b1, xp)
-        v = _addcmul(v * b2, 1 - b2, g, g, xp)
-        new_p.append(_addcdiv(p, -step_size, m, xp.sqrt(v) / bias2_sqrt + ADAM_EPS, xp))
-        new_m.append(m)
-        new_v.append(v)
-    return new_p, {"step": step, "m": new_m, "v": new_v}
+    return _adam(config, xp).update(list(grads), state, list(params))
+
+
+def _adam(config, xp) -> Adam:
+    """The shared Adam (:func:`empirical.optim.adam`) with this config's rate and weight decay."""
+    return adam(float(config.lr), betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=float(config.wd), xp=xp)
 
 
 def step_(model, state: dict[str, Any], config) -> dict[str, Any]:

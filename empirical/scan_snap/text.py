@@ -57,18 +57,20 @@ class ScanSnapTextConfig(TextProtocol):
 
 
 def scan_snap_protocol(cfg: ScanSnapTextConfig, *, device: str = "auto", progress: bool = False,
-                       store: str | Path | None = None, workers: int = 1, ray: str | None = None) -> dict[str, Any]:
+                       store: str | Path | None = None, workers: int = 1, ray: str | None = None,
+                       bar=None) -> dict[str, Any]:
     """Returns ``maps[n_layer] = {step: (T, T) map}`` and ``traj[n_layer]`` (validation entropy per
     layer over training) of the first of ``fig7_seeds``, ``fig7_runs[n_layer]`` (every seed's
     trajectory, maps as ``snapshot``), ``sweep`` (DataFrame: lr, seed, entropy, val_loss),
     ``seconds`` (all training) and ``fig7_seconds`` (Fig. 7's). Every run is a cell of
-    :func:`run_text_cells` (``store``, ``workers``, ``ray``)."""
+    :func:`run_text_cells` (``store``, ``workers``, ``ray``, the cells' ``bar``)."""
     fig7 = [(L, seed) for seed in cfg.fig7_seeds for L in cfg.layers]
     jobs = [({"part": "fig7", "n_layer": L, **({"seed": seed} if seed != cfg.fig7_seeds[0] else {})},
              cfg.run(n_layer=L, optimizer="sgd", seed=seed)) for L, seed in fig7]
     grid = [(lr, seed) for lr in cfg.sweep_lrs for seed in cfg.seeds]
     jobs += [({"part": "fig10", "lr": lr, "seed": seed}, cfg.sweep_run(lr=lr, seed=seed)) for lr, seed in grid]
-    trajs = run_text_cells("scan-snap", jobs, device=device, progress=progress, store=store, workers=workers, ray=ray)
+    trajs = run_text_cells("scan-snap", jobs, device=device, progress=progress, store=store, workers=workers, ray=ray,
+                           bar=bar)
     out: dict[str, Any] = {"maps": {}, "traj": {}, "fig7_runs": {L: [] for L in cfg.layers},
                            "seconds": sum(t.attrs["train_seconds"] for t in trajs),
                            "fig7_seconds": sum(t.attrs["train_seconds"] for t in trajs[:len(fig7)])}

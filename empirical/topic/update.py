@@ -9,7 +9,8 @@ map's learning-rate ratio, :func:`learning_rates`):
 * ``"sgd"`` — plain SGD, no momentum: ``p <- p - lr g``;
 * ``"adam"`` — Adam (the code's AdamW with ``weight_decay = 0``), betas :data:`ADAM_BETAS`, eps
   :data:`ADAM_EPS`: ``m <- lerp(m, g, 1 - b1)``, ``v <- b2 v + (1 - b2) g^2``,
-  ``p <- p - lr/(1 - b1^t) * m / (sqrt(v)/sqrt(1 - b2^t) + eps)``.
+  ``p <- p - lr/(1 - b1^t) * m / (sqrt(v)/sqrt(1 - b2^t) + eps)``: the shared
+  :func:`empirical.optim.adam` with one rate per parameter.
 
 The weight decay ``lam ||W_V||_F^2`` is a term of the loss (gradient-carrying, spec §8 Decision 8),
 not part of the update.
@@ -29,12 +30,9 @@ import numpy as np
 
 from theory.topic import TopicConfig
 
+from ..optim import ADAM_BETAS, ADAM_EPS, adam  # torch's and the official code's defaults
+
 __all__ = ["ADAM_BETAS", "ADAM_EPS", "KQ_PARAMETERS", "learning_rates", "init", "update"]
-
-#: Adam's moment decay rates and denominator offset (torch's and the official code's defaults)
-ADAM_BETAS = (0.9, 0.999)
-ADAM_EPS = 1e-8
-
 
 #: the parameters stepped with ``kq_lr_ratio * lr``
 KQ_PARAMETERS = ("W_K", "W_Q")
@@ -54,30 +52,12 @@ def _add_scaled(x, alpha: float, y, xp):
     return xp.add(x, y, alpha=alpha) if _is_torch(xp) else x + alpha * y
 
 
-def _lerp(x, y, weight: float, xp):
-    """``x + weight (y - x)`` (torch's ``lerp``, which switches form at ``weight = 1/2``)."""
-    if _is_torch(xp):
-        return xp.lerp(x, y, weight)
-    return x + weight * (y - x) if weight < 0.5 else y - (y - x) * (1 - weight)
-
-
-def _add_product(x, value: float, y, z, xp):
-    """``x + value * y * z``."""
-    return xp.addcmul(x, y, z, value=value) if _is_torch(xp) else x + value * (y * z)
-
-
-def _add_ratio(x, value: float, y, z, xp):
-    """``x + value * y / z``."""
-    return xp.addcdiv(x, y, z, value=value) if _is_torch(xp) else x + value * (y / z)
-
-
 def init(params: Mapping[str, Any], *, config: TopicConfig, xp=np) -> dict[str, Any]:
     """The optimiser state for ``params``: the step count, and for Adam the first and second
     moments (zeros shaped like each parameter)."""
     if config.optimizer == "sgd":
         return {"step": 0}
-    return {"step": 0, "m": {k: xp.zeros_like(p) for k, p in params.items()},
-            "v": {k: xp.zeros_like(p) for k, p in params.items()}}
+    return adam(learning_rates(params, config), betas=ADAM_BETAS, eps=ADAM_EPS, xp=xp).init(dict(params))
 
 
 def update(grads: Mapping[str, Any], state: Mapping[str, Any], params: Mapping[str, Any], *,
@@ -87,10 +67,4 @@ def update(grads: Mapping[str, Any], state: Mapping[str, Any], params: Mapping[s
     lr, step = learning_rates(params, config), state["step"] + 1
     if config.optimizer == "sgd":
         return {k: _add_scaled(p, -lr[k], grads[k], xp) for k, p in params.items()}, {"step": step}
-    b1, b2 = ADAM_BETAS
-    m = {k: _lerp(state["m"][k], grads[k], 1 - b1, xp) for k in params}
-    v = {k: _add_product(state["v"][k] * b2, 1 - b2, grads[k], grads[k], xp) for k in params}
-    bias2_sqrt = (1 - b2**step) ** 0.5
-    new = {k: _add_ratio(p, -lr[k] / (1 - b1**step), m[k], xp.sqrt(v[k]) / bias2_sqrt + ADAM_EPS, xp)
-           for k, p in params.items()}
-    return new, {"step": step, "m": m, "v": v}
+    return adam(lr, betas=ADAM_BETAS, eps=ADAM_EPS, xp=xp).update(dict(grads), state, dict(params))

@@ -39,6 +39,8 @@ from scipy import optimize, stats
 from theory import joma as J
 from theory.errors import SolverError
 
+from ..context import RunContext
+
 __all__ = ["HORIZON", "SDE_DT", "SDE_GRID", "BAND_PATHS", "THEORY_PATHS", "CLAIM", "BIAS_LIMIT", "shift_limit",
            "protocol_config", "clear_caches", "sde_ensemble", "sgd_runs", "calibration_runs", "null_runs", "coverage_error", "bias_ratio",
            "claim_quantities", "sde_finite", "theory", "calibration_report", "calibration_breaks", "sde_claim", "OBSERVABLES"]
@@ -274,12 +276,12 @@ def claim_seeds(quick: bool = True) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=4)
-def sde_claim(quick: bool = True, device: str = "cpu"):
+def sde_claim(ctx: RunContext = RunContext(device="cpu")):
     """The SDE's own claim (:data:`CLAIM` in ``claims.toml``) decided over seeds with its validity
-    map (:func:`figures.claims.decide_claim`: sweep cells in the claims store)."""
+    map under ``ctx`` (:func:`figures.claims.decide_claim`: sweep cells in the claims store)."""
     from figures.claims import decide_claim, plan_claim
 
-    return decide_claim(plan_claim(_claim_spec(), quick=quick), device=device)
+    return decide_claim(plan_claim(_claim_spec(), quick=ctx.quick), ctx)
 
 
 def _cut(ds: xr.Dataset) -> xr.Dataset:
@@ -379,11 +381,11 @@ def breaks_json(quick: bool = True) -> list[dict]:
     return out
 
 
-def details(quick: bool = True, device: str = "cpu") -> dict:
+def details(quick: bool = True, device: str = "cpu", ctx: RunContext | None = None) -> dict:
     """The calibration numbers for ``tdyn compare joma``'s details: the SDE's claim (verdict,
     interval, grade, where it breaks, its map points without per-seed values), the report at the
     protocol point and the (lr, batch) break rows."""
-    claim = sde_claim(quick, device).to_json()
+    claim = sde_claim(RunContext.of(ctx, quick=quick, device=device, progress=False)).to_json()
     points = [{k: p[k] for k in ("coords", "inside", "violated", "verdict", "estimate", "interval", "seeds",
                                  "theory_verdict", "note")} for p in claim["map"]["points"]]
     rep = {k: v for k, v in calibration_report(quick).items() if not k.startswith("_")}

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -37,7 +38,8 @@ from scipy.stats import spearmanr
 from theory import joma as J
 from theory.errors import SolverError
 
-from ..claims import registry_claims
+from ..claims import RegistryClaims, registry_claims
+from ..context import RunContext
 
 __all__ = ["claims", "decide_registry", "invariant_residual", "invariant_regime", "invariant_null_runs",
            "block_theory", "exact_theory", "path_curvature", "entropy_rebound", "bounce_regime", "bounce_theory",
@@ -56,22 +58,28 @@ THEORY_SEEDS = tuple(range(12))
 
 
 @lru_cache(maxsize=4)
-def _decided(quick: bool, device: str) -> tuple:
-    return tuple(decide_registry(quick=quick, device=device, progress=False))
+def _decided(ctx: RunContext) -> tuple:
+    """The registry's claims decided under ``ctx`` (no bar), once per process and context."""
+    return tuple(decide_registry(ctx.replace(progress=False)))
 
 
-def claims(*, quick: bool = True, device: str = "auto", progress: bool = False, only=None) -> list:
-    """The row's ``claims`` slot: the registry's claims (decided once per process and setting, so
+@dataclass(frozen=True)
+class JomaClaims(RegistryClaims):
+    """The row's ``claims`` slot: the registry's claims (decided once per process and context, so
     that ``tdyn figures`` and the compare report share them; the map cells are kept in the store)
-    followed by the real-text claims of :mod:`.text` (none without a corpus)."""
-    from .text import text_claim_results
+    followed by the real-text claims of :mod:`.text` (untested without a corpus)."""
 
-    if only:
-        return list(decide_registry(quick=quick, device=device, progress=progress, only=only))
-    return [*_decided(quick, device), *text_claim_results(quick, device)]
+    def __call__(self, ctx: RunContext | None = None, *, quick: bool | None = None, device: str | None = None,
+                 progress: bool | None = None, only=None) -> list:
+        from .text import text_claim_results
+
+        ctx = RunContext.of(ctx, quick=quick, device=device, progress=progress)
+        if only:
+            return decide_registry(ctx, only=only)
+        return [*_decided(ctx.replace(progress=False)), *text_claim_results(ctx)]
 
 
-claims.registry = decide_registry.registry  # type: ignore[attr-defined]
+claims = JomaClaims("joma", Path(__file__).with_name("claims.toml"))
 
 
 # ------------------------------------------------------------------------------------------------

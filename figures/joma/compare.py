@@ -31,6 +31,7 @@ from empirical import joma as E
 from theory import joma as J
 from theory.errors import SolverError
 
+from ..context import RunContext
 from ..core import agreement, rel_l2
 from ..report import Break, Observable, Report
 from .calibration import details as sde_calibration
@@ -175,9 +176,11 @@ def learning_order(seeds: tuple = (0,), device: str = "cpu") -> dict:
             "spearman_height_means": float(spearmanr(by_h.index, by_h.values)[0])}
 
 
-def compare(*, quick: bool = True, device: str = "auto") -> Report:
+def compare(ctx: RunContext | None = None, *, quick: bool | None = None, device: str | None = None) -> Report:
     """`tdyn compare joma`: the headline mixture network vs the JoMA ODE, the derivation check,
     and the paper's claims decided over seeds (:func:`.claims.claims`)."""
+    ctx = RunContext.of(ctx, quick=quick, device=device)
+    quick, device = ctx.quick, ctx.device
     dev = "cpu" if device == "auto" else device  # float64 toys: the CPU is the reference device
     h = headline(quick, dev, 0)
     cfg = h["config"]
@@ -209,5 +212,5 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
                                            f"fixed g = I - 11^T/K, lr={d['config'].lr}, {d['config'].steps} steps"),
                # the block SDE against minibatch SGD (its claim decided over seeds, coverage at
                # 50/80/90 %, variance ratios, where it breaks over (lr, batch)): figures.joma.calibration
-               "sde_calibration": sde_calibration(quick, dev)}
-    return Report("joma", regime, obs, list(decided_claims(quick=quick, device=device)), headline_breaks(h), details)
+               "sde_calibration": sde_calibration(quick, dev, ctx)}
+    return Report("joma", regime, obs, list(decided_claims(ctx.replace(progress=False))), headline_breaks(h), details)

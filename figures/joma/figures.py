@@ -1,6 +1,6 @@
 """JoMA figures (docs/papers/joma.md §5). Every figure is ``fig_x(outdir | None, quick, *, device) ->
 data`` ending in :func:`figures.core.finish_figure` (or writing a table); :data:`FIGURES` is the
-paper row's ``figures`` slot, run by the one collector :func:`figures.core.make_figures` (`tdyn
+paper row's ``figures`` slot, run by the one collector :func:`figures.make.make_figures` (`tdyn
 figures joma`), which records every file written and adds ``report.json``. The measurements and
 claims are in :mod:`.compare` / :mod:`.claims`, the real-text figures in :mod:`.text`.
 """

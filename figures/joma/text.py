@@ -19,7 +19,6 @@ or the CLI's ``--store``).
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import matplotlib
@@ -29,11 +28,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from empirical import text  # noqa: E402
 from empirical.joma.text import per_layer_summary  # noqa: E402
 
 from ..core import finish_figure, save_table  # noqa: E402
 from ..style import MAX_PER_ROW, axis_label, legend_outside  # noqa: E402
+from ..context import RunContext  # noqa: E402
 from ..realtext import corpus_available, results, runs_dir  # noqa: E402
 
 __all__ = ["fig_joma_entropy", "fig_joma_lr_sweep", "fig_wikitext", "summaries", "curve_rebound",
@@ -82,20 +81,22 @@ def _layer_panels(trajs: dict, title, outdir, name):
     finish_figure(fig, outdir, name)
 
 
-def fig_joma_entropy(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
+def fig_joma_entropy(outdir, quick: bool = True, *, device: str = "auto",
+                     ctx: RunContext | None = None) -> pd.DataFrame:
     """Fig. 6: per-layer validation attention entropy (top) and fc1 stable rank (bottom) over
     training, one panel per depth. Returns (and writes) the long table (n_layer, step, layer,
     entropy, ...)."""
-    res = results("joma", quick, device, corpus, store=runs_dir(outdir))
+    res = results("joma", RunContext.of(ctx, quick=quick, device=device), store=runs_dir(outdir))
     _layer_panels(res["depth"], lambda L: f"{L} layer" + "s" * (L != 1), outdir, "wikitext_fig6_entropy.png")
     df = pd.concat([_long(t, n_layer=L) for L, t in res["depth"].items()], ignore_index=True)
     save_table(df, outdir, "wikitext_fig6_entropy.csv")
     return df
 
 
-def fig_joma_lr_sweep(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame:
+def fig_joma_lr_sweep(outdir, quick: bool = True, *, device: str = "auto",
+                      ctx: RunContext | None = None) -> pd.DataFrame:
     """Fig. 8: the same for the ``sweep_layers``-layer model at each Adam learning rate."""
-    res = results("joma", quick, device, corpus, store=runs_dir(outdir))
+    res = results("joma", RunContext.of(ctx, quick=quick, device=device), store=runs_dir(outdir))
     _layer_panels(res["sweep"], lambda lr: f"Adam lr {lr:g}", outdir, "wikitext_fig8_lr_sweep.png")
     df = pd.concat([_long(t, lr=lr) for lr, t in res["sweep"].items()], ignore_index=True)
     save_table(df, outdir, "wikitext_fig8_lr_sweep.csv")
@@ -117,16 +118,16 @@ def summaries(res) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def fig_wikitext(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> dict | None:
-    """Figs. 6 and 8 and the summary table (``wikitext_fig6_fig8_summary.csv``); ``None`` (and a
-    note on stderr) when no corpus is present."""
-    if not corpus_available(corpus):
-        print(f"note: joma: no WikiText corpus at {text.resolve_corpus(corpus)}; real-text figures skipped",
-              file=sys.stderr)
+def fig_wikitext(outdir, quick: bool = True, *, device: str = "auto", ctx: RunContext | None = None) -> dict | None:
+    """Figs. 6 and 8 and the summary table (``wikitext_fig6_fig8_summary.csv``) on ``ctx.corpus``;
+    ``None`` (and a note on stderr) when no corpus is present."""
+    ctx = RunContext.of(ctx, quick=quick, device=device)
+    if not corpus_available(ctx.corpus):
+        print(f"note: joma: no WikiText corpus at {ctx.corpus_dir()}; real-text figures skipped", file=sys.stderr)
         return None
-    out = {"fig6": fig_joma_entropy(outdir, quick, device=device, corpus=corpus),
-           "fig8": fig_joma_lr_sweep(outdir, quick, device=device, corpus=corpus),
-           "summary": summaries(results("joma", quick, device, corpus, store=runs_dir(outdir)))}
+    out = {"fig6": fig_joma_entropy(outdir, quick, device=device, ctx=ctx),
+           "fig8": fig_joma_lr_sweep(outdir, quick, device=device, ctx=ctx),
+           "summary": summaries(results("joma", ctx, store=runs_dir(outdir)))}
     save_table(out["summary"], outdir, "wikitext_fig6_fig8_summary.csv")
     return out
 
@@ -145,7 +146,7 @@ def curve_rebound(traj, config=None, *, name: str, relative: bool = False) -> fl
 def text_registry():
     """The real-text claims' registry (``text_claims.toml``), validated (its runs are the
     protocol's, so there is no Config to check its map against)."""
-    from ..claims_registry import load_registry
+    from ..claims.registry import load_registry
 
     return load_registry(TEXT_CLAIMS, paper="joma", resolve=True)
 
@@ -173,19 +174,20 @@ def _points(claim, cells, inside):
     return points_over_seeds(claim, cells, inside, None)
 
 
-def text_claim_results(quick: bool = True, device: str = "auto", corpus=None) -> list:
+def text_claim_results(ctx: RunContext) -> list:
     """The real-text claims as :class:`~figures.claims.ClaimResult` s, on the protocol's runs
     (shared with the figures: :func:`figures.realtext.results`), per seed: each map point is a
     (depth, layer) or a learning rate, inside the regime only where the runs are as long as the
     paper's (20 epochs); with no such point (the quick protocol) the claim is *untested*, with the
     measured values, why and what running it costs (untested, with how to get the corpus, without one)."""
-    if not corpus_available(corpus):
+    quick = ctx.quick
+    if not corpus_available(ctx.corpus):
         from ..realtext import no_corpus_claims
 
         return no_corpus_claims(text_registry(), quick=quick)
     from ..claims import conclude
 
-    res = results("joma", quick, device, corpus)
+    res = results("joma", ctx)
     c, reg = res["config"], text_registry()
     steps_bound = reg.get("wikitext_entropy_drop_and_bounce").regime[0]
     long_enough = steps_bound.contains(c.steps)

@@ -22,6 +22,7 @@ import simulate
 from empirical.linattn import train_seeds
 from theory.linattn import LinAttnConfig, problem
 
+from ..context import RunContext
 from ..core import agreement
 from ..report import Break, Observable, Report
 from . import claims as C
@@ -48,9 +49,11 @@ def _names(cfg) -> list[str]:
     return ["loss", *(f"gamma_{i + 1}" for i in range(cfg.D))]
 
 
-def compare(*, quick: bool = True, device: str = "auto") -> Report:
+def compare(ctx: RunContext | None = None, *, quick: bool | None = None, device: str | None = None) -> Report:
     """Train both parametrisations in the compare regime, compare them with the derived flows, report where
     agreement breaks and decide the claims on the same runs."""
+    ctx = RunContext.of(ctx, quick=quick, device=device)
+    quick, device = ctx.quick, ctx.device
     dev = "cpu" if device == "auto" else device
     observables, breaks, claims, regime = [], [], [], ""
     for variant in VARIANTS:

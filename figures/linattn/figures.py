@@ -1,5 +1,5 @@
 """linattn's figures (docs/papers/linattn.md §3-§5): each ``fig_x(outdir | None, quick, *, device) -> data``; the
-collector (``figures.core.make_figures``) runs :data:`FIGURES` and records every file written.
+collector (``figures.make.make_figures``) runs :data:`FIGURES` and records every file written.
 
 * :func:`fig_merged` — ATTN_M: loss and per-component projections, the derived flow against trained attention
   (seeds), the theory's plateau levels dotted on the loss panel: one drop;

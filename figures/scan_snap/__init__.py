@@ -20,7 +20,7 @@ __all__ = ["compare_data", "theory_trajectory", "COMPARE_TOL", "FIGURES"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     'COMPARE_TOL': '.compare',
     'compare_data': '.compare',
-    'theory_trajectory': '.compare',
+    'theory_trajectory': '.lines',
     'FIGURES': '.figures',
     'compare': None,
     'figures': None,

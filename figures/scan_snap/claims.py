@@ -31,12 +31,14 @@ The practice side of every claim is the paper's (Y, Z) reparameterisation traine
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import xarray as xr
 
-from figures.claims import registry_claims
+from figures.claims import RegistryClaims, registry_claims
+from figures.context import RunContext
 from theory import scan_snap as ss
 
 __all__ = ["claims", "decide_registry", "claim_quantities", "overlap_eigenvalues", "theorem1_error", "eta_Z_time_config",
@@ -49,19 +51,27 @@ __all__ = ["claims", "decide_registry", "claim_quantities", "overlap_eigenvalues
 decide_registry = registry_claims("scan-snap")
 
 
-def claims(*, quick: bool = True, device: str = "auto", progress: bool = False, only=None) -> list:
+@dataclass(frozen=True)
+class ScanSnapClaims(RegistryClaims):
     """The row's ``claims`` slot: the registry's claims, Theorem 4's scan-then-snap claim
     (``snap_claims.toml``, :func:`snap_claim_result`: no in-regime point can be run, so it is
     concluded untested with its cost) and the real-text claims of :mod:`.text` (``text_claims.toml``,
-    decided on the WikiText protocol's runs; none without a corpus). ``only`` names registry claims
-    (decided alone, no real-text runs)."""
-    from .text import text_claim_results
+    decided on the WikiText protocol's runs; untested without a corpus). ``only`` names registry
+    claims (decided alone, no real-text runs)."""
 
-    reg = [n for n in (only or ()) if n != "scan_then_snap"]
-    out = list(decide_registry(quick=quick, device=device, progress=progress, only=reg)) if (reg or not only) else []
-    if not only or "scan_then_snap" in only:
-        out.append(snap_claim_result(quick=quick, device=device))
-    return out if only else [*out, *text_claim_results(quick, device)]
+    def __call__(self, ctx: RunContext | None = None, *, quick: bool | None = None, device: str | None = None,
+                 progress: bool | None = None, only=None) -> list:
+        from .text import text_claim_results
+
+        ctx = RunContext.of(ctx, quick=quick, device=device, progress=progress)
+        reg = [n for n in (only or ()) if n != "scan_then_snap"]
+        out = list(decide_registry(ctx, only=reg)) if (reg or not only) else []
+        if not only or "scan_then_snap" in only:
+            out.append(snap_claim_result(quick=ctx.quick, device=ctx.device))
+        return out if only else [*out, *text_claim_results(ctx)]
+
+
+claims = ScanSnapClaims("scan-snap")
 
 
 #: Theorem 4's claim (concluded outside the sweep: see its header)
@@ -70,7 +80,7 @@ SNAP_CLAIMS = __import__("pathlib").Path(__file__).with_name("snap_claims.toml")
 
 def snap_registry():
     """``snap_claims.toml`` loaded and validated."""
-    from figures.claims_registry import load_registry
+    from figures.claims.registry import load_registry
 
     return load_registry(SNAP_CLAIMS, paper="scan-snap", resolve=True)
 
@@ -155,7 +165,6 @@ def snap_claim_result(*, quick: bool = True, device: str = "cpu"):
 
 
 
-claims.registry = decide_registry.registry  # type: ignore[attr-defined]
 
 #: log points per unit of 1/eta_Z in the reduced claim's runs
 LOG_PER_UNIT = 4
@@ -208,7 +217,7 @@ C0_FIT_DECADES = 4
 
 @lru_cache(maxsize=64)
 def _fitted_C0(config) -> tuple[float, float]:
-    from .compare import theory_trajectory
+    from .lines import theory_trajectory
 
     t0 = ss.transition_times(config.M_theory, config.K, config.eta_Y)[1]
     t = np.concatenate([[0.0], t0 * np.logspace(0, C0_FIT_DECADES, 20 * C0_FIT_DECADES + 1)])
@@ -328,7 +337,7 @@ def reduced_runs(config, *, seeds, device="cpu"):
 def _reduced_solution(config):
     """The reduced Lemma-4 system from zero init at the runs' times, with ``h`` at Remark 1's
     effective rate ``(1 - E) eta_Y`` (training follows the original Y-dynamics), cached per config."""
-    from .compare import reduced_trajectory
+    from .lines import reduced_trajectory
 
     run = eta_Z_time_config(config)
     return reduced_trajectory(run, run.ode_times(), remark1=True)
@@ -337,7 +346,7 @@ def _reduced_solution(config):
 @lru_cache(maxsize=32)
 def _exact_solution(config):
     """The exact (un-reduced) T = inf flow of (Y, Z) (spec §2.5) from zero init at the runs' times."""
-    from .compare import theory_trajectory
+    from .lines import theory_trajectory
 
     run = eta_Z_time_config(config).replace(zero_init=True)
     return theory_trajectory(run, run.ode_times())
@@ -387,7 +396,7 @@ def _beside_flow(result, window: str, label: str, statistic: str, flow_config, c
     init at ``flow_config(config)``'s times): per point the coordinates (``window``, the statistic's
     axis, as ``label``), the training's ``statistic`` (median over seeds, interval, verdict) and
     ``columns(config, flow, window value)``."""
-    from .compare import theory_trajectory
+    from .lines import theory_trajectory
 
     rows, flows = [], {}
     for p in result.points:
@@ -452,7 +461,7 @@ def snap_theory(config):
     """The theory check's trajectory: the EXACT T = inf flow (spec §2.5, un-reduced, from zero init)
     at the run's times, judged by the claim's statistic (not Theorem 4's 1-D ODE, whose fall ratio
     is below 1 by construction once 4 Gamma > C_0)."""
-    from .compare import theory_trajectory
+    from .lines import theory_trajectory
 
     run = snap_time_config(config).replace(zero_init=True)
     return theory_trajectory(run, run.ode_times())
@@ -539,7 +548,7 @@ def fig6_theory(config):
     """The theory's own entropies: the T = inf flow from zero init (the theory's initial
     condition) at the run's end ``t = ode_time(steps)`` for every eta_Z at the point's ratio. At a
     fixed ratio the flow depends on ``eta_Z t`` only, so one solve at eta_Z = 1 serves all."""
-    from .compare import theory_trajectory
+    from .lines import theory_trajectory
 
     etas = _fig6_etas()
     T = config.ode_time(config.steps)

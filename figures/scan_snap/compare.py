@@ -31,36 +31,17 @@ import numpy as np
 from empirical.scan_snap import train, update
 from theory import scan_snap as ss
 
+from ..context import RunContext
 from ..core import rel_l2
 from ..report import Break, Observable, Report
+from .lines import theory_trajectory
 
-__all__ = ["compare", "compare_data", "COMPARE_TOL", "theory_trajectory", "reduced_trajectory", "momentum_map",
+__all__ = ["compare", "compare_data", "COMPARE_TOL", "momentum_map",
            "practice_z_rows", "theory_z_rows", "coords", "y_names", "z_names", "regime_agreement",
            "momentum_gap", "sde_calibration"]
 
 #: Acceptance tolerance on rel_l2 inside the theory's regime.
 COMPARE_TOL = 0.05
-
-# ------------------------------------------------------------------------------------------------
-# Theory lines
-# ------------------------------------------------------------------------------------------------
-def theory_trajectory(config: ss.ScanSnapConfig, t: np.ndarray | None = None):
-    """The full T = inf ODE of ``ss.problem(config)`` with its scipy solve options (DOP853: not stiff
-    here, and no jit compile), at ``config.ode_times()`` or ``t``."""
-    import simulate as sim
-
-    return sim.solve(ss.problem(config), t=t, backend="scipy")
-
-
-def reduced_trajectory(config: ss.ScanSnapConfig, t: np.ndarray, *, remark1: bool = False):
-    """The reduced Lemma-4 system (:func:`theory.scan_snap.reduced_system`, ``remark1``: h at Remark
-    1's effective rate) from zero init."""
-    import simulate as sim
-
-    sysm = ss.reduced_system(config, remark1=remark1)
-    return sim.solve(sysm, ss.reduced_parameters(config), np.zeros(len(sysm.state)), t, backend="scipy",
-                     **ss.SOLVE_OPTIONS["scipy"])
-
 
 def momentum_map(config: ss.ScanSnapConfig, *, counts_per_class: int = 0, seed: int = 0):
     """The optimiser's discrete map ``v <- mu v + grad J; theta <- theta + lr v`` (PyTorch SGD:
@@ -211,18 +192,19 @@ def sde_calibration(quick: bool = True) -> list[dict]:
 
 
 @lru_cache(maxsize=4)
-def compare_data(quick: bool = True, device: str = "auto"):
-    """``(report, theory, practice)``: the report and the theory-regime trajectories it was built on.
-    Cached per process (call it positionally): the figures and ``report.json`` share one run."""
+def compare_data(ctx: RunContext = RunContext()):
+    """``(report, theory, practice)`` under ``ctx``: the report and the theory-regime trajectories it
+    was built on. Cached per process and context: the figures and ``report.json`` share one run."""
     from ..claims import run_claims
     from .claims import reduced_table, snap_table
 
+    quick, device = ctx.quick, ctx.device
     cfg = ss.Config.preset("theory", quick)
     inside, theory, practice = regime_agreement(cfg, device)
     judged = {"z_rows", "y_coordinates", "dt_entropy", "dt_entropy_drop", "population_loss"}
     observables = [Observable(k, v, COMPARE_TOL if k in judged else None) for k, v in inside.items()]
     gap = momentum_gap(quick, device)
-    claims = run_claims(ss.PAPER, quick=quick, device=device)
+    claims = run_claims(ss.PAPER, ctx.replace(progress=False))
     named = {c.name: c for c in claims}
     report = Report(
         paper=ss.PAPER,
@@ -236,7 +218,7 @@ def compare_data(quick: bool = True, device: str = "auto"):
     return report, theory, practice
 
 
-def compare(*, quick: bool = True, device: str = "auto") -> Report:
+def compare(ctx: RunContext | None = None, *, quick: bool | None = None, device: str | None = None) -> Report:
     """``tdyn compare scan-snap``: agreement with the T = inf ODE, where it breaks and why, and the
-    paper's claims (see the module docstring)."""
-    return compare_data(quick, device)[0]
+    paper's claims (see the module docstring), under ``ctx`` (``quick``/``device`` override it)."""
+    return compare_data(RunContext.of(ctx, quick=quick, device=device))[0]

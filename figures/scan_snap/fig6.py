@@ -82,18 +82,20 @@ def fig6_cells(panels, seeds: int, *, float32: bool = False, zero_init: bool = F
 
 def fig6_table(panels=FIG6_GRID["num_last"], seeds: int = 10, *, float32: bool = False, zero_init: bool = False,
                engine: str = "numpy", device: str = "cpu", store=None, workers: int = 1, ray: str | None = None,
-               steps: int = 100, eta_Z=None, ratios=None, progress=None, cell_fn: str = CELL_FN) -> pd.DataFrame:
+               steps: int = 100, eta_Z=None, ratios=None, progress=None, cell_fn: str = CELL_FN,
+               bar=None) -> pd.DataFrame:
     """Run the Fig. 6 grid through the sweep runner and return the table (num_last, eta_Z, ratio,
     mean, std, count) of the final DT entropy (std over seeds, ddof 1, as pandas). ``store``: the
     result folder (resumable; None: a temporary one); ``progress(key, status, error)`` is called for
-    each cell computed; ``cell_fn`` ("module:function") replaces :func:`fig6_cell` (tests)."""
+    each cell computed, ``bar`` draws the cells' bar (:func:`figures.progress.cell_bar`); ``cell_fn``
+    ("module:function") replaces :func:`fig6_cell` (tests)."""
     from empirical.sweeps import run_cells
 
     cells = fig6_cells(panels, seeds, float32=float32, zero_init=zero_init, engine=engine, device=device,
                        steps=steps, eta_Z=eta_Z, ratios=ratios)
     with tempfile.TemporaryDirectory(prefix="tdyn-fig6-") as tmp:
         root = Path(store) if store is not None else Path(tmp)
-        index = run_cells(cell_fn, cells, root, workers=workers, ray=ray, progress=progress)
+        index = run_cells(cell_fn, cells, root, workers=workers, ray=ray, progress=progress, bar=bar)
         if (index["status"] != "ok").any():
             raise CellsFailed(root, index)
         return _table(root, index)

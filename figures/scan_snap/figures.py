@@ -3,7 +3,7 @@
 Every figure function has the signature ``fig_x(outdir | None, quick, *, device) -> data``: it
 returns the data it plots, ends in :func:`figures.core.finish_figure` (saved as
 ``outdir/<name>.png`` when ``outdir`` is given) and writes its table with
-:func:`figures.core.save_table`; :func:`figures.core.make_figures` collects the files and writes
+:func:`figures.core.save_table`; :func:`figures.make.make_figures` collects the files and writes
 ``report.json``. The figures built on the comparison share its one cached run
 (:func:`figures.scan_snap.compare.compare_data`).
 """
@@ -20,8 +20,10 @@ from theory import scan_snap as ss
 
 from .. import style
 from ..core import finish_figure, overlay, save_table
-from ..sweep import sweep_settings
-from .compare import compare_data, theory_trajectory
+from ..context import RunContext
+from ..progress import cell_bar
+from .compare import compare_data
+from .lines import theory_trajectory
 from .fig6 import FIG6_GRID, fig6_panel, fig6_table
 from .text import fig_scan_snap_entropy_vs_lr, fig_scan_snap_maps
 
@@ -98,17 +100,19 @@ def fig4_heatmaps(outdir=None, quick: bool = True, *, device: str = "auto", step
 
 
 def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds: int | None = None,
-                 zero_init: bool = False) -> pd.DataFrame:
+                 zero_init: bool = False, ctx: RunContext | None = None) -> pd.DataFrame:
     """Fig. 6: DT entropy at iteration 100 vs eta_Y/eta_Z in {1, 2, 5, 10}, one line per eta_Z in
     {0.5, 1, 2, 3}, panels #last = 1, 3, 5, 10 (Syn-Medium), SGD momentum 0.9, batch 128, T = 128,
     default init (official sweep). Quick: 2 seeds in float32; full: 10 seeds in float64. The grid
     runs through the sweep runner (:mod:`figures.scan_snap.fig6`) in a resumable store,
-    ``outdir/fig6_store`` unless :func:`figures.sweep.using_sweep` sets the store, workers or Ray
-    (without either, in process). Returns the table (num_last, eta_Z, ratio, mean, std, count),
+    ``outdir/fig6_store`` unless ``ctx`` names a store root (``<store>/scan-snap-fig6``), workers or
+    Ray (without either, in process). Returns the table (num_last, eta_Z, ratio, mean, std, count),
     also written as ``fig6_entropy.csv``."""
     seeds = seeds or (2 if quick else 10)
     panels = FIG6_GRID["num_last"]
-    opts = sweep_settings("scan-snap-fig6", None if outdir is None else Path(outdir) / "fig6_store")
+    ctx = RunContext.of(ctx)
+    opts = ctx.sweep("scan-snap-fig6", None if outdir is None else Path(outdir) / "fig6_store")
+    cells_bar = cell_bar if ctx.progress else None
     store, workers, ray = opts["store"], opts["workers"], opts["ray"]
     if store is None and workers == 1 and ray is None:
         tables = [fig6_panel(nl, seeds, device, quick, zero_init) for nl in panels]
@@ -117,7 +121,8 @@ def fig6_entropy(outdir=None, quick: bool = True, *, device: str = "auto", seeds
 
         dev = resolve_device(device)
         t = fig6_table(panels, seeds, float32=quick, zero_init=zero_init, device=str(dev), store=store,
-                       engine="numpy" if dev.type == "cpu" else "torch", workers=workers, ray=ray)
+                       engine="numpy" if dev.type == "cpu" else "torch", workers=workers, ray=ray,
+                       bar=cells_bar)
         tables = [t[t.num_last == nl] for nl in panels]
     import matplotlib.pyplot as plt
 
@@ -200,10 +205,10 @@ def fig9_B(outdir=None, quick: bool = True, *, device: str = "auto", K: int = 2,
     return _finish(fig, outdir, "fig9_B.png", rows, "fig9_B.csv", ncols=5)
 
 
-def fig_overlay(outdir=None, quick: bool = True, *, device: str = "auto"):
+def fig_overlay(outdir=None, quick: bool = True, *, device: str = "auto", ctx: RunContext | None = None):
     """T = inf ODE (dashed) vs the trained model in the theory regime (the comparison's run): DT
     logits, common logit, a Y coordinate, DT entropy, loss. Returns ``(theory, practice)``."""
-    data = compare_data(quick, device)[1:]
+    data = compare_data(RunContext.of(ctx, quick=quick, device=device))[1:]
     names = ["z_dt_0", "z_dt_9", "z_c", "Y_own_9", "dt_entropy", "population_loss"]
     labels = _sde_labels(ss.Config.preset("theory", quick))
     labels["population_loss"] = "population loss $-J_\\infty$"
@@ -238,12 +243,13 @@ def fig_invariant_spread(outdir=None, quick: bool = True, *, device: str = "auto
     return _finish(fig, outdir, "invariant_spread.png", rows, "invariant_spread.csv", ncols=2)
 
 
-def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
+def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto",
+                     ctx: RunContext | None = None) -> pd.DataFrame:
     """Where the T = inf ODE and training part in the official Fig. 4 regime (momentum 0.9): z-row
     rel_l2 vs the learning rate (steps = 50/lr, same ODE-time horizon) of the discrete momentum map
     on grad J_inf against the ODE, and of training against the ODE and the E_counts[J] map (the
     comparison's numbers, ``momentum_gap.csv``)."""
-    df = pd.DataFrame(compare_data(quick, device)[0].details["momentum_gap_lr_sweep"])
+    df = pd.DataFrame(compare_data(RunContext.of(ctx, quick=quick, device=device))[0].details["momentum_gap_lr_sweep"])
     fig, axes = style.panels(1, size=(4.6, 3.2))
     ax = axes[0]
     for (col, label), m in zip((("map_Jinf_vs_ode", "momentum map on $\\nabla J_\\infty$ vs ODE"),
@@ -261,10 +267,11 @@ def fig_momentum_gap(outdir=None, quick: bool = True, *, device: str = "auto") -
     return df
 
 
-def table_reduced_grid(outdir=None, quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
+def table_reduced_grid(outdir=None, quick: bool = True, *, device: str = "auto",
+                       ctx: RunContext | None = None) -> pd.DataFrame:
     """The reduced Lemma-4 system vs the full flow vs training over eta_Y/eta_Z (the comparison's
     ``reduced_grid``, :func:`figures.scan_snap.claims.reduced_grid`): ``reduced_vs_full_vs_training.csv``."""
-    df = pd.DataFrame(compare_data(quick, device)[0].details["reduced_grid"])
+    df = pd.DataFrame(compare_data(RunContext.of(ctx, quick=quick, device=device))[0].details["reduced_grid"])
     save_table(df, outdir, "reduced_vs_full_vs_training.csv")
     return df
 
@@ -377,7 +384,7 @@ def fig_svag(outdir=None, quick: bool = True, *, device: str = "auto"):
     return w
 
 
-#: The paper row's ``figures`` slot, in the order they are made (:func:`figures.core.make_figures`).
+#: The paper row's ``figures`` slot, in the order they are made (:func:`figures.make.make_figures`).
 FIGURES = (fig3_growth, fig8_h, fig9_B, fig4_heatmaps, fig6_entropy, fig_overlay, fig_momentum_gap, table_reduced_grid,
            fig_invariant_spread, fig_scan_snap_maps, fig_scan_snap_entropy_vs_lr, fig_sde_overlay,
            fig_sde_calibration, fig_svag)

@@ -49,7 +49,7 @@ def ladder_config(quick: bool = True) -> ss.ScanSnapConfig:
 
 def ode_observables(config: ss.ScanSnapConfig, times: np.ndarray) -> xr.Dataset:
     """The exact T = inf flow at per-sample ``times``, with the rungs' attention read-outs."""
-    from .compare import theory_trajectory
+    from .lines import theory_trajectory
 
     th = theory_trajectory(config.replace(zero_init=True), times)
     task = ss.make_task(config)

@@ -19,9 +19,9 @@ import matplotlib.pyplot as plt  # the Agg backend: figures/__init__ imports fig
 import numpy as np
 import pandas as pd
 
-from empirical import text as corpus_text
 from theory.scan_snap import PAPER
 
+from ..context import RunContext
 from ..core import finish_figure, save_table
 from ..realtext import corpus_available, results, runs_dir
 
@@ -29,23 +29,23 @@ __all__ = ["fig_scan_snap_maps", "fig_scan_snap_entropy_vs_lr", "text_claim_resu
            "entropy_lr_slope", "late_over_early", "TEXT_CLAIMS"]
 
 
-def _corpus_or_note(corpus) -> bool:
-    """Whether the corpus is there; if not, a note on stderr (the real-text figures are skipped)."""
-    if corpus_available(corpus):
+def _corpus_or_note(ctx: RunContext) -> bool:
+    """Whether ``ctx``'s corpus is there; if not, a note on stderr (the real-text figures are skipped)."""
+    if corpus_available(ctx.corpus):
         return True
-    print(f"note: {PAPER}: no WikiText corpus at {corpus_text.resolve_corpus(corpus)}; real-text figure skipped",
-          file=sys.stderr)
+    print(f"note: {PAPER}: no WikiText corpus at {ctx.corpus_dir()}; real-text figure skipped", file=sys.stderr)
     return False
 
 
 def fig_scan_snap_maps(outdir, quick: bool = True, *, device: str = "auto",
-                       corpus=None) -> pd.DataFrame | None:
+                       ctx: RunContext | None = None) -> pd.DataFrame | None:
     """Fig. 7: lowest-layer attention maps (batch element 0 of training chunk 101) per model and
     logged step; the table (``wikitext_fig7_attention_maps.csv``) has each map's entropy and its
     Frobenius change since the previous one. None (and a note) without a corpus."""
-    if not _corpus_or_note(corpus):
+    ctx = RunContext.of(ctx, quick=quick, device=device)
+    if not _corpus_or_note(ctx):
         return None
-    res = results(PAPER, quick, device, corpus, store=runs_dir(outdir))
+    res = results(PAPER, ctx, store=runs_dir(outdir))
     maps = res["maps"]
     layers = sorted(maps)
     steps = sorted(next(iter(maps.values())))
@@ -80,12 +80,13 @@ def fig_scan_snap_maps(outdir, quick: bool = True, *, device: str = "auto",
 
 
 def fig_scan_snap_entropy_vs_lr(outdir, quick: bool = True, *, device: str = "auto",
-                                corpus=None) -> pd.DataFrame | None:
+                                ctx: RunContext | None = None) -> pd.DataFrame | None:
     """Fig. 10: validation attention entropy of 1-layer models vs SGD learning rate, mean +- 1 std
     over seeds (table: ``wikitext_fig10_entropy_vs_lr.csv``). None (and a note) without a corpus."""
-    if not _corpus_or_note(corpus):
+    ctx = RunContext.of(ctx, quick=quick, device=device)
+    if not _corpus_or_note(ctx):
         return None
-    res = results(PAPER, quick, device, corpus, store=runs_dir(outdir))
+    res = results(PAPER, ctx, store=runs_dir(outdir))
     df = res["sweep"]
     g = df.groupby("lr")["entropy"].agg(["mean", "std"]).reset_index()
     fig, ax = plt.subplots(figsize=(4.2, 3.2), layout="constrained")
@@ -144,7 +145,7 @@ def late_over_early(traj, config=None, *, aspect: str) -> float:
 def text_registry():
     """The real-text claims' registry (``text_claims.toml``), validated (its runs are the
     protocol's, so there is no Config to check its map against)."""
-    from ..claims_registry import load_registry
+    from ..claims.registry import load_registry
 
     return load_registry(TEXT_CLAIMS, paper=PAPER, resolve=True)
 
@@ -165,17 +166,17 @@ def _regime(claim, values: dict) -> tuple[bool, tuple[str, ...]]:
     return not bad, bad
 
 
-def text_claim_results(quick: bool = True, device: str = "auto", corpus=None, *, level: float = 0.95) -> list:
+def text_claim_results(ctx: RunContext, *, level: float = 0.95) -> list:
     """The real-text claims as :class:`~figures.claims.ClaimResult` s, on the protocol's runs (shared
     with the figures: :func:`figures.realtext.results`), per seed: Fig. 10's map points are the
     adjacent learning-rate pairs of the sweep, Fig. 7's a (model, aspect) each; decided at the
     simultaneous level where the runs are in the paper's setting and there are >= 5 seeds, else
     untested with the reason and the cost of deciding (every claim untested without a corpus)."""
-    if not corpus_available(corpus):
+    if not corpus_available(ctx.corpus):
         from ..realtext import no_corpus_claims
 
-        return no_corpus_claims(text_registry(), quick=quick)
-    return decide(results(PAPER, quick, device, corpus), quick=quick, level=level)
+        return no_corpus_claims(text_registry(), quick=ctx.quick)
+    return decide(results(PAPER, ctx), quick=ctx.quick, level=level)
 
 
 def decide(res, *, quick: bool = True, level: float = 0.95) -> list:

@@ -3,7 +3,7 @@
 * :mod:`.compare` — :func:`compare` (the paper table's ``compare`` slot) -> a
   :class:`~figures.report.Report`, and the data the report and the figures share;
 * :mod:`.claims` — the headline claims and the code deciding them;
-* :mod:`.figures` — :data:`FIGURES` (the table's ``figures`` slot; ``figures.core.make_figures``
+* :mod:`.figures` — :data:`FIGURES` (the table's ``figures`` slot; ``figures.make.make_figures``
   collects their files and writes ``report.json``);
 * :mod:`.calibration` — the minibatch SDE against real SGD: coverage at 50/80/90%, variance
   ratios, the (eta_A, batch) map, the SDE claim's functions (``claims.toml``: sde_band_coverage) and
@@ -24,13 +24,13 @@ __all__ = [
 
 # re-exports load on first use: importing the row (.paper) imports no matplotlib
 __getattr__, __dir__ = lazy_exports(__name__, {
-    'BAND_LEVELS': '.compare',
+    'BAND_LEVELS': '.calibration',
     'TOLERANCE': '.compare',
     'agreement_breakdown': '.compare',
     'escape_formula_value': '.compare',
     'escape_time_table': '.compare',
-    'ode_for': '.compare',
-    'overlay_data': '.compare',
+    'ode_for': '.calibration',
+    'overlay_data': '.calibration',
     'spec_escape_times': '.compare',
     'transfer_table': '.compare',
     'FIGURES': '.figures',

@@ -3,7 +3,7 @@
 * :func:`calibration` — at the overlay preset (small batch, the SDE's regime): coverage of the SGD
   runs' (t > 0) points by the SDE's central 50/80/90% bands with run-bootstrap intervals and the
   variance ratio Var SDE / Var SGD (pooled, F interval), per correlation observable
-  (:mod:`figures.calibration`); the runs are those of :func:`~figures.scb.compare.overlay_data`
+  (:mod:`figures.calibration`); the runs are those of :func:`overlay_data` (this module)
   (one computation per process, shared with the overlay figure).
 * :func:`calibration_rows` — where the approximation breaks: the same numbers over an
   (eta_A, batch) grid (:func:`figures.calibration.calibration_map`), as ``Break`` rows.
@@ -35,9 +35,10 @@ from empirical.trainer import stack_runs
 from theory import scb
 
 from ..calibration import LEVELS, calibration_map, coverage, variance_ratio
-from ..core import band
+from ..core import band, band_coverage
 
-__all__ = ["calibration", "calibration_rows", "band_coverage_statistic", "sde_quantities", "sde_theory",
+__all__ = ["calibration", "overlay_data", "ode_for", "BAND_LEVELS",
+           "calibration_rows", "band_coverage_statistic", "sde_quantities", "sde_theory",
            "sde_ensemble", "null_runs", "NULL_BATCH_DIVISOR", "svag", "svag_config", "svag_json", "svag_weak_errors", "BAND_PATHS", "CLAIM_LEVEL", "MAP_GRID", "SVAG"]
 
 #: paths of the reference ensemble whose quantiles are the bands
@@ -73,14 +74,51 @@ def _t_min(times: np.ndarray) -> float:
     return float(times[times > 0][0])
 
 
+#: nominal SDE band levels (central quantile intervals) whose coverage the overlay reports
+BAND_LEVELS = (0.5, 0.8, 0.9)
+
+
+def ode_for(config: scb.SCBConfig, times=None, task=None, init=None, backend: str = "diffrax") -> xr.Dataset:
+    """The symmetric 4-D ODE for ``config``'s task (from ``init`` if given) at ``times``
+    (default ``config.ode_times()``), with the problem's own solve options."""
+    return simulate.solve(scb.problem(config, task=task, init=init, t=times), backend=backend)
+
+
+def overlay_data(quick: bool = True, *, device: str = "auto", config: scb.SCBConfig | None = None, runs: int = 32,
+                 paths: int = 256, seed: int = 0) -> dict[str, Any]:
+    """ODE, SDE ensemble (minibatch SGD on the full (V, A), ``paths`` paths) and ``runs`` SGD runs at
+    small batch (``SCBConfig.preset("overlay")``). ``coverage[level][name]``: the fraction of
+    (run, t > 0) points of the SGD runs inside the SDE's central ``level`` band (t = 0 excluded:
+    every run and path starts at the same point); ``coverage_se``: its standard error over runs
+    (points of one run are correlated in time, so runs are the independent units; 32 runs give
+    ~2-3 points, 8 runs ~5-8). Keys: ``ode, sde, sgd, coverage, coverage_se, config``."""
+    return dict(_overlay_data(quick, device, config or scb.SCBConfig.preset("overlay", quick), runs, paths, seed))
+
+
+@lru_cache(maxsize=4)
+def _overlay_data(quick, device, cfg, runs, paths, seed) -> dict[str, Any]:
+    task = scb.make_task(cfg)
+    sde, t = scb.minibatch_sde(cfg)
+    ens = simulate.solve_sde(sde, t, paths=paths, seed=seed, parameter_values=cfg.to_dict())
+    sgd = stack_runs([escb.train(cfg, device=device, seed=seed + 1000 + r, task=task)[0] for r in range(runs)])
+    ode = ode_for(cfg, t, task)
+    names = list(scb.CORRELATION_OBSERVABLES)
+    t_min = float(t[t > 0][0])
+    per_run = {f"{lvl:g}": {n: np.array([band_coverage(ens, sgd.isel(run=[r]), n, (1 - lvl) / 2, (1 + lvl) / 2,
+                                                      t_min=t_min) for r in range(runs)]) for n in names}
+               for lvl in BAND_LEVELS}
+    coverage = {lvl: {n: float(v.mean()) for n, v in d.items()} for lvl, d in per_run.items()}
+    coverage_se = {lvl: {n: float(v.std(ddof=1) / np.sqrt(runs)) if runs > 1 else float("nan") for n, v in d.items()}
+                   for lvl, d in per_run.items()}
+    return {"ode": ode, "sde": ens, "sgd": sgd, "coverage": coverage, "coverage_se": coverage_se, "config": cfg}
+
+
 def calibration(quick: bool = True, *, device: str = "auto", config: scb.SCBConfig | None = None, runs: int = 32,
                 paths: int = 256, seed: int = 0) -> dict[str, Any]:
     """Coverage at 50/80/90% and the variance ratio per correlation observable at the overlay
     preset, on the overlay's own SDE ensemble and SGD runs. Keys: ``coverage[name][level]``
     (:class:`~figures.calibration.Coverage`), ``variance[name]``
     (:class:`~figures.calibration.VarianceRatio`), ``config``, ``runs``, ``paths``."""
-    from .compare import overlay_data
-
     data = overlay_data(quick, device=device, config=config, runs=runs, paths=paths, seed=seed)
     ens, sgd = data["sde"], data["sgd"]
     t_min = _t_min(sgd["time"].values)

@@ -10,7 +10,7 @@
 * claims — the registry's :class:`~figures.claims.ClaimResult` (:mod:`.claims`, decided over seeds
   with their validity maps; the map cells are in the claims' store, so after ``tdyn claims`` or
   the figures' claims step the report only reads them), then ``sde_band_calibrated`` (spec §3.6,
-  a single-run claim on :func:`overlay_data` until a registry entry replaces it);
+  a single-run claim on :func:`~figures.scb.calibration.overlay_data` until a registry entry replaces it);
 * :func:`escape_time_table` and :func:`transfer_table` — the escape and transfer claims' runs (the
   same cached computation their map cells use) as tables for the figures.
 
@@ -26,27 +26,24 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import xarray as xr
 
 import simulate
 from empirical import scb as escb
-from empirical.trainer import stack_runs
 from theory import Problem, scb
 
-from ..core import agreement, band_coverage
+from ..context import RunContext
+from ..core import agreement
 from ..report import Break, Observable, Report
 from . import claims as C
-from .calibration import calibration, calibration_json, svag, svag_json  # calibration: the overlay's cached runs
+from .calibration import calibration, calibration_json, ode_for, overlay_data, svag, svag_json
 
-__all__ = ["compare", "agreement_breakdown", "overlay_data", "escape_time_table", "transfer_table",
-           "ode_for", "escape_formula_value", "spec_escape_times", "TOLERANCE", "DIAGNOSTICS", "BAND_LEVELS"]
+__all__ = ["compare", "agreement_breakdown", "escape_time_table", "transfer_table", "escape_formula_value",
+           "spec_escape_times", "TOLERANCE", "DIAGNOSTICS"]
 
 #: rel_l2 threshold for the correlation observables (small lr, large batch)
 TOLERANCE = 0.05
 #: observables reported without a tolerance
 DIAGNOSTICS = ("attention_target_coefficient", "value_mean_scale", "attention_sum", "population_loss")
-#: nominal SDE band levels (central quantile intervals) whose coverage is reported
-BAND_LEVELS = (0.5, 0.8, 0.9)
 
 
 def _regime(cfg: scb.SCBConfig, task) -> str:
@@ -54,10 +51,12 @@ def _regime(cfg: scb.SCBConfig, task) -> str:
             f"steps={cfg.steps} (K={task.K:.4g}, m2={task.m2:.4g}, stability eta_A<{2 / (task.m2 * cfg.T):.3g})")
 
 
-def compare(*, quick: bool = True, device: str = "auto", config: scb.SCBConfig | None = None,
-            breakdown: bool = True, claims: bool = True) -> Report:
+def compare(ctx: RunContext | None = None, *, quick: bool | None = None, device: str | None = None,
+            config: scb.SCBConfig | None = None, breakdown: bool = True, claims: bool = True) -> Report:
     """Train one network in the regime, compare it with the ODE over the whole trajectory (through
     the stage-1 escape), report where agreement breaks and decide the paper's claims."""
+    ctx = RunContext.of(ctx, quick=quick, device=device)
+    quick, device = ctx.quick, ctx.device
     cfg = config or scb.SCBConfig.preset("compare", quick)
     task = scb.make_task(cfg)
     traj, _ = escb.train(cfg, device=device, task=task)
@@ -82,7 +81,7 @@ def compare(*, quick: bool = True, device: str = "auto", config: scb.SCBConfig |
         if not quick:  # SVAG's weak error vs l (~1.5 CPU-minutes; cached, shared with fig_svag)
             details["sde_calibration"]["svag"] = svag_json(svag(False))
         # the registry's claims, decided over seeds (the SDE's own claim, sde_band_coverage, among them)
-        report.claims = list(C.claims(quick=quick, device=device))
+        report.claims = list(C.claims(ctx.replace(progress=False)))  # no bar: under the report's
     return report
 
 
@@ -111,12 +110,6 @@ def agreement_breakdown(cfg: scb.SCBConfig, device: str = "auto", task=None) -> 
 # ------------------------------------------------------------------------------------------------
 # The theory's side
 # ------------------------------------------------------------------------------------------------
-def ode_for(config: scb.SCBConfig, times=None, task=None, init=None, backend: str = "diffrax") -> xr.Dataset:
-    """The symmetric 4-D ODE for ``config``'s task (from ``init`` if given) at ``times``
-    (default ``config.ode_times()``), with the problem's own solve options."""
-    return simulate.solve(scb.problem(config, task=task, init=init, t=times), backend=backend)
-
-
 @lru_cache(maxsize=1)
 def _closed_forms():
     return scb.symmetric_system().closed_forms_numpy()
@@ -146,35 +139,6 @@ def spec_escape_times(Ts, *, backend: str = "diffrax") -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------
 # Data of the claims (and of the figures)
 # ------------------------------------------------------------------------------------------------
-def overlay_data(quick: bool = True, *, device: str = "auto", config: scb.SCBConfig | None = None, runs: int = 32,
-                 paths: int = 256, seed: int = 0) -> dict[str, Any]:
-    """ODE, SDE ensemble (minibatch SGD on the full (V, A), ``paths`` paths) and ``runs`` SGD runs at
-    small batch (``SCBConfig.preset("overlay")``). ``coverage[level][name]``: the fraction of
-    (run, t > 0) points of the SGD runs inside the SDE's central ``level`` band (t = 0 excluded:
-    every run and path starts at the same point); ``coverage_se``: its standard error over runs
-    (points of one run are correlated in time, so runs are the independent units; 32 runs give
-    ~2-3 points, 8 runs ~5-8). Keys: ``ode, sde, sgd, coverage, coverage_se, config``."""
-    return dict(_overlay_data(quick, device, config or scb.SCBConfig.preset("overlay", quick), runs, paths, seed))
-
-
-@lru_cache(maxsize=4)
-def _overlay_data(quick, device, cfg, runs, paths, seed) -> dict[str, Any]:
-    task = scb.make_task(cfg)
-    sde, t = scb.minibatch_sde(cfg)
-    ens = simulate.solve_sde(sde, t, paths=paths, seed=seed, parameter_values=cfg.to_dict())
-    sgd = stack_runs([escb.train(cfg, device=device, seed=seed + 1000 + r, task=task)[0] for r in range(runs)])
-    ode = ode_for(cfg, t, task)
-    names = list(scb.CORRELATION_OBSERVABLES)
-    t_min = float(t[t > 0][0])
-    per_run = {f"{lvl:g}": {n: np.array([band_coverage(ens, sgd.isel(run=[r]), n, (1 - lvl) / 2, (1 + lvl) / 2,
-                                                      t_min=t_min) for r in range(runs)]) for n in names}
-               for lvl in BAND_LEVELS}
-    coverage = {lvl: {n: float(v.mean()) for n, v in d.items()} for lvl, d in per_run.items()}
-    coverage_se = {lvl: {n: float(v.std(ddof=1) / np.sqrt(runs)) if runs > 1 else float("nan") for n, v in d.items()}
-                   for lvl, d in per_run.items()}
-    return {"ode": ode, "sde": ens, "sgd": sgd, "coverage": coverage, "coverage_se": coverage_se, "config": cfg}
-
-
 def escape_time_table(quick: bool = True, *, device: str = "auto") -> pd.DataFrame:
     """Escape time (beta reaches 1/2) vs T, one row per source and run:
 

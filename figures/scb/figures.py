@@ -4,7 +4,7 @@ data the report judges), ends in :func:`~figures.core.finish_figure` (saved when
 given) and returns the data it plotted, so tests check numbers.
 
 * :func:`fig_overlay` — ODE line, SDE bands (minibatch SGD on the full (V, A)) at nominal 50/80/90%,
-  SGD runs; band coverage with t = 0 excluded (:func:`~figures.scb.compare.overlay_data`).
+  SGD runs; band coverage with t = 0 excluded (:func:`~figures.scb.calibration.overlay_data`).
 * :func:`fig_escape_time` — escape time vs T: ODE, the §3.4 formula, the escape claim's SGD runs vs
   their task's ODE (:func:`~figures.scb.compare.escape_time_table`); also ``escape_time.csv``.
 * :func:`fig_transfer` — samples to escape from scratch vs from V pretrained for a fraction of t*
@@ -28,7 +28,8 @@ from theory import scb
 
 from .. import style
 from ..core import finish_figure, overlay, save_table
-from .compare import escape_time_table, overlay_data, transfer_table
+from .calibration import overlay_data
+from .compare import escape_time_table, transfer_table
 from .l1 import fig_l1_vs_sgd
 
 __all__ = ["FIGURES", "fig_overlay", "fig_escape_time", "fig_transfer", "fig_softmax_vs_linear", "fig_l1_vs_sgd",
@@ -48,7 +49,7 @@ STEP = style.axis_label("time", "optimiser steps", "$t$")
 def fig_overlay(outdir: Path | None = None, quick: bool = True, *, device: str = "auto",
                 config: scb.SCBConfig | None = None, runs: int = 32, paths: int = 256, seed: int = 0) -> dict[str, Any]:
     """ODE vs SDE band vs SGD runs at small batch (``SCBConfig.preset("overlay")``); the data of
-    :func:`~figures.scb.compare.overlay_data` (coverage of the SDE bands by the SGD points). The
+    :func:`~figures.scb.calibration.overlay_data` (coverage of the SDE bands by the SGD points). The
     SDE band is drawn above the runs (figures.core.overlay) so that it stays visible."""
     data = overlay_data(quick, device=device, config=config, runs=runs, paths=paths, seed=seed)
     ode, ens, sgd, coverage, cfg = data["ode"], data["sde"], data["sgd"], data["coverage"], data["config"]
@@ -159,7 +160,7 @@ def fig_softmax_vs_linear(outdir: Path | None = None, quick: bool = True, *, dev
     return out
 
 
-#: the paper table's ``figures`` slot: every SCB figure, in order (collected by figures.core.make_figures)
+#: the paper table's ``figures`` slot: every SCB figure, in order (collected by figures.make.make_figures)
 def fig_svag(outdir: Path | None = None, quick: bool = True, *, device: str = "auto") -> dict[str, Any] | None:
     """SVAG (Li, Malladi & Arora 2021; :func:`~figures.scb.calibration.svag`): the weak error of
     the mean and of the variance of ``zeta`` and ``<a, q>`` against the full SDE vs the

@@ -11,7 +11,7 @@ population (validation) loss; distances after the final normalisation (spec §3.
 The figure: distance to the ground truth (row 1: P, row 2: the attention Q) vs samples at the
 map's largest T, one column per batch (at most three: the smallest, a middle and the largest); the
 median over seeds of SGD and of the l1 method at each lambda of the map (the whole 4-horizon run). The claim's own map figure and table (where it
-holds, where it breaks) are written by ``figures.claims_report``; this module also writes the
+holds, where it breaks) are written by ``figures.claims.report``; this module also writes the
 early-stopped numbers per (T, batch, lambda, seed) as ``l1_vs_sgd.csv``.
 """
 

@@ -36,6 +36,7 @@ from theory import topic as th
 from theory.topic.sde import OBSERVABLES, sde
 
 from ..calibration import LEVELS, calibration_map, coverage, variance_ratio
+from ..context import RunContext
 from ..core import band as sde_band
 
 __all__ = ["OBSERVABLE", "TOTAL", "SEEDS", "PATHS", "MAP", "sgd_run", "sgd_runs", "wide_batch_runs", "runs_dataset", "sde_ensemble",
@@ -212,25 +213,26 @@ def calibration_cells(quick: bool = True, device: str = "cpu"):
 
 
 @lru_cache(maxsize=4)
-def decided_claim(quick: bool = True, device: str = "cpu"):
-    """The SDE's claim (:data:`CLAIM`) decided over seeds with its map (``figures.claims``; the map
-    cells are kept in the claims store, so a second call in the same or a later process reuses them)."""
+def decided_claim(ctx: RunContext = RunContext(device="cpu")):
+    """The SDE's claim (:data:`CLAIM`) decided over seeds with its map under ``ctx``
+    (``figures.claims``; the map cells are kept in the claims store, so a second call in the same
+    or a later process reuses them)."""
     from ..claims import decide_claim, plan_claim, registry
 
-    return decide_claim(plan_claim(registry("topic").get(CLAIM), quick=quick), device=device)
+    return decide_claim(plan_claim(registry("topic").get(CLAIM), quick=ctx.quick), ctx)
 
 
-def report(quick: bool = True, device: str = "cpu") -> tuple[dict, list]:
+def report(quick: bool = True, device: str = "cpu", ctx: RunContext | None = None) -> tuple[dict, list]:
     """``(details, breaks)`` for the compare report: the calibration numbers (without the
-    ensembles), the (lr, batch) map, the SDE's claim decided over seeds (its JSON) and the
-    finite-N break of the total residual."""
+    ensembles), the (lr, batch) map, the SDE's claim decided over seeds under ``ctx`` (its JSON)
+    and the finite-N break of the total residual."""
     from ..report import Break
 
     cal = calibration(quick, device)
     cells = calibration_cells(quick, device)
     details = {k: v for k, v in cal.items() if k not in ("sde", "runs")}
     details["map"] = [c.to_break().to_json() for c in cells]
-    details["claim"] = decided_claim(quick, device).to_json()
+    details["claim"] = decided_claim(RunContext.of(ctx, quick=quick, device=device, progress=False)).to_json()
     tot = cal[TOTAL]["coverage"]
     breaks = [c.to_break() for c in cells]
     breaks.append(Break("finite N (total residual)", {"N": cal["config"]["N"], **{

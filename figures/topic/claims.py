@@ -27,6 +27,7 @@ the value matrix's topic mode, in ``log`` for the exponentially growing K/Q norm
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -36,7 +37,8 @@ import xarray as xr
 from theory import topic as th
 from theory.topic import onset
 
-from ..claims import registry_claims
+from ..claims import RegistryClaims, registry_claims
+from ..context import RunContext
 
 __all__ = ["claims", "masking_factor", "stage1_theory", "stage1_quantities", "masking_factor_gap", "two_stage_theory",
            "two_stage_quantities", "horizon_quantities", "gamma_quantities", "event_times", "stage_separation",
@@ -47,32 +49,37 @@ __all__ = ["claims", "masking_factor", "stage1_theory", "stage1_quantities", "ma
 _decide = registry_claims("topic", Path(__file__).with_name("claims.toml"))
 
 
-def claims(*, quick: bool = True, device: str = "auto", progress: bool = False, only=None) -> list:
-    """The row's claims slot: the registry beside this module, decided over seeds with its maps
-    (:func:`figures.claims.registry_claims`), once per process and arguments (:func:`_decided`):
+@dataclass(frozen=True)
+class TopicClaims(RegistryClaims):
+    """The row's ``claims`` slot: the registry beside this module, decided over seeds with its maps
+    (:func:`figures.claims.registry_claims`), once per process and context (:func:`_decided`):
     the figures' claim outputs and the compare report share the decision (as they share the runs);
-    then (without ``only``) the real-text claims of :mod:`.text` (``[]`` without a corpus)."""
-    from empirical.trainer import resolve_device
+    then (without ``only``) the real-text claims of :mod:`.text` (untested without a corpus)."""
 
-    from .text import text_claim_results
+    def __call__(self, ctx: RunContext | None = None, *, quick: bool | None = None, device: str | None = None,
+                 progress: bool | None = None, only=None) -> list:
+        from empirical.trainer import resolve_device
 
-    results = _decided(bool(quick), str(resolve_device(device)), tuple(only) if only else None, bool(progress))
-    return list(results) if only else [*results, *text_claim_results(quick, device)]
+        from .text import text_claim_results
+
+        ctx = RunContext.of(ctx, quick=quick, device=device, progress=progress)
+        results = _decided(ctx.replace(device=str(resolve_device(ctx.device))), tuple(only) if only else None)
+        return list(results) if only else [*results, *text_claim_results(ctx)]
 
 
 @lru_cache(maxsize=8)
-def _decided(quick: bool, device: str, only: tuple[str, ...] | None, progress: bool) -> tuple:
-    """The registry's claims decided for (quick, resolved device, only), as an immutable tuple, once
-    per process (keyed by those arguments; ``progress`` only shows a bar while deciding)."""
+def _decided(ctx: RunContext, only: tuple[str, ...] | None) -> tuple:
+    """The registry's claims decided under ``ctx`` (its device resolved), as an immutable tuple,
+    once per process (keyed by the context and ``only``; ``ctx.progress`` only shows a bar)."""
     names = list(only) if only else _decide.registry().names
-    untested = [n for n in names if quick and n in QUICK_UNTESTED]
+    untested = [n for n in names if ctx.quick and n in QUICK_UNTESTED]
     run = [n for n in names if n not in untested]
-    results = _decide(quick=quick, device=device, progress=progress, only=run) if run else []
+    results = _decide(ctx, only=run) if run else []
     by_name = {r.name: r for r in [*results, *(quick_untested(n) for n in untested)]}
     return tuple(by_name[n] for n in names if n in by_name)
 
 
-claims.registry = _decide.registry
+claims = TopicClaims("topic", Path(__file__).with_name("claims.toml"))
 
 #: claims whose regime (the paper's own protocol) no quick-mode run reaches at a quick-mode cost:
 #: *untested* in quick mode (why, and what the full map costs), decided by ``--full``

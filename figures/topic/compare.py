@@ -28,10 +28,12 @@ from functools import lru_cache
 import numpy as np
 
 import simulate as sim
+from simulate.trajectory import make_trajectory
 from empirical.topic.seeds import ATTENTION_KEYS, train_seeds
 from theory import topic as th
 from theory.topic import onset
 
+from ..context import RunContext
 from ..core import agreement
 from ..report import Break, Observable, Report
 from . import calibration as sde_calibration
@@ -114,7 +116,8 @@ def predicted_onset(config: th.TopicConfig) -> dict:
     e = onset.escape_constants(config)
     rate, _ = onset.stage1_rate(config)
     t1 = math.log(5.0) / rate
-    sol = onset.trajectory(config, np.linspace(0.0, 4.0 * config.steps, 4001))
+    t, curves = onset.curves(config, np.linspace(0.0, 4.0 * config.steps, 4001))
+    sol = make_trajectory(t, curves, paper="topic", system="two_stage_linearised", source="theory", config=config)
     return {"two_stage_ode": onset.predicted_onset_time(config), "stage1_80pct": t1,
             "heuristic": t1 + math.log(1.0 / config.kq_scale) / e["rho_star"],
             "sigma_max": e["sigma_max"], "d_a": e["d_a"], "escape_rate": e["rho_star"],
@@ -181,9 +184,11 @@ def table_rows(quick: bool, device: str) -> list[dict]:
 # ------------------------------------------------------------------------------------------------
 # The report
 # ------------------------------------------------------------------------------------------------
-def compare(*, quick: bool = True, device: str = "auto") -> Report:
+def compare(ctx: RunContext | None = None, *, quick: bool | None = None, device: str | None = None) -> Report:
     """`tdyn compare topic`: stage-1 agreement (observables), the claims (decided over seeds with
     their maps: ``claims.toml``) and where agreement breaks."""
+    ctx = RunContext.of(ctx, quick=quick, device=device)
+    quick, device = ctx.quick, ctx.device
     st = stage1_comparison(quick=quick, device=device)
     traj, pred, check = two_stage_run(quick=quick, device=device)
     c1, cj = st["config"], th.TopicConfig.preset("two_stage", quick)
@@ -206,8 +211,8 @@ def compare(*, quick: bool = True, device: str = "auto") -> Report:
     if not quick:
         details["attention_table"] = table_rows(quick, device)
     # the registry's claims and the real-text claims (when a corpus is there), all decided over seeds
-    results = decide_claims(quick=quick, device=device)
+    results = decide_claims(ctx.replace(progress=False))  # shared with the figures' claims step
     # the minibatch SDE against real SGD: coverage, variance ratios, (lr, batch) map, its claim
-    details["sde_calibration"], sde_breaks = sde_calibration.report(quick, sde_calibration.device_type(device))
+    details["sde_calibration"], sde_breaks = sde_calibration.report(quick, sde_calibration.device_type(device), ctx)
     breaks += sde_breaks
     return Report("topic", f"{regime1}; {regime2}", observables, results, breaks, details=details)

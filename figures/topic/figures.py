@@ -1,7 +1,7 @@
 """The topic paper's figures (the paper row's ``figures`` slot: :data:`FIGURES`).
 
 Each figure function is ``fig_x(outdir | None, quick, *, device) -> data``: it writes its files
-through ``finish_figure`` / ``save_table`` (the collector :func:`figures.core.make_figures` records
+through ``finish_figure`` / ``save_table`` (the collector :func:`figures.make.make_figures` records
 them and writes ``report.json``) and returns the data it plotted. The runs come from
 :mod:`.compare` and :mod:`.calibration` (cached per process); the real-text figure from :mod:`.text`.
 Style: :mod:`figures.style` (labels with units and the derivation's symbols, at most three panels a

@@ -23,10 +23,10 @@ import matplotlib.pyplot as plt  # the Agg backend: figures/__init__ imports fig
 import numpy as np
 import pandas as pd
 
-from empirical import text as corpus_text
 from theory.topic import PAPER
 
 from .. import style
+from ..context import RunContext
 from ..core import finish_figure, save_table
 from ..realtext import corpus_available, results, runs_dir
 
@@ -40,16 +40,17 @@ TEXT_CLAIMS = Path(__file__).with_name("text_claims.toml")
 STATS = ("cosine", "dot", "attention")
 
 
-def fig_topic_ratios(outdir, quick: bool = True, *, device: str = "auto", corpus=None) -> pd.DataFrame | None:
+def fig_topic_ratios(outdir, quick: bool = True, *, device: str = "auto",
+                     ctx: RunContext | None = None) -> pd.DataFrame | None:
     """Same-topic / different-topic ratios (embedding cosine, dot product, attention) per
     threshold, trained masked LM vs its random initialisation: the mean over the protocol's seeds
     (table: ``wikitext_topic_ratios.csv``, every seed). None (and a note on stderr) without a
-    corpus."""
-    if not corpus_available(corpus):
-        print(f"note: {PAPER}: no WikiText corpus at {corpus_text.resolve_corpus(corpus)}; real-text figure skipped",
-              file=sys.stderr)
+    corpus (``ctx.corpus``)."""
+    ctx = RunContext.of(ctx, quick=quick, device=device)
+    if not corpus_available(ctx.corpus):
+        print(f"note: {PAPER}: no WikiText corpus at {ctx.corpus_dir()}; real-text figure skipped", file=sys.stderr)
         return None
-    res = results(PAPER, quick, device, corpus, store=runs_dir(outdir))
+    res = results(PAPER, ctx, store=runs_dir(outdir))
     df = res["table"]
     n_seeds = df["seed"].nunique()
     fig, axes = style.panels(3, size=(3.6, 2.9))
@@ -135,7 +136,7 @@ def _row(table, threshold: float):
 def text_registry():
     """The real-text claims' registry (``text_claims.toml``), validated (its runs are the
     protocol's, so there is no Config to check its map against)."""
-    from ..claims_registry import load_registry
+    from ..claims.registry import load_registry
 
     return load_registry(TEXT_CLAIMS, paper=PAPER, resolve=True)
 
@@ -199,12 +200,12 @@ def _trained_stat(table, config=None, *, threshold: float) -> float:
     return min_log_ratio(table[table["model"] == "trained"], config, threshold=threshold)
 
 
-def text_claim_results(quick: bool = True, device: str = "auto", corpus=None) -> list:
+def text_claim_results(ctx: RunContext) -> list:
     """The real-text claims decided over the protocol's seeds (:func:`decide` on
     :func:`figures.realtext.results`, shared with the figure); untested (with how to get the corpus)
     when no corpus is present."""
-    if not corpus_available(corpus):
+    if not corpus_available(ctx.corpus):
         from ..realtext import no_corpus_claims
 
-        return no_corpus_claims(text_registry(), quick=quick)
-    return decide(results(PAPER, quick, device, corpus), quick)
+        return no_corpus_claims(text_registry(), quick=ctx.quick)
+    return decide(results(PAPER, ctx), ctx.quick)

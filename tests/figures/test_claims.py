@@ -11,7 +11,7 @@ from scipy import stats
 import tiny.figures.claims as tiny_claims
 from tiny.theory import TinyConfig
 from figures.claims import decide, decide_exact, grade, interval
-from figures.claims_registry import Criterion, load_registry
+from figures.claims.registry import Criterion, load_registry
 from theory import ConfigError
 
 TINY_TOML = Path(tiny_claims.__file__).with_name("claims.toml")

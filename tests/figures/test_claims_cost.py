@@ -1,4 +1,4 @@
-"""The map's ``cost`` note (figures.claims_registry.Cost) and the full-mode rule built on it: a map
+"""The map's ``cost`` note (figures.claims.registry.Cost) and the full-mode rule built on it: a map
 whose estimated CPU cost exceeds the allowance is not run on a CPU, and is named with its cost."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import pytest
 
 import tiny.figures.claims as tiny_claims
 from figures.claims import NeedsAccelerator, map_cost, plan_claim, registry_claims, too_costly
-from figures.claims_registry import load_registry
+from figures.claims.registry import load_registry
+from figures.context import RunContext
 from helpers.tiny_row import tiny_registered
 from theory import ConfigError
 from tiny.theory import TinyConfig
@@ -41,25 +42,37 @@ def test_full_maps_beyond_the_cpu_allowance_are_named_not_run(tmp_path, monkeypa
     """The tiny map in full mode: 9 grid cells, the null control's cell and the robustness variant's
     6 cells (one per in-regime rate) = 16 cells x 12 seeds; at 1e4 core-seconds per seed that is
     1.92e6 s = 533 core-hours (> 2): not run, concluded untested with the line; quick mode always runs; a larger
-    allowance (TDYN_CPU_CORE_HOURS) or a Ray cluster runs it."""
+    allowance (RunContext.cpu_core_hours: --cpu-core-hours) or a Ray cluster runs it."""
     path = _registry(tmp_path, "cost = { seed_seconds = 1e4 }")
     with tiny_registered(claims=registry_claims("tiny", path)) as row:
         spec = load_registry(path, paper="tiny", config=TinyConfig, resolve=True).get("gap_shrinks")
         full = plan_claim(spec, quick=False)
         assert map_cost(full) == pytest.approx(16 * 12 * 1e4)
-        need = too_costly(full, "cpu")
+        need = too_costly(full, RunContext(device="cpu"))
         assert isinstance(need, NeedsAccelerator) and need.core_hours == pytest.approx(16 * 12 * 1e4 / 3600)
         assert str(need).startswith("needs a GPU/cluster: tiny/gap_shrinks ~533 core-hours (16 cells x 12 seeds")
-        assert too_costly(plan_claim(spec, quick=True), "cpu") is None
-        monkeypatch.setenv("TDYN_CPU_CORE_HOURS", "1000")
-        assert too_costly(full, "cpu") is None
-        monkeypatch.setenv("TDYN_CPU_CORE_HOURS", "2")
+        assert too_costly(plan_claim(spec, quick=True), RunContext(device="cpu")) is None
+        assert too_costly(full, RunContext(device="cpu", cpu_core_hours=1000)) is None
+        assert too_costly(full, RunContext(device="cpu", ray="auto")) is None  # a cluster runs it
         slot = row.slot("claims")
         monkeypatch.chdir(tmp_path)
-        [result] = slot(quick=False, device="cpu")  # reported, not dropped: untested with the cost
+        [result] = slot(RunContext(quick=False, device="cpu"))  # reported, not dropped: untested with the cost
         assert (result.name, result.verdict, result.untested_reason) == ("gap_shrinks", "untested", str(need))
         assert not (tmp_path / "figures").exists()  # nothing run
         assert str(need) in capsys.readouterr().err
-        monkeypatch.setenv("TDYN_CPU_CORE_HOURS", "many")
-        with pytest.raises(ConfigError, match="TDYN_CPU_CORE_HOURS"):
-            too_costly(full, "cpu")
+        with pytest.raises(ConfigError, match="cpu_core_hours"):
+            RunContext(cpu_core_hours="many")
+
+
+@pytest.mark.parametrize("args, env", [(["--cpu-core-hours", "0"], {}), (["--cpu-core-hours", "-1"], {}),
+                                       ([], {"TDYN_CPU_CORE_HOURS": "many"})])
+def test_cli_refuses_a_bad_cpu_allowance_in_one_line(args, env, tmp_path):
+    """``--cpu-core-hours`` (or the CLI's environment variable): a positive number, else one line, exit 2."""
+    from click.testing import CliRunner
+
+    from figures.cli import main
+
+    res = CliRunner(env=env).invoke(main, ["claims", "scb", "--full", "--store", str(tmp_path), *args])
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.output
+    assert res.stderr.startswith("error: cpu_core_hours: ")
+    assert not any(tmp_path.iterdir())  # nothing ran

@@ -8,7 +8,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from figures.claims_report import claims_latex
+from figures.claims.report import claims_latex
 from figures.cli import main
 from helpers.latex import GARBLED, have_tex, pdf_text
 from helpers.tiny_row import tiny_registered

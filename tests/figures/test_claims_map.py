@@ -16,7 +16,7 @@ from tiny import ROW
 from tiny.theory import TinyConfig
 from figures.claims import decide_claim, planted_violation, theory_check
 from figures.cli import main
-from figures.sweep import using_sweep
+from figures.context import RunContext
 from helpers.tiny_row import tiny_registered
 from theory import ConfigError
 
@@ -70,21 +70,21 @@ def test_map_resumes_from_its_store_without_recomputing(spec, tmp_path, monkeypa
         return real(config, seeds=seeds, device=device)
 
     monkeypatch.setattr(tiny_experiment, "train_seeds", counted)
-    with using_sweep(tmp_path, 1, None):
-        first = decide_claim(spec, quick=True, device="cpu")
-        # one cell per learning rate, every seed in it; the null control (lr = 1e-6) and the robustness
-        # variant (batch 64) at the three in-regime rates are cells of their own
-        assert sorted(calls) == [1e-6, 0.5, 0.5, 2.0, 2.0, 8.0, 8.0, 32.0]
-        calls.clear()
-        again = decide_claim(spec, quick=True, device="cpu")
-        assert calls == []
-        assert again.to_json() == first.to_json()
-        store = tmp_path / "claims" / "tiny" / "gap_shrinks"
-        cells = sorted((store / "cells").glob("*.nc"))
-        assert len(cells) == 8
-        cells[0].unlink()
-        decide_claim(spec, quick=True, device="cpu")
-        assert len(calls) == 1
+    ctx = RunContext(device="cpu", store=tmp_path)
+    first = decide_claim(spec, ctx)
+    # one cell per learning rate, every seed in it; the null control (lr = 1e-6) and the robustness
+    # variant (batch 64) at the three in-regime rates are cells of their own
+    assert sorted(calls) == [1e-6, 0.5, 0.5, 2.0, 2.0, 8.0, 8.0, 32.0]
+    calls.clear()
+    again = decide_claim(spec, ctx)
+    assert calls == []
+    assert again.to_json() == first.to_json()
+    store = tmp_path / "claims" / "tiny" / "gap_shrinks"
+    cells = sorted((store / "cells").glob("*.nc"))
+    assert len(cells) == 8
+    cells[0].unlink()
+    decide_claim(spec, ctx)
+    assert len(calls) == 1
     # the decision: every in-regime point holds (6 points, 7 seeds: grade B); lr = 32 breaks it
     assert first.verdict == "holds" and first.grade == "B" and first.seeds == 7 and first.regime_points == 6
     # the null control (an untrained logit) does not pass: the criterion discriminates
@@ -104,7 +104,7 @@ def test_map_resumes_from_its_store_without_recomputing(spec, tmp_path, monkeypa
 def test_cells_run_the_train_slot_per_seed_without_a_runs_function(tiny, tmp_path):
     """Without ``runs`` a cell trains each seed through the row's train slot: same statistic as
     the batched runs (which equal the Trainer's numbers)."""
-    from figures.claims_registry import load_registry
+    from figures.claims.registry import load_registry
 
     text = Path(tiny_claims.claims.registry().path).read_text()
     text = text.replace('runs = "tiny.empirical.experiment:train_seeds"\n', "").replace("quick = [0.5, 2.0, 8.0, 32.0]",
@@ -112,9 +112,9 @@ def test_cells_run_the_train_slot_per_seed_without_a_runs_function(tiny, tmp_pat
     (tmp_path / "claims.toml").write_text(text)
     plain = load_registry(tmp_path / "claims.toml", paper="tiny", config=TinyConfig).claims[0]
     assert plain.runs == ""
-    with using_sweep(tmp_path / "store", 1, None):
-        a = decide_claim(plain, quick=True, device="cpu")
-        b = decide_claim(tiny_claims.claims.registry().get("gap_shrinks"), quick=True, device="cpu")
+    ctx = RunContext(device="cpu", store=tmp_path / "store")
+    a = decide_claim(plain, ctx)
+    b = decide_claim(tiny_claims.claims.registry().get("gap_shrinks"), ctx)
     vb = {tuple(p.coords.values()): p.values for p in b.points}
     for p in a.points:  # outside the regime (lr = 32) the discrete map is chaotic: rounding grows to O(1)
         if p.inside:
@@ -133,6 +133,7 @@ def test_tdyn_claims_on_the_tiny_paper(tiny, tmp_path):
     assert {"test", "family_level", "mde", "can_fire", "null", "theory_check", "practice", "demo"} <= set(c)
     assert len(c["interval"]) == 2 and c["interval"][0] <= c["estimate"] <= c["interval"][1]
     assert c["regime"][0]["quantity"] == "lr_curvature" and c["falsifier"]
+    assert len(list((tmp_path / "claims" / "tiny" / "gap_shrinks" / "cells").glob("*.nc"))) == 8  # --store: its cells
     assert len(c["map"]["points"]) == 8 and {"coords", "inside", "verdict", "values"} <= set(c["map"]["points"][0])
     # the text: a few lines per claim, no evidence dump; the cells come from the store
     res = runner.invoke(main, ["claims", "tiny", "--store", str(tmp_path), "--no-progress", "--device", "cpu"])
@@ -164,8 +165,7 @@ def test_tdyn_claims_errors_and_papers_without_claims(tmp_path):
 def test_report_prints_the_claims_table(spec, tmp_path):
     from figures.report import REPORT_KEYS, Claim, Observable, Report
 
-    with using_sweep(tmp_path, 1, None):
-        result = decide_claim(spec, quick=True, device="cpu")
+    result = decide_claim(spec, RunContext(device="cpu", store=tmp_path))
     old = Claim("single_run", "an older claim", False, {"nested": {"a": [1, 2, 3]}}, "one run")
     rep = Report("tiny", "regime", [Observable("prob", 0.01, 0.05)], [result, old])
     text = rep.table()
@@ -177,10 +177,9 @@ def test_report_prints_the_claims_table(spec, tmp_path):
 
 
 def test_claim_lines_wrap_long_text_without_cutting_words(spec, tmp_path):
-    from figures.claims_report import claim_lines
+    from figures.claims.report import claim_lines
 
-    with using_sweep(tmp_path, 1, None):
-        doc = decide_claim(spec, quick=True, device="cpu").to_json()
+    doc = decide_claim(spec, RunContext(device="cpu", store=tmp_path)).to_json()
     statement = " ".join(f"word{i}" for i in range(60))  # 60 words, ~410 characters
     doc["statement"] = statement
     if doc.get("null"):
@@ -196,13 +195,13 @@ def test_claim_lines_wrap_long_text_without_cutting_words(spec, tmp_path):
 def test_figures_write_the_maps_and_claims_md(tmp_path):
     """A converted row (figures = a tuple of figure functions) gets its claims' maps, tables and
     claims.json from the collector; claims.md links the map figures by relative path."""
-    from figures.claims_report import read_claims, write_claims_md
-    from figures.core import make_figures
+    from figures.claims.report import read_claims, write_claims_md
+    from figures.make import make_figures
     from figures.papers import PAPERS
 
     out_root = tmp_path / "out"
-    with tiny_registered(figures=()), using_sweep(tmp_path / "store", 1, None):
-        written = make_figures("tiny", out_root / "tiny", quick=True, device="cpu")
+    with tiny_registered(figures=()):
+        written = make_figures("tiny", out_root / "tiny", RunContext(device="cpu", store=tmp_path / "store"))
         decided = read_claims(out_root, [PAPERS["tiny"], PAPERS["scb"]])
     with tiny_registered(claims=None, missing={**ROW["missing"], "claims": "a paper that makes no claims"}) as bare:
         assert read_claims(out_root, [bare]) == {"tiny": "a paper that makes no claims"}
@@ -215,11 +214,23 @@ def test_figures_write_the_maps_and_claims_md(tmp_path):
     assert "| tiny | [gap_shrinks](#tiny-gap_shrinks) | **holds** |" in md
 
 
+def test_the_claims_store_goes_under_the_outdir_not_the_package(tmp_path, monkeypatch):
+    """Without a store root the claims' cells go to <outdir>/claims/store/<claim> (the context's
+    outdir, which make_figures sets): never into the working directory's figures/out or a package."""
+    from figures.make import make_figures
+
+    monkeypatch.chdir(tmp_path)
+    with tiny_registered(figures=()):
+        make_figures("tiny", tmp_path / "out", RunContext(device="cpu", progress=False))
+    assert len(list((tmp_path / "out" / "claims" / "store" / "gap_shrinks" / "cells").glob("*.nc"))) == 8
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
 def test_reproduce_ends_with_the_claims_summary_and_claims_md(tmp_path, monkeypatch):
     import figures.cli
-    import figures.core
+    import figures.context
 
-    monkeypatch.setattr(figures.core, "OUT_DIR", tmp_path / "out")
+    monkeypatch.setattr(figures.context, "OUT_DIR", tmp_path / "out")
     with tiny_registered(figures=()) as row:
         monkeypatch.setattr(figures.cli, "PAPERS", {"tiny": row})
         res = CliRunner().invoke(main, ["reproduce", "--device", "cpu"])
@@ -249,7 +260,7 @@ def test_a_three_axis_map_is_laid_out_for_a_page_and_passes_the_lint(direction):
     import matplotlib
 
     matplotlib.use("Agg")
-    from figures.claims_report import fig_claim_map
+    from figures.claims.report import fig_claim_map
     from figures.core import collecting
 
     axes = [{"name": "lr", "label": "learning rate $\\eta$", "scale": "log"},
@@ -292,7 +303,7 @@ def test_a_window_claims_map_is_scaled_to_the_window_and_titled_by_its_statement
     import matplotlib.pyplot as plt
 
     from figures import style
-    from figures.claims_report import _heat_map
+    from figures.claims.report import _heat_map
 
     axes = [{"name": "eta_A", "label": "$\\eta_A$", "scale": "log"},
             {"name": "batch", "label": "batch size $B$", "scale": "log"},
@@ -306,7 +317,7 @@ def test_a_window_claims_map_is_scaled_to_the_window_and_titled_by_its_statement
            "statistic": {"name": "band_coverage", "symbol": "$\\mathrm{cov}_{80}$", "unit": ""},
            "criterion": {"holds_when": "in [0.75, 0.85]", "boundary": [0.75, 0.85], "direction": "inside"},
            "map": {"axes": axes, "points": points}}
-    from figures.claims_report import map_table
+    from figures.claims.report import map_table
 
     fig = _heat_map(plt, doc, axes, map_table(doc))
     assert style.lint(fig) == []

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from figures.claims import decide_family
-from figures.claims_registry import Criterion
-from figures.claims_stats import ALPHA, can_fire, holm, minimal_detectable_effect, point_test, seeds_needed
+from figures.claims.maps import decide_family
+from figures.claims.registry import Criterion
+from figures.claims.stats import ALPHA, can_fire, holm, minimal_detectable_effect, point_test, seeds_needed
 
 BELOW0 = Criterion("below", 0.0, "the boundary is the claim itself: below zero means the effect is there")
 REPS = 2000
@@ -95,7 +95,7 @@ def test_the_t_test_of_a_mean_at_its_minimum_seeds(law):
     runs of a skewed per-run value (a coverage-like Beta(8, 2), skewness -0.9; an exponential,
     skewness 2) at the boundary, each one-sided test errs at most alpha plus Monte-Carlo error. (At
     32 runs the Beta's upper test errs 0.068, at 5 gamma(4) values 0.096: why fewer are refused.)"""
-    from figures.claims_registry import MIN_SEEDS_MEAN
+    from figures.claims.registry import MIN_SEEDS_MEAN
 
     rng = np.random.default_rng(5)
     draw, mu = {"beta": (lambda s: rng.beta(8.0, 2.0, s), 0.8), "exponential": (lambda s: rng.exponential(1.0, s), 1.0)}[law]

@@ -192,7 +192,7 @@ def test_reproduce_jobs_runs_every_paper_in_its_own_process_and_reports_failures
     import io
     import subprocess
 
-    from figures import core
+    from figures import context as core
     from figures.papers import PAPERS
 
     calls = []

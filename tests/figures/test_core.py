@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from figures.core import (agreement, band, band_coverage, collecting, finish_figure, make_figures, rel_l2,
-                          save_table, write_output)
+from figures.context import RunContext
+from figures.core import agreement, band, band_coverage, collecting, finish_figure, rel_l2, save_table, write_output
+from figures.make import make_figures
 from figures.papers import PAPERS, Paper, register
 from figures.report import Observable, Report
 from theory import ParamsBase
@@ -63,14 +64,21 @@ def fig_two(outdir, quick, *, device):
     finish_figure(plt.figure(), outdir, "two.png")
 
 
-def _compare(*, quick=True, device="auto"):
-    return Report("collector", f"quick={quick}", [Observable("x", 0.01, 0.05)])
+def fig_three(outdir, quick, *, device, ctx):
+    """Declares ``ctx``: make_figures hands it the run's RunContext."""
+    save_table([{"quick": ctx.quick, "device": ctx.device, "store": ctx.store, "outdir": ctx.outdir}], outdir,
+               "three.csv")
+
+
+def _compare(ctx=None, *, quick=None, device=None):
+    ctx = RunContext.of(ctx, quick=quick, device=device)
+    return Report("collector", f"quick={ctx.quick} store={ctx.store}", [Observable("x", 0.01, 0.05)])
 
 
 @pytest.fixture
 def row():
     r = register(Paper(name="collector", title="", spec="", config=ParamsBase, systems=len, problem=len, train=len,
-                       compare=_compare, figures=(fig_one, fig_two),
+                       compare=_compare, figures=(fig_one, fig_two, fig_three),
                        missing={s: "test row" for s in ("sde", "estimate", "text", "claims")}))
     yield r
     PAPERS.pop("collector")
@@ -78,10 +86,13 @@ def row():
 
 def test_make_figures_collects_outputs_and_writes_the_report(row, tmp_path):
     out = tmp_path / "out"
-    written = make_figures("collector", out, quick=False, device="cpu")
-    assert written == [out / "one.csv", out / "two.png", out / "two.pdf", out / "report.json"]
+    written = make_figures("collector", out, RunContext(store="S"), quick=False, device="cpu")
+    assert written == [out / "one.csv", out / "two.png", out / "two.pdf", out / "three.csv", out / "report.json"]
     assert (out / "one.csv").read_text().splitlines() == ["quick,device", "False,cpu"]
-    assert json.loads((out / "report.json").read_text())["regime"] == "quick=False"
+    # the figure that declares ctx gets the run's context (quick/device given, the store, outdir = out)
+    assert (out / "three.csv").read_text().splitlines() == ["quick,device,store,outdir", f"False,cpu,S,{out}"]
+    assert json.loads((out / "report.json").read_text())["regime"] == "quick=False store=S"
     assert make_figures("collector", tmp_path / "o2", report=False) == [tmp_path / "o2" / "one.csv",
                                                                        tmp_path / "o2" / "two.png",
-                                                                       tmp_path / "o2" / "two.pdf"]
+                                                                       tmp_path / "o2" / "two.pdf",
+                                                                       tmp_path / "o2" / "three.csv"]

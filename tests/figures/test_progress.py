@@ -58,11 +58,15 @@ def test_run_cells_drives_a_bar_over_the_cells(tmp_path, monkeypatch):
 
     cells = [Cell("tiny", {"x": float(x)}, job="line", swept={"x": x}) for x in (1, 2, 3)]  # y = x t
     with progress.enabled(True):
-        run_cells("helpers.sweep_cells:line", cells, tmp_path / "st")
+        run_cells("helpers.sweep_cells:line", cells, tmp_path / "st", bar=progress.cell_bar)
     out = tty.getvalue()
     assert "3 cells to run" in out and "3/3" in out and "x=3 ok" in out
     tty.truncate(0)
-    run_cells("helpers.sweep_cells:line", cells, tmp_path / "st2")  # outside enabled(): no bar
+    with progress.enabled(False):  # bars switched off: the factory draws nothing
+        run_cells("helpers.sweep_cells:line", cells, tmp_path / "st2", bar=progress.cell_bar)
+    assert "cells to run" not in tty.getvalue()
+    with progress.enabled(True):
+        run_cells("helpers.sweep_cells:line", cells, tmp_path / "st3")  # no bar= : no bar
     assert "cells to run" not in tty.getvalue()
 
 
@@ -71,7 +75,7 @@ def test_make_figures_names_each_figure(monkeypatch, tmp_path):
     import dataclasses
 
     from figures import papers
-    from figures.core import make_figures
+    from figures.make import make_figures
 
     def fig_one(outdir, quick, *, device):
         return 1

@@ -137,12 +137,13 @@ def test_parent_without_a_terminal_shows_no_bars(tmp_path, capsys):
 
 def test_reproduce_asks_the_children_for_progress_lines_on_a_terminal(monkeypatch):
     from figures import cli
+    from figures.context import RunContext
 
     seen = {}
     monkeypatch.setattr(progress, "active", lambda: True)
     monkeypatch.setattr(progress, "run_children",
                         lambda cmds, priors, jobs, on_done: seen.update(cmds=cmds, priors=priors))
-    cli._reproduce_in_processes(True, "cpu", None, 1, None, None, 2)
+    cli._reproduce_in_processes(RunContext(quick=True, device="cpu"), 2)
     assert set(seen["cmds"]) == set(PAPERS)
     assert all("--progress-lines" in c and "--no-progress" not in c for c in seen["cmds"].values())
     assert seen["priors"] == {n: PAPERS[n].quick_seconds for n in PAPERS}  # the measured quick time: the prior

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from empirical import textrun
 from empirical.joma import text as JT
 from empirical.sweeps import CellsFailed, open_sweep, read_index
+from figures.context import RunContext
 from figures import realtext as FR
 from figures.joma import text as FJ
 from figures.cli import main
@@ -121,12 +122,11 @@ def test_failing_run_is_recorded_and_the_others_finish(corpus_dir, tmp_path, cou
 def test_figures_use_the_cli_store_per_paper(corpus_dir, tmp_path, monkeypatch, count_runs):
     monkeypatch.setattr(FR, "_CACHE", {})
     monkeypatch.setattr(FR, "config_for", lambda paper, quick, corpus=None: _joma(corpus_dir))
-    with FR.using_sweep(store=tmp_path / "runs"):
-        df = FJ.fig_joma_lr_sweep(None, True, device="cpu", corpus=corpus_dir)
+    df = FJ.fig_joma_lr_sweep(None, True, device="cpu", ctx=RunContext(corpus=corpus_dir, store=tmp_path / "runs"))
     assert len(list((tmp_path / "runs" / "joma" / "cells").glob("*.nc"))) == 6 == len(count_runs.calls)
     assert sorted(df["lr"].unique()) == [1e-3, 3e-3]
     FR._CACHE.clear()  # a fresh process: the default store is <outdir>/wikitext_runs
-    FJ.fig_joma_entropy(tmp_path / "out", True, device="cpu", corpus=corpus_dir)
+    FJ.fig_joma_entropy(tmp_path / "out", True, device="cpu", ctx=RunContext(corpus=corpus_dir))
     assert len(list((tmp_path / "out" / FR.RUNS_DIR / "cells").glob("*.nc"))) == 6
 
 

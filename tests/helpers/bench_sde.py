@@ -14,7 +14,7 @@ import timeit
 import numpy as np
 
 import simulate
-from simulate._em import step_plan
+from theory.noise import step_plan
 
 GOAL = "<= 10 s: 1000 paths over the compare horizon, 2 cores"
 

@@ -288,7 +288,7 @@ def test_preconditioner_shapes_scale_the_covariance():
 def test_finite_covariance_left_implicit_is_exact_and_consistent():
     """``covariance=False`` (a large state's Finite noise): no d x d matrix, the same exact mean,
     and the outcomes factor realises the covariance the explicit derivation gives."""
-    from simulate import noise_sde
+    from theory.noise_sde import noise_sde
     from theory.problem import Problem
 
     th1, th2, y = sp.symbols("th1 th2 y", real=True)

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import sympy as sp
 
+from ..core import compile_expressions
 from ..errors import ConfigError
 from .config import JomaConfig
 from .derive import cooccurrence_formula
@@ -237,8 +238,8 @@ def normalised_correlation(a, b, axis: int = -1) -> np.ndarray:
 def cooccurrence_probability(rho: float, H, rho0: float = 0.0):
     """Numeric ``P(y_l=1 | y_m=1)`` for LCA height(s) ``H``."""
     _, P = cooccurrence_formula()
-    f = sp.lambdify((sp.Symbol("rho", real=True), sp.Symbol("H", positive=True, integer=True),
-                     sp.Symbol("rho0", real=True)), P, "numpy")
+    f = compile_expressions((sp.Symbol("rho", real=True), sp.Symbol("H", positive=True, integer=True),
+                             sp.Symbol("rho0", real=True)), P)
     return f(rho, np.asarray(H, float), rho0)
 
 

@@ -1,6 +1,7 @@
 """Minibatch-SGD noise of the JoMA block as an SDE (docs/papers/joma.md §2.7 — this project's extension, not in
-the paper): the generic SDE (:func:`simulate.noise_sde`) of the noise the block system derives from
-its per-sample loss (:func:`.derive.per_sample_loss` over :func:`.derive.rows_distribution`).
+the paper): the generic SDE (:func:`theory.noise_sde.noise_sde`; ``simulate.noise_sde`` re-exports it)
+of the noise the block system derives from its per-sample loss (:func:`.derive.per_sample_loss` over
+:func:`.derive.rows_distribution`).
 
 In ODE time ``t = lr * step`` one optimiser step is ``dt = lr`` (:func:`theory.noise.step_time`
 reads it from :meth:`JomaConfig.ode_time`), so
@@ -28,12 +29,12 @@ __all__ = ["minibatch_sde", "sde_model"]
 
 @cache
 def _model_class():
-    """The model class, made on first use (``simulate`` builds on ``theory``: no import at load)."""
-    from simulate.noise_sde import NoiseSDE
+    """The model class, made on first use (:mod:`theory.noise_sde` loads jax callables lazily)."""
+    from theory.noise_sde import NoiseSDE
 
     @dataclass(frozen=True, eq=False)
     class BlockNoiseSDE(NoiseSDE):
-        """:class:`simulate.NoiseSDE` compared (and hashed) by its system and factor: the data,
+        """:class:`theory.noise_sde.NoiseSDE` compared (and hashed) by its system and factor: the data,
         the initial state, the learning rate and the batch travel in ``args``/``y0``, so the
         compiled ensemble solver (cached per model by :mod:`simulate`) is reused across them."""
 
@@ -53,7 +54,7 @@ def sde_model(config: JomaConfig, *, batch: int | None = None):
     """The block SDE of ``config`` (a block variant, ``fixed`` or ``ce``: the ODE's fixed-``g``
     flow) with ``batch`` rows per minibatch (default ``config.batch``), started at the config's
     initial state; its ``dt`` is one optimiser step (``lr``)."""
-    from simulate import noise_sde
+    from theory.noise_sde import noise_sde
 
     if batch is not None and int(batch) < 1:
         raise ConfigError("batch", f"must be >= 1, got {batch}")

@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from ..core import ReducedSystem
+from ..core import ReducedSystem, compile_expressions
 from .config import PAPER, SPEC, ScanSnapConfig, make_task
 from .derive import C_sym, K_sym, entropy_expr, eta_Y, eta_Z
 
@@ -120,8 +120,8 @@ def B_theorem4(t, M, K, eta_Y_, eta_Z_, C0=1.0):
     """The two branches of Theorem 4 (Eqn. 14), each evaluated everywhere: ``(early, late)``."""
     f = closed_forms()
     subs = {M_sym: M, K_sym: K, eta_Y: eta_Y_, eta_Z: eta_Z_, C0_sym: C0}
-    e = sp.lambdify(t_sym, f["B_early"].subs(subs), "numpy")
-    lt = sp.lambdify(t_sym, f["B_late"].subs(subs), "numpy")
+    e = compile_expressions(t_sym, f["B_early"].subs(subs))
+    lt = compile_expressions(t_sym, f["B_late"].subs(subs))
     t = np.asarray(t, float)
     with np.errstate(all="ignore"):
         return np.asarray(e(t), float) * np.ones_like(t), np.asarray(lt(t), float) * np.ones_like(t)

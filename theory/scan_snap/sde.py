@@ -186,7 +186,7 @@ def per_sample_flows(config: ScanSnapConfig, y, X) -> np.ndarray:
     (dim,) (numpy out, jitted; for checks)."""
     import jax.numpy as jnp
 
-    from simulate.ode import enable_x64
+    from theory.core import enable_x64
 
     enable_x64()
     X = np.atleast_2d(np.asarray(X, np.float64))
@@ -238,7 +238,7 @@ class Reference:
 def _grid(t: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
     """The Euler grid of :func:`simulate.solve_sde` on output times ``t`` with step ``dt``:
     ``(step start times, steps)``."""
-    from simulate._em import step_plan
+    from theory.noise import step_plan
 
     n, h = step_plan(np.asarray(t, np.float64), dt)
     hs = np.repeat(h, n)
@@ -283,7 +283,7 @@ def reference(config: ScanSnapConfig, t, dt: float, *, draws: int | None = None,
     to blocks of :data:`BLOCK`), fresh each step (seeded)."""
     import jax.numpy as jnp
 
-    from simulate.ode import enable_x64
+    from theory.core import enable_x64
 
     from ..noise import step_time
 
@@ -318,7 +318,7 @@ def population_path(config: ScanSnapConfig, t, dt: float, *, y0=None) -> Referen
     import jax
     import jax.numpy as jnp
 
-    from simulate.ode import enable_x64
+    from theory.core import enable_x64
 
     enable_x64()
     starts, hs = _grid(t, dt)

@@ -5,7 +5,7 @@ time in optimiser steps (``SCBConfig.ode_time``), sampled at ``config.ode_times(
 * :class:`FullMinibatchSDE` — minibatch SGD on the full parameters ``(V, A)`` (spec §3.6 option
   A): the generic Monte-Carlo SDE of :func:`theory.scb.derive.full_system` (drift: the derived
   population flow; diffusion ``sqrt(Δτ/B) F``, ``F = (G - Ḡ)ᵀ/sqrt(M-1)`` from ``M`` fresh derived
-  per-sample flows per step, :class:`simulate.noise_sde.SampledNoiseSDE`). Its compiled step
+  per-sample flows per step, :class:`theory.noise_sde.SampledNoiseSDE`). Its compiled step
   (:mod:`theory.scb.sde_numba`, ``backend="numba"``) draws the same law from alias tables and is
   tested equal in increment mean and covariance.
 * :class:`ReducedMinibatchSDE` — the reduced SDE of spec §3.6 (the paper table's ``sde`` slot):
@@ -49,7 +49,7 @@ from functools import cached_property, lru_cache, partial
 
 import numpy as np
 
-from ..core import jax_modules
+from ..core import compile_expressions
 from ..errors import ConfigError
 from ..noise import step_time
 from ..sampling import alias_draw, alias_table, compositions, multinomial_pmf
@@ -211,12 +211,12 @@ def __getattr__(name: str):
 @dataclass(frozen=True, eq=False)
 class FullMinibatchSDE:
     """The derived Monte-Carlo SDE of :func:`~theory.scb.derive.full_system` on ``task`` (module
-    docstring): ``model`` is the generic :class:`simulate.noise_sde.SampledNoiseSDE` (drift,
+    docstring): ``model`` is the generic :class:`theory.noise_sde.SampledNoiseSDE` (drift,
     diffusion and their arguments are its own), with the state split into ``V`` and ``A``, the §4
     observables of the full parameters and the compiled numba step. Build it with
     :func:`minibatch_sde`."""
 
-    model: object  # simulate.noise_sde.SampledNoiseSDE (theory does not import simulate at import time)
+    model: object  # theory.noise_sde.SampledNoiseSDE
     task: SCBTask
     eta_V: float
     eta_A: float
@@ -296,7 +296,7 @@ class FullMinibatchSDE:
 def minibatch_sde(config: SCBConfig, mc_samples: int = 64) -> tuple[FullMinibatchSDE, np.ndarray]:
     """``(sde, t)``: minibatch SGD on the full (V, A) (:class:`FullMinibatchSDE`, ``mc_samples``
     per-sample flows per step), sampled at ``config.ode_times()``."""
-    from simulate.noise_sde import SampledNoiseSDE
+    from theory.noise_sde import SampledNoiseSDE
 
     check_modelled(config)
     task = make_task(config)
@@ -381,14 +381,10 @@ def _reduced_terms(N: int, modules: str):
     """``f(theta, p, x) -> [g (2+2N), off (2+N)]``: the derived per-sample flow on the manifold and
     the squared norms of its off-manifold parts (:func:`~theory.scb.derive.noise_system`,
     :func:`~theory.scb.derive.off_manifold_norms`), lambdified once per N."""
-    import sympy as sp
-
-    from ..core import numpy_modules
-
     S = D.noise_system(N)
     exprs = [*S.noise.gradient, *D.off_manifold_norms(N)]
-    mods = jax_modules() if modules == "jax" else numpy_modules()
-    return sp.lambdify((S.state, S.parameters, S.noise.samples), exprs, modules=mods, cse=True)
+    return compile_expressions((S.state, S.parameters, S.noise.samples), exprs,
+                               "jax" if modules == "jax" else "numpy", cse=True)
 
 
 @dataclass(frozen=True, eq=False)

@@ -27,7 +27,7 @@ attention ratio ``gamma`` do from a small random initialisation, in the linearis
   logit (``E[(a_0 - b_0)^2/4] = eps^2 d_a / 2`` per mode, the top space being ``P_c / v`` with
   ``P_c`` the centred same-topic block matrix). ``gamma(t) = gamma(lambda S*)``.
 
-:func:`trajectory` puts these on a time grid (``topic_mode``, ``norm_W_K``, ``norm_W_Q``,
+:func:`curves` puts these on a time grid (``topic_mode``, ``norm_W_K``, ``norm_W_Q``,
 ``kq_growth`` = ``X``, ``gamma_hat``): the theory the two-stage claims are checked against.
 Valid while stage 1 has converged before the onset (``rho* <~ lambda_V``) and ``eps`` is small.
 """
@@ -44,7 +44,7 @@ from .derive import numeric_subs, topic_mode_equation
 from .population import gamma_from, stage2_loss, tied_logits
 from .stage2 import attention_dim, escape_rate, escape_rate_polynomial, stage2_optimum, value_optimum
 
-__all__ = ["stage1_rate", "escape_constants", "kq_norm", "tied_line", "trajectory", "predicted_onset_time",
+__all__ = ["stage1_rate", "escape_constants", "kq_norm", "tied_line", "curves", "predicted_onset_time",
            "onset_regime"]
 
 
@@ -152,21 +152,18 @@ def _lambda_solution(T_, v_, tau_, pm, pc, pr, keys, vocab, d_a_field, eps: floa
     return sol.sol
 
 
-def trajectory(config: TopicConfig, times=None):
-    """The linearised two-stage theory on ``times`` (steps; default ``config.ode_times()`` refined
-    to 2001 points over the run): ``topic_mode`` (``omega_2``; frozen at ``omega_2*`` when the
+def curves(config: TopicConfig, times=None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The linearised two-stage theory on ``times`` (steps; default 2001 points over the run):
+    ``(t, curves)`` with ``curves`` ``topic_mode`` (``omega_2``; frozen at ``omega_2*`` when the
     value matrix is, ``value="optimum"``), ``kq_growth`` (``X``), ``norm_W_K``, ``norm_W_Q``,
-    ``gamma_hat`` (the attention ratio on the tied line). An :class:`xarray.Dataset`."""
-    from simulate.trajectory import make_trajectory
-
+    ``gamma_hat`` (the attention ratio on the tied line), each of shape ``(len(t),)``
+    (:func:`simulate.trajectory.make_trajectory` makes them a trajectory)."""
     t = np.linspace(0.0, float(config.steps), 2001) if times is None else np.asarray(times, dtype=np.float64)
     topic, X = _growth(config, t)
     line = tied_line(config)
     gam = np.interp(_lambda_of_X(config, X), line["lam"], line["gamma"])
     norm = kq_norm(config, X)
-    return make_trajectory(t, {"topic_mode": topic, "kq_growth": X, "norm_W_K": norm, "norm_W_Q": norm,
-                               "gamma_hat": gam}, paper="topic", system="two_stage_linearised", source="theory",
-                           config=config)
+    return t, {"topic_mode": topic, "kq_growth": X, "norm_W_K": norm, "norm_W_Q": norm, "gamma_hat": gam}
 
 
 def _growth(config: TopicConfig, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

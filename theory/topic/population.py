@@ -22,17 +22,13 @@ import math
 
 import numpy as np
 
+from theory.core import enable_x64
+
 from .config import TopicConfig
 
 __all__ = ["enable_x64", "word_topics", "full_value_matrix", "reduced_coordinates", "off_symmetric_residual",
            "context_basis", "context_residual",
            "context_vector", "documents", "document_table", "stage2_loss", "tied_logits", "gamma_from"]
-
-
-def enable_x64() -> None:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
 
 
 def _jnp(xp):

@@ -10,7 +10,7 @@ import torch
 
 from empirical import scan_snap as es
 from figures.core import rel_l2
-from figures.scan_snap.compare import theory_trajectory
+from figures.scan_snap.lines import theory_trajectory
 from theory import scan_snap as ss
 from theory.errors import ConfigError
 

@@ -13,7 +13,7 @@ def runner():
     return CliRunner()
 
 
-def _stub_claims(**kw):
+def _stub_claims(*args, **kw):
     """A decided ClaimResult without the maps' runs (test_claims.py decides every claim's maps):
     the learning-order claim on planted trajectories in the right order."""
     import importlib

@@ -7,6 +7,7 @@ import pytest
 import xarray as xr
 
 from empirical.joma import text as JT
+from figures.context import RunContext
 
 STEPS = np.arange(0, 60, 10.0)
 BOUNCE = np.array([2.6, 2.0, 1.5, 1.6, 1.7, 1.8])  # drops 1.1 by step 20, then rises 0.3
@@ -56,7 +57,7 @@ def test_text_claims_untested_with_short_runs(monkeypatch):
     """Runs shorter than the paper's horizon put no point in the regime: every real-text claim is
     untested, saying why, what the short runs measured and what the paper's protocol costs."""
     FT = _planted_results(monkeypatch, range(1, 6), 200, BOUNCE)
-    out = {r.name: r for r in FT.text_claim_results(True, "cpu")}
+    out = {r.name: r for r in FT.text_claim_results(RunContext(device="cpu"))}
     assert set(out) == {"wikitext_entropy_drop_and_bounce", "wikitext_stable_rank_drop_and_bounce",
                         "wikitext_bounce_at_best_lr"}
     for r in out.values():
@@ -87,7 +88,7 @@ def test_text_claims_decided_over_six_long_seeds(monkeypatch, curve, verdict):
     """With 6 seeds of runs as long as the paper's, the points are decided over seeds: the
     bouncing curves hold, the monotone ones fail (the best lr: 1e-3, lowest validation loss)."""
     FT = _planted_results(monkeypatch, range(1, 7), 6900, curve)
-    out = {r.name: r for r in FT.text_claim_results(True, "cpu")}
+    out = {r.name: r for r in FT.text_claim_results(RunContext(device="cpu"))}
     ent = out["wikitext_entropy_drop_and_bounce"]  # 3 points (layers of depths 1 and 2): 6 seeds let both fire
     assert ent.verdict == verdict and ent.seeds == 6 and ent.regime_points == 3
     best = out["wikitext_bounce_at_best_lr"]

@@ -7,7 +7,7 @@ import pytest
 
 import simulate
 from figures.claims import planted_violation, theory_check
-from figures.claims_registry import load_registry
+from figures.claims.registry import load_registry
 from theory.linattn import LinAttnConfig, problem
 
 TOML = Path(__file__).resolve().parents[3] / "figures" / "linattn" / "claims.toml"

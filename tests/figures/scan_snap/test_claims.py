@@ -86,7 +86,7 @@ def test_reduced_claim_error_terms_and_a_planted_violation(reg):
 
 def test_reduced_ode_with_remark_1_rate_slows_h_by_one_minus_rho():
     """Remark 1: h grows at (1 - E) eta_Y; at t -> 0 (z = 0, E = rho) dh/dt is (1 - rho) x Lemma 3's."""
-    from figures.scan_snap.compare import reduced_trajectory
+    from figures.scan_snap.lines import reduced_trajectory
 
     cfg = ss.Config(common_prob=0.55, eta_Y=0.9, eta_Z=0.09, momentum=0.0)
     t = np.array([0.0, 1e-3])
@@ -107,7 +107,7 @@ def test_fitted_C0_and_snap_onset_against_the_exact_flow_and_closed_forms():
     G = float(ss.Gamma_of_t(ts, 34, 2, 1.0, 1.0))
     assert 4 * G / C0 == pytest.approx(1.0, rel=1e-9)  # Eqn. 45 inverted in closed form
     # the 1-D snap ODE with the fitted C_0 describes the exact flow's common logit after t0 (fit's spread)
-    from figures.scan_snap.compare import theory_trajectory
+    from figures.scan_snap.lines import theory_trajectory
 
     t0 = ss.transition_times(34, 2, 1.0)[1]
     t = np.array([0.0, 10 * t0, 100 * t0])

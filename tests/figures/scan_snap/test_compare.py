@@ -19,7 +19,7 @@ def test_compare_trained_model_follows_the_T_inf_ode(monkeypatch):
     import figures.scan_snap.text as text
 
     # the real-text claims (5-seed WikiText runs) are tests/figures/scan_snap/test_text.py's
-    monkeypatch.setattr(text, "text_claim_results", lambda quick, device: [])
+    monkeypatch.setattr(text, "text_claim_results", lambda ctx: [])
     rep = fc.compare(quick=True, device="cpu")
     doc = rep.to_json()
     assert set(doc) == set(REPORT_KEYS)

@@ -7,7 +7,8 @@ import pytest
 import xarray as xr
 
 from figures.core import collecting
-from figures.scan_snap.compare import COMPARE_TOL, theory_trajectory
+from figures.scan_snap.compare import COMPARE_TOL
+from figures.scan_snap.lines import theory_trajectory
 from figures.scan_snap.ladder import HEADLINE, ladder_config, ladder_data, ladder_figure, ladder_summary, ode_observables
 
 

@@ -13,6 +13,7 @@ import xarray as xr
 
 from empirical.realtext import FULL_VOCAB
 from empirical.scan_snap.text import ScanSnapTextConfig
+from figures.context import RunContext
 from figures.scan_snap import text as FT
 
 LRS = (1.0, 3.0, 5.0)
@@ -101,11 +102,13 @@ def test_claims_slot_appends_the_real_text_claims(monkeypatch):
     """The row's slot: registry claims, then text_claim_results; none without a corpus."""
     from figures.scan_snap import claims as C
 
-    monkeypatch.setattr(C, "decide_registry", lambda **kw: ["registry"])
-    monkeypatch.setattr(FT, "text_claim_results", lambda quick, device: ["text"])
+    seen = []
+    monkeypatch.setattr(C, "decide_registry", lambda ctx, **kw: seen.append(ctx) or ["registry"])
+    monkeypatch.setattr(FT, "text_claim_results", lambda ctx: seen.append(ctx) or ["text"])
     monkeypatch.setattr(C, "snap_claim_result", lambda **kw: "snap")
     assert C.claims(quick=True, device="cpu") == ["registry", "snap", "text"]
+    assert seen == [RunContext(quick=True, device="cpu")] * 2  # one context reaches both
     monkeypatch.undo()
-    none = FT.text_claim_results(True, "cpu", corpus="/nonexistent/wikitext")
+    none = FT.text_claim_results(RunContext(device="cpu", corpus="/nonexistent/wikitext"))
     assert [r.verdict for r in none] == ["untested", "untested"] and "corpus" in none[0].untested_reason
     assert FT.text_registry().names == ["wikitext_higher_lr_lower_entropy", "wikitext_attention_sparsifies_and_freezes"]

@@ -11,7 +11,7 @@ import pytest
 
 import figures.scb.calibration as C
 from figures.claims import planted_violation, theory_check
-from figures.claims_registry import load_registry
+from figures.claims.registry import load_registry
 from theory import scb
 
 TOML = Path(C.__file__).with_name("claims.toml")

@@ -302,6 +302,7 @@ def test_map_costs_name_the_full_maps_a_cpu_cannot_afford():
     form, by hand); quick maps fit the CPU allowance, the full l1 maps (T up to 5000) do not and
     are named with their cost instead of run (docs/claims.md)."""
     from figures.claims import plan_claim, too_costly
+    from figures.context import RunContext
     from figures.scb import claims as C
 
     cfg = scb.SCBConfig.preset("l1_study").replace(T=32, batch=64)
@@ -312,6 +313,6 @@ def test_map_costs_name_the_full_maps_a_cpu_cannot_afford():
     assert C.l1_cost(cfg, 5) == pytest.approx(want / 2, rel=1e-12)
     reg = C.claims.registry()
     for name in ("l1_beats_sgd", "escape_time_log_t"):
-        assert too_costly(plan_claim(reg.get(name), quick=True), "cpu") is None
-        need = too_costly(plan_claim(reg.get(name), quick=False), "cpu")
+        assert too_costly(plan_claim(reg.get(name), quick=True), RunContext(device="cpu")) is None
+        need = too_costly(plan_claim(reg.get(name), quick=False), RunContext(device="cpu"))
         assert need is not None and "needs a GPU/cluster: scb/" + name in str(need)

@@ -30,7 +30,7 @@ def test_figures_slot_is_the_figures_tuple_with_one_signature():
     for fig in figs:
         params = inspect.signature(fig).parameters
         assert list(params)[:2] == ["outdir", "quick"] and params["device"].kind is inspect.Parameter.KEYWORD_ONLY
-    assert not hasattr(fscb, "make_figures")  # the collector figures.core.make_figures writes report.json
+    assert not hasattr(fscb, "make_figures")  # the collector figures.make.make_figures writes report.json
 
 
 def test_compare_and_claims_never_import_the_figures_module():

@@ -59,7 +59,7 @@ def test_compare_report_claims(monkeypatch):
     import figures.topic.text as text
 
     marker = object()
-    monkeypatch.setattr(text, "text_claim_results", lambda quick, device: [marker])
+    monkeypatch.setattr(text, "text_claim_results", lambda ctx: [marker])
     rep = ft.compare.compare(quick=True, device="cpu")
     assert rep.claims[-1] is marker
     rep.claims = rep.claims[:-1]

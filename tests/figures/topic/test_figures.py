@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import figures.topic.figures as F
-from figures.core import make_figures
+from figures.make import make_figures
 from figures.papers import get
 from figures.realtext import corpus_available
 

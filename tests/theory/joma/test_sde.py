@@ -124,7 +124,8 @@ def test_exported_block_system_carries_its_noise():
     """`tdyn derive joma` exports the noise (JSON round trip; LaTeX rows of the implicit form)."""
     import json
 
-    from theory.export import load_system, systems_to_json
+    from theory.export import systems_to_json
+    from theory.load import load_system
 
     sysm = J.block_system("exp", "linear", 2, 2, 2)
     back = load_system(json.loads(systems_to_json("joma", [sysm]))["systems"][0])

@@ -16,7 +16,7 @@ import torch
 from click.testing import CliRunner
 
 from simulate._em import em_paths
-from simulate.ode import enable_x64
+from theory.core import enable_x64
 from theory.noise import check_drift, expectation, step_time
 from theory.topic import (A, B, C, TopicConfig, b_M, b_w, context_residual, document_distribution, document_loss,
                           document_table,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import simulate
+from figures.context import RunContext
 from figures.core import agreement
 from figures.report import Observable, Report
 
@@ -19,8 +20,11 @@ def theory_and_practice(quick: bool = True, device: str = "cpu"):
     return cfg, simulate.solve(problem(cfg), backend="scipy"), run(cfg, device=device)
 
 
-def compare(*, quick=True, device="auto") -> Report:
-    cfg, ode, trained = theory_and_practice(quick, "cpu" if device == "auto" else device)
+def compare(ctx: RunContext | None = None, *, quick: bool | None = None, device: str | None = None) -> Report:
+    """The row's ``compare`` slot: agreement of the ODE and the trained network under ``ctx``
+    (``quick``/``device`` override its fields)."""
+    ctx = RunContext.of(ctx, quick=quick, device=device)
+    cfg, ode, trained = theory_and_practice(ctx.quick, "cpu" if ctx.device == "auto" else ctx.device)
     regime = f"p={cfg.p}, lr={cfg.lr}, batch={cfg.batch}, {cfg.steps} steps"
     claim = converges_to_p(float(trained["prob"].values[-1]), cfg.p, float(ode["prob"].values[-1]), regime)
     return Report("tiny", regime, [Observable("prob", agreement(ode, trained, ["prob"])["prob"], 0.05)], [claim])

@@ -1,5 +1,5 @@
 """The tiny paper's figures: each ``fig_x(outdir | None, quick, *, device) -> data``; the collector
-(``figures.core.make_figures``) runs :data:`FIGURES` and records every file written."""
+(``figures.make.make_figures``) runs :data:`FIGURES` and records every file written."""
 
 from __future__ import annotations
 

@@ -10,6 +10,6 @@ __all__ = ["sde"]
 
 def sde(config: TinyConfig):
     """``(model, config.ode_times())`` for ``simulate.solve_sde``."""
-    from simulate import noise_sde
+    from theory.noise_sde import noise_sde
 
     return noise_sde(problem(config))

@@ -36,7 +36,7 @@ __all__ = ["SCHEMA", "DIRECTIONS", "ESTIMATORS", "MIN_SEEDS", "MIN_SEEDS_FULL", 
 SCHEMA = 1
 #: where the statistic must lie for the claim to hold
 DIRECTIONS = ("below", "above", "inside")
-#: what is estimated over seeds, and tested (figures.claims_stats): the median (exact sign test, the
+#: what is estimated over seeds, and tested (figures.claims.stats): the median (exact sign test, the
 #: default), the proportion of seeds with statistic 1 (exact binomial test), the mean (t-test: assumes
 #: near-normal per-seed values)
 ESTIMATORS = ("median", "proportion", "mean")

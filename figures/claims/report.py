@@ -182,7 +182,7 @@ def fig_claim_map(r: Any, outdir: str | Path | None, name: str | None = None) ->
     ``outdir/claims/<name>.png``; returns the plotted rows."""
     import matplotlib.pyplot as plt
 
-    from .core import finish_figure
+    from ..core import finish_figure
 
     d = _doc(r)
     axes = d["map"]["axes"]
@@ -212,7 +212,7 @@ def _title(d: Mapping[str, Any], width: int = 100) -> str:
     import re
     import textwrap
 
-    from .style import _INTERNAL, math as tex, symbol_like, words
+    from ..style import _INTERNAL, math as tex, symbol_like, words
 
     text = " ".join(str(d.get("statement") or d["name"]).split())
     # the first sentence: a full stop before a capital, not after an abbreviation (Fig. 2, Eqn. 5, e.g.)
@@ -234,7 +234,7 @@ def _title(d: Mapping[str, Any], width: int = 100) -> str:
 
 
 def _stat_words(d: Mapping[str, Any]) -> str:
-    from .style import words
+    from ..style import words
 
     return words(d["statistic"]["name"])
 
@@ -260,7 +260,7 @@ def _axis_text(axis: Mapping[str, Any]) -> str:
     """A map axis' label, with the quantity's name in words when the label is only a symbol."""
     import re
 
-    from .style import _outside_math, words
+    from ..style import _outside_math, words
 
     label = axis.get("label") or axis["name"]
     if re.search(r"[A-Za-z]{3,}", _outside_math(label)):
@@ -378,7 +378,7 @@ def _heat_map(plt, d, axes, rows):
     import numpy as np
     from matplotlib.patches import Patch
 
-    from .style import grid_columns, text_colour
+    from ..style import grid_columns, text_colour
 
     ax0, ax1 = axes[0], axes[1]
     panels = [None] if len(axes) == 2 else list(dict.fromkeys(row[axes[2]["name"]] for row in rows))
@@ -449,7 +449,7 @@ def write_claim_outputs(results: Sequence[Any], outdir: str | Path) -> list[Path
     """Per claim its map figure (``claims/<name>.png``) and table (``claims/<name>.csv``); then
     ``claims/claims.json`` (every result's JSON, with ``figure`` and ``table`` paths relative to
     ``outdir``). Written through :mod:`figures.core` (atomic, recorded by the collector)."""
-    from .core import save_table, write_output
+    from ..core import save_table, write_output
 
     out = Path(outdir)
     docs = []
@@ -511,7 +511,7 @@ def write_claims_md(claims: Mapping[str, list[dict[str, Any]] | str], path: str 
     """``claims.md``: a summary table of every paper's claims, then per claim its statement,
     regime, criterion (with its derivation), falsifier, map figure (linked relative to ``path``)
     and map table."""
-    from .core import write_output
+    from ..core import write_output
 
     path = Path(path)
     md = ["# Claims", "",

@@ -1,4 +1,4 @@
-"""simulate/noise_sde.py: the generic minibatch SDE of a derived noise. Its one-step increments have
+"""theory/noise_sde.py: the generic minibatch SDE of a derived noise. Its one-step increments have
 covariance Δτ Σ h (against the symbolic covariance, within Monte-Carlo error), one SDE step of
 size Δτ moves like one real SGD step (the tiny paper's torch model; the toy's numpy SGD) — and a
 planted time-scaling bug (lr² or Δτ forgotten) is caught —, the numba step equals the jax step,
@@ -19,7 +19,7 @@ from tiny.theory import TinyConfig, systems
 from tiny.theory import sde as tiny_sde
 from helpers import linreg_toy as toy
 from helpers.moments import moment_z_scores
-from simulate.noise_sde import NoiseSDE, SampledNoiseSDE, noise_sde
+from theory.noise_sde import NoiseSDE, SampledNoiseSDE, noise_sde
 from theory import ConfigError, Problem, ReducedSystem
 from theory.noise import Noise
 
@@ -56,7 +56,7 @@ def test_linreg_increment_covariance_is_sigma_dt(factor, backend):
     model, _ = noise_sde(toy.problem(cfg), factor=factor)
     assert noise_sde(toy.problem(cfg))[0].factor == "ldl"  # the default for a closed-form covariance
     y0, h = np.array([2.0, 0.5]), 0.01
-    # one chunk for jax's LAPACK eigh (it deadlocked on threads; simulate/noise_sde.py)
+    # one chunk for jax's LAPACK eigh (it deadlocked on threads; theory/noise_sde.py)
     D = _increments(model, y0, h, 40000, seed=1, backend=backend, chunk=40000 if factor == "eigh" else None)
     C = _sigma(model.system, y0, cfg) * h
     assert _entry_z(D, C).max() < 4.5

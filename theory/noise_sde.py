@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from theory.core import TIME, ReducedSystem, jax_modules
+from theory.core import TIME, ReducedSystem, compile_expressions
 from theory.errors import ConfigError
 from theory.noise import Finite, MonteCarlo, step_time
 
@@ -75,17 +75,15 @@ def _noise(system: ReducedSystem):
 def _jax_callables(system: ReducedSystem, factor: str):
     """Jax callables of the noise for ``factor`` (cached per system)."""
     noise = _noise(system)
-    mods = jax_modules()
     args = (TIME, system.state, system.parameters)
     if factor == "outcomes":
         d = noise.distribution
         g_k = [[e.xreplace(o) for e in noise.gradient] for o in d.outcomes]
-        return (sp.lambdify(args, g_k, modules=mods, cse=True),
-                sp.lambdify(args, list(d.probabilities), modules=mods, cse=True))
+        return (compile_expressions(args, g_k, "jax", cse=True),
+                compile_expressions(args, list(d.probabilities), "jax", cse=True))
     if factor in ("ldl", "eigh", "cholesky"):
-        return sp.lambdify(args, noise.covariance.tolist(), modules=mods, cse=True)
-    return sp.lambdify((TIME, system.state, system.parameters, noise.samples), list(noise.gradient),
-                       modules=mods, cse=True)
+        return compile_expressions(args, noise.covariance.tolist(), "jax", cse=True)
+    return compile_expressions((*args, noise.samples), list(noise.gradient), "jax", cse=True)
 
 
 @lru_cache(maxsize=None)
@@ -239,7 +237,7 @@ class NoiseSDE:
         import jax
         import jax.numpy as jnp
 
-        from .ode import enable_x64
+        from .core import enable_x64
 
         enable_x64()
         key = jax.random.key(0) if key is None else key
@@ -252,7 +250,7 @@ class NoiseSDE:
         noise = _noise(self.system)
         if noise.covariance is None:
             raise ConfigError("noise", "a Monte-Carlo noise stores no covariance")
-        f = sp.lambdify((self.system.state, self.system.parameters), noise.covariance.tolist(), "numpy")
+        f = compile_expressions((self.system.state, self.system.parameters), noise.covariance.tolist(), "numpy")
         C = np.asarray(f(np.asarray(y, float), self.system.parameter_vector(self.params)), float)
         lam = np.linalg.eigvalsh(0.5 * (C + C.T))
         top = float(np.abs(lam).max())

@@ -4,12 +4,12 @@ regime, against a null control, with the theory checked on the exact flow and a 
 where the claim holds and where it breaks.
 
 A paper's claims are data (``figures/<p>/claims.toml``, read by
-:func:`figures.claims_registry.load_registry`; schema in ``docs/claims.md``) plus the functions
+:func:`figures.claims.registry.load_registry`; schema in ``docs/claims.md``) plus the functions
 that data names (the statistic of one seed's trajectory; optionally derived quantities, a batched
 ``runs`` function and the theory's trajectory). This module decides them:
 
 * :func:`decide` — one point's verdict from one statistic value per seed: the one-sided tests of
-  :mod:`figures.claims_stats` (exact sign test on the median by default; exact binomial for a
+  :mod:`figures.claims.stats` (exact sign test on the median by default; exact binomial for a
   proportion; t for a mean), ``holds`` / ``fails`` / ``inconclusive``.
 * :func:`decide_claim` — the validity map (one sweep cell per point of the config axes, all seeds
   of a point in one cell; statistic axes evaluated on the same runs; the paper's demonstration
@@ -22,7 +22,7 @@ that data names (the statistic of one seed's trajectory; optionally derived quan
 
   Both a false ``holds`` and a false ``fails`` have probability at most alpha whatever the number
   of points (simulated in ``tests/figures/test_claims_stats.py``). A map whose seeds cannot give
-  both verdicts is refused when planned (:func:`figures.claims_stats.can_fire`).
+  both verdicts is refused when planned (:func:`figures.claims.stats.can_fire`).
 * :func:`registry_claims` — a paper's ``claims`` slot in one line.
 * :func:`theory_check` / :func:`planted_violation` — the tests every claim needs: the criterion
   applied to the theory's own trajectory holds inside the regime; a planted violation fails.
@@ -53,15 +53,16 @@ from theory.errors import ConfigError, DivergenceError, SolverError
 
 from theory.refs import resolve_ref
 
-from . import claims_stats as st
-from .claims_registry import MIN_SEEDS, ClaimSpec, Criterion, Registry, load_registry
+from . import stats as st
+from ..context import CPU_CORE_HOURS, RunContext
+from .registry import MIN_SEEDS, ClaimSpec, Criterion, Registry, load_registry
 
 __all__ = ["decide", "decide_exact", "interval", "grade", "Decision", "MapPoint", "ClaimResult", "decide_claim",
            "plan_claim", "MapPlan", "conclude", "points_over_seeds", "NullResult", "untested",
            "claim_cell", "registry", "registry_claims", "run_claims", "theory_check", "TheoryCheck",
            "planted_violation", "statistic_values", "VERDICTS", "GRADES", "MIN_SEEDS", "CLAIM_CELL", "ALPHA",
            "load_registry", "NoClaims", "map_cost", "too_costly", "NeedsAccelerator", "CPU_CORE_HOURS", "RegistryClaims",
-           "cpu_core_hours"]
+           "RunContext"]
 
 VERDICTS = ("holds", "fails", "inconclusive", "untested")
 #: grade -> (least seeds, least in-regime map points)
@@ -118,7 +119,7 @@ def _check_estimator(x: np.ndarray, estimator: str) -> None:
 def interval(values: Any, *, estimator: str = "median", level: float = 0.95) -> tuple[float, tuple[float, float], str]:
     """``(estimate, (lo, hi), method)``: the two-sided ``level`` confidence interval of the estimand
     over seeds, each end the one-sided ``1 - (1 - level)/2`` bound of
-    :func:`figures.claims_stats.one_sided_bound` (exact for the median and a proportion; t for the
+    :func:`figures.claims.stats.one_sided_bound` (exact for the median and a proportion; t for the
     mean). A median's end is infinite where ``n`` seeds cannot reach ``level``."""
     x = _values(values)
     if not 0 < level < 1:
@@ -166,7 +167,7 @@ def decide_family(values: Sequence[Any], criterion: Criterion, *, level: float =
                   estimator: str = "median") -> tuple[str, list[Decision]]:
     """A claim's verdict over its in-regime points (each ``values[i]`` one number per seed): every
     point holds -> ``holds``; Holm rejects a point's failing test -> ``fails``; else
-    ``inconclusive`` (:func:`figures.claims_stats.family_decision`)."""
+    ``inconclusive`` (:func:`figures.claims.stats.family_decision`)."""
     xs = [_values(v) for v in values]
     for x in xs:
         if x.size < MIN_SEEDS:
@@ -267,7 +268,7 @@ def claim_cell(paper: str, config: dict, *, statistic: str, seeds: Sequence[int]
     statistic per seed at every point of the statistic axes (with ``stat_kwargs`` as further
     keywords: a robustness variant's), and the theory's statistic there.
     Returns ``statistic`` (dims ``seed``, *statistic axes) and ``theory`` (dims ``path``, ...)."""
-    from .papers import get
+    from ..papers import get
 
     row = get(paper)
     cfg = (resolve_ref(config_class, "config_class") if config_class else row.Config).from_dict(config)
@@ -457,13 +458,11 @@ class ClaimResult:
         }, finite=True)
 
 
-def _store(row, claim: str) -> dict[str, Any]:
-    """``{store, workers, ray}`` of a claim's map: ``--store DIR`` -> ``DIR/claims/<paper>/<claim>``,
-    default ``figures/out/<paper>/claims/store/<claim>``."""
-    from .core import OUT_DIR
-    from .sweep import sweep_settings
-
-    return sweep_settings(f"claims/{row.name}/{claim}", OUT_DIR / row.module / "claims" / "store" / claim)
+def _store(row, claim: str, ctx: RunContext) -> dict[str, Any]:
+    """``{store, workers, ray}`` of a claim's map: a store root ``DIR`` in ``ctx`` ->
+    ``DIR/claims/<paper>/<claim>``, default ``<outdir>/claims/store/<claim>`` (the paper's outdir:
+    ``ctx.outdir``, else ``figures/out/<module>`` under the working directory)."""
+    return ctx.sweep(f"claims/{row.name}/{claim}", ctx.paper_outdir(row.module) / "claims" / "store" / claim)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -519,10 +518,10 @@ def plan_claim(claim: ClaimSpec, *, quick: bool = True) -> MapPlan:
     """Validate ``claim``'s map before anything runs: references import, every point's config is
     valid, some points lie inside the regime and some outside, the null control's point lies
     inside, and the seeds let the test give both ``holds`` and ``fails`` over the in-regime points
-    (:func:`figures.claims_stats.can_fire`); :class:`ConfigError` otherwise."""
+    (:func:`figures.claims.stats.can_fire`); :class:`ConfigError` otherwise."""
     import json
 
-    from .papers import get
+    from ..papers import get
 
     row = get(claim.paper)
     claim.functions()
@@ -620,25 +619,27 @@ def plan_claim(claim: ClaimSpec, *, quick: bool = True) -> MapPlan:
     return MapPlan(claim, quick, tuple(cells), tuple(points), tuple(regime), tuple(range(n)), null, tuple(robust))
 
 
-def decide_claim(claim: ClaimSpec | MapPlan, *, quick: bool = True, device: str = "auto", progress: bool = False,
-                 level: float = 0.95) -> ClaimResult:
-    """Run ``claim``'s validity map (or a :class:`MapPlan`) as sweep cells (the store,
-    ``--workers`` and ``--ray`` of :func:`figures.sweep.using_sweep`; cells already in the store
-    are not recomputed), decide every point, the null control and the robustness variants, and
-    conclude (module docstring)."""
+def decide_claim(claim: ClaimSpec | MapPlan, ctx: RunContext | None = None, *, quick: bool | None = None,
+                 device: str | None = None, progress: bool | None = None, level: float = 0.95) -> ClaimResult:
+    """Run ``claim``'s validity map (or a :class:`MapPlan`) as sweep cells (the store, workers and
+    Ray of ``ctx``, :func:`_store`; cells already in the store are not recomputed), decide every
+    point, the null control and the robustness variants, and conclude (module docstring).
+    ``quick``/``device``/``progress``, when given, override ``ctx``'s (a :class:`MapPlan` keeps its own mode)."""
     from empirical.sweeps import run_cells
     from empirical.trainer import resolve_device
 
-    from . import progress as bars
-    from .papers import get
+    from .. import progress as bars
+    from ..papers import get
 
-    plan = claim if isinstance(claim, MapPlan) else plan_claim(claim, quick=quick)
+    ctx = RunContext.of(ctx, quick=quick, device=device, progress=progress)
+    plan = claim if isinstance(claim, MapPlan) else plan_claim(claim, quick=ctx.quick)
     claim, quick = plan.claim, plan.quick
     row = get(claim.paper)
-    cells = _cells(plan, resolve_device(device).type)
-    settings = _store(row, claim.name)
-    with bars.enabled(progress):  # run_cells draws the cells' bar (figures.progress)
-        index = run_cells(CLAIM_CELL, cells, settings["store"], workers=settings["workers"], ray=settings["ray"])
+    cells = _cells(plan, resolve_device(ctx.device).type)
+    settings = _store(row, claim.name, ctx)
+    with bars.enabled(ctx.progress):  # run_cells draws the cells' bar (figures.progress)
+        index = run_cells(CLAIM_CELL, cells, settings["store"], workers=settings["workers"], ray=settings["ray"],
+                          bar=bars.cell_bar if ctx.progress else None)
     status = dict(zip(index["key"], zip(index["status"], index["error"])))
     root = Path(settings["store"])
     datasets: list[xr.Dataset | str] = []
@@ -885,7 +886,7 @@ def registry(paper: str, path: str | Path | None = None) -> Registry:
     against the row's Config with every reference resolved."""
     from importlib.resources import files
 
-    from .papers import get
+    from ..papers import get
 
     row = get(paper)
     if path is None:
@@ -893,16 +894,16 @@ def registry(paper: str, path: str | Path | None = None) -> Registry:
     return load_registry(path, paper=row.name, config=row.Config, resolve=True)
 
 
-def map_cost(plan: MapPlan) -> float | None:
+def map_cost(plan: MapPlan, ctx: RunContext | None = None) -> float | None:
     """CPU core-seconds of running ``plan``'s map (every cell, its seeds) from the map's ``cost``
-    (``None``: the map declares none). Cells already in the store are not counted."""
+    (``None``: the map declares none). Cells already in ``ctx``'s store are not counted."""
     cost = plan.claim.map.cost
     if cost is None:
         return None
-    from .papers import get
+    from ..papers import get
 
     row = get(plan.claim.paper)
-    store = Path(_store(row, plan.claim.name)["store"])
+    store = Path(_store(row, plan.claim.name, RunContext.of(ctx))["store"])
     n = len(plan.seeds)
     done = _stored_keys(plan, store)
     return sum(cost.cell_seconds(cfg, n, f"{plan.claim.field}.map.cost")
@@ -937,23 +938,6 @@ def _stored_keys(plan: MapPlan, store: Path) -> set[str]:
     return {p.stem for p in cells.glob("*.nc")} if cells.is_dir() else set()
 
 
-#: a full map whose estimated cost (:func:`map_cost`) exceeds this many CPU core-hours is not run on
-#: a CPU (``tdyn claims/figures --full`` name it with its cost instead); env ``TDYN_CPU_CORE_HOURS``
-CPU_CORE_HOURS = 2.0
-
-
-def cpu_core_hours() -> float:
-    """The CPU allowance of one full map in core-hours (:data:`CPU_CORE_HOURS`, or the environment
-    variable ``TDYN_CPU_CORE_HOURS``)."""
-    import os
-
-    raw = os.environ.get("TDYN_CPU_CORE_HOURS", "")
-    try:
-        return float(raw) if raw.strip() else CPU_CORE_HOURS
-    except ValueError:
-        raise ConfigError("TDYN_CPU_CORE_HOURS", f"expected a number of core-hours, got {raw!r}") from None
-
-
 @dataclass(frozen=True)
 class NeedsAccelerator:
     """A full map too costly for this machine's CPU: the claim, its estimated cost and its cells."""
@@ -971,19 +955,18 @@ class NeedsAccelerator:
                 f"run it with --device cuda or --ray ADDRESS")
 
 
-def too_costly(plan: MapPlan, device: str = "auto") -> NeedsAccelerator | None:
-    """A full-mode ``plan`` that does not fit a CPU (:func:`map_cost` above :func:`cpu_core_hours`)
-    when neither a GPU (``device``) nor a Ray cluster (``--ray``) is at hand; else ``None``."""
+def too_costly(plan: MapPlan, ctx: RunContext | None = None, *, device: str | None = None) -> NeedsAccelerator | None:
+    """A full-mode ``plan`` that does not fit a CPU (:func:`map_cost` above ``ctx.cpu_core_hours``)
+    when neither a GPU (``ctx.device``, or ``device``) nor a Ray cluster (``ctx.ray``) is at hand; else ``None``."""
     from empirical.trainer import resolve_device
-
-    from .papers import get
 
     if plan.quick:
         return None
-    sec = map_cost(plan)
-    if sec is None or sec <= cpu_core_hours() * 3600:
+    ctx = RunContext.of(ctx, device=device)
+    sec = map_cost(plan, ctx)
+    if sec is None or sec <= ctx.cpu_core_hours * 3600:
         return None
-    if resolve_device(device).type != "cpu" or _store(get(plan.claim.paper), plan.claim.name)["ray"] is not None:
+    if resolve_device(ctx.device).type != "cpu" or ctx.ray is not None:
         return None
     cost = plan.claim.map.cost
     return NeedsAccelerator(plan.claim.paper, plan.claim.name, sec / 3600, len(plan.configs), len(plan.seeds),
@@ -992,9 +975,10 @@ def too_costly(plan: MapPlan, device: str = "auto") -> NeedsAccelerator | None:
 
 @dataclass(frozen=True)
 class RegistryClaims:
-    """A row's ``claims`` slot (:func:`registry_claims`): ``claims(*, quick, device, progress,
-    only=None) -> list[ClaimResult]`` decides every claim of the paper's registry (or those named in
-    ``only``), in file order; ``claims.registry()`` is the loaded registry."""
+    """A row's ``claims`` slot (:func:`registry_claims`): ``claims(ctx, *, only=None) ->
+    list[ClaimResult]`` decides every claim of the paper's registry (or those named in ``only``), in
+    file order, under the :class:`~figures.context.RunContext` ``ctx`` (``quick=``, ``device=``,
+    ``progress=`` override its fields); ``claims.registry()`` is the loaded registry."""
 
     paper: str
     path: str | Path | None = None
@@ -1002,19 +986,20 @@ class RegistryClaims:
     def registry(self) -> Registry:
         return registry(self.paper, self.path)
 
-    def __call__(self, *, quick: bool = True, device: str = "auto", progress: bool = False,
-                 only: Sequence[str] | None = None) -> list[ClaimResult]:
+    def __call__(self, ctx: RunContext | None = None, *, quick: bool | None = None, device: str | None = None,
+                 progress: bool | None = None, only: Sequence[str] | None = None) -> list[ClaimResult]:
+        ctx = RunContext.of(ctx, quick=quick, device=device, progress=progress)
         reg = self.registry()
         specs = [reg.get(n) for n in only] if only else list(reg.claims)
-        plans = [plan_claim(s, quick=quick) for s in specs]  # every claim validated before any runs
+        plans = [plan_claim(s, quick=ctx.quick) for s in specs]  # every claim validated before any runs
         out = []
         for p in plans:
-            need = too_costly(p, device)
+            need = too_costly(p, ctx)
             if need is not None:  # reported, not dropped: untested, with what running it takes
                 print(str(need), file=sys.stderr)
-                out.append(untested(p.claim, str(need), quick=quick))
+                out.append(untested(p.claim, str(need), quick=ctx.quick))
                 continue
-            out.append(decide_claim(p, device=device, progress=progress))
+            out.append(decide_claim(p, ctx))
         return out
 
 
@@ -1032,14 +1017,14 @@ class NoClaims(ConfigError):
     """The paper's row has no ``claims`` slot yet (transitional; the message says why)."""
 
 
-def run_claims(paper: str, *, quick: bool = True, device: str = "auto", progress: bool = False) -> list[ClaimResult]:
-    """The row's ``claims`` slot, called; :class:`NoClaims` when the row does not fill it."""
-    from .papers import get
+def run_claims(paper: str, ctx: RunContext | None = None) -> list[ClaimResult]:
+    """The row's ``claims`` slot, called with ``ctx``; :class:`NoClaims` when the row does not fill it."""
+    from ..papers import get
 
     row = get(paper)
     if row.claims is None:
         raise NoClaims("claims", f"{row.name} has no claims: {row.missing.get('claims', 'not provided')}")
-    return list(row.slot("claims")(quick=quick, device=device, progress=progress))
+    return list(row.slot("claims")(RunContext.of(ctx)))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1096,7 +1081,7 @@ def planted_violation(claim: ClaimSpec, trajectories: Sequence[xr.Dataset] | xr.
     """The claim's decision on planted trajectories (one deterministic trajectory, or >= 5 seeds'
     worth) that violate the claim: every claim's test asserts ``.verdict == "fails"``. ``config``
     defaults to the protocol's; ``coords`` are the statistic axes' values."""
-    from .papers import get
+    from ..papers import get
 
     cfg = config if config is not None else claim.protocol.config(get(claim.paper).Config, quick)
     values = statistic_values(claim, trajectories, cfg, **coords)
