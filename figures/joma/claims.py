@@ -59,8 +59,8 @@ THEORY_SEEDS = tuple(range(12))
 
 @lru_cache(maxsize=4)
 def _decided(ctx: RunContext) -> tuple:
-    """The registry's claims decided under ``ctx`` (no bar), once per process and context."""
-    return tuple(decide_registry(ctx.replace(progress=False)))
+    """The registry's claims decided under ``ctx`` (the caller's, without a bar), once per process and context."""
+    return tuple(decide_registry(ctx))
 
 
 @dataclass(frozen=True)
