@@ -52,3 +52,23 @@ def test_plan_binds_the_variant_into_the_config_where_the_config_owns_it():
     with pytest.raises(ConfigError, match="^kind: "):  # named after the CLI flag --kind
         plan("joma", ["lr=0.1"], job="nope")
     assert set(JOBS) == {"train", "ode", "text"}
+
+
+def test_a_corpus_is_refused_where_no_real_text_run_reads_it(tmp_path):
+    """``--corpus`` only feeds ``--kind text``: with train/ode cells it would be ignored, so it is
+    refused (library: ConfigError('corpus'); CLI: one line, exit 2, nothing written)."""
+    from empirical.text import TRAIN_FILE, VALID_FILE
+
+    for job in ("train", "ode"):
+        with pytest.raises(ConfigError) as err:
+            plan("scb", {"N": [3, 4]}, job=job, corpus=str(tmp_path))
+        assert err.value.field == "corpus"
+    corpus = tmp_path / "wt"
+    corpus.mkdir()
+    for name in (TRAIN_FILE, VALID_FILE):
+        (corpus / name).write_text(" the cat sat on the mat \n" * 20)
+    res = CliRunner().invoke(main, ["sweep", "scb", "--grid", "N=3,4", "--corpus", str(corpus),
+                                    "--store", str(tmp_path / "S"), "--no-progress"])
+    assert res.exit_code == 2 and res.stderr == ("error: corpus: only the real-text runs read a corpus "
+                                                 "(--kind text), not --kind train\n"), res.output
+    assert not (tmp_path / "S").exists()
