@@ -182,12 +182,15 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
     state, then, when the system carries a minibatch noise model with a covariance, the diffusion
     ``\\Sigma(\\theta) = \\frac{1}{B}\\,\\mathrm{Cov}_x[g]`` entry by entry (a finite distribution whose
     covariance is left implicit: ``\\Sigma`` as the sum over its outcomes, the per-sample flow ``g`` row
-    by row and the outcomes); parameters stay symbolic.
+    by row and the outcomes; a closed-form law whose covariance is left implicit: ``\\Sigma`` from the
+    moments, with the law's moment generating functions); parameters stay symbolic.
     No line is longer than ``width`` characters: long right-hand sides continue on ``&\\quad``
     lines and too-long terms become printing intermediates ``u_{k} := ...`` (listed in a comment
     line before the environment; the system is unchanged). ``expanded=True`` substitutes the
     definitions (per-component form). Every row renders in matplotlib's mathtext once the
     alignment marks are removed."""
+    from . import noise as N
+
     symbols = {*system.state, *system.parameters, *(s for s, _ in system.definitions)}
     rhs = system.expanded_rhs if expanded else system.rhs
     exprs = [*rhs, *([] if expanded else (e for _, e in system.definitions))]
@@ -198,6 +201,8 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
         symbols |= cov.free_symbols
     elif noise is not None and getattr(noise, "implicit_covariance", False):
         symbols |= set(noise.samples)
+        if not isinstance(noise.distribution, N.Finite):
+            symbols |= set().union(*(e.free_symbols for e in N._distribution_expressions(noise.distribution)))
     out = _Lines(symbols, width)
     body: list[str] = []
     if not expanded:
@@ -221,7 +226,8 @@ def to_latex(system: ReducedSystem, expanded: bool = False, *, width: int = LATE
                     lhs = rf"\mathrm{{Cov}}_x[g]_{{{latex(system.state[i])}\,{latex(system.state[j])}}}"
                     body += out.lines(lhs, "=", cov[i, j])
     elif noise is not None and getattr(noise, "implicit_covariance", False):
-        body += _implicit_covariance_rows(system, noise, out)
+        finite = isinstance(noise.distribution, N.Finite)
+        body += (_implicit_covariance_rows if finite else _moment_covariance_rows)(system, noise, out)
     elif noise is not None:
         body += _sampled_covariance_rows(noise, out)
     rows = _block(body)
@@ -251,6 +257,34 @@ def _sampled_covariance_rows(noise, out: _Lines) -> list[str]:
             out.CONT + r"\text{estimated per step by Monte Carlo over the law of } x"]
     head = out.CONT + r"x = (" + samples + ")"
     rows += [head] if out._fits(out.CONT, head[len(out.CONT):]) else []
+    if len(latex(noise.per_sample_loss)) <= SAMPLED_LOSS_MAX:
+        rows += out.lines(r"\ell(\theta;\, x)", "=", noise.per_sample_loss)
+    return rows
+
+
+def _moment_covariance_rows(system: ReducedSystem, noise, out: _Lines) -> list[str]:
+    """The rows of an exact noise whose covariance is left implicit in a closed-form law's moments:
+    ``Σ`` as ``(E[g gᵀ] - ḡ ḡᵀ)/B``, ``g`` the per-sample flow (polynomial in the samples), the
+    samples and, for each :class:`~theory.noise.Moments` part of the law, its moment generating
+    function (each printed when it fits; the JSON export holds them all)."""
+    from . import noise as N
+
+    b = latex(noise.batch_symbol)
+    rows = [rf"\Sigma(\theta) &= \frac{{1}}{{{b}}} \left(\mathbb{{E}}_x\left[g\, g^{{\top}}\right] - "
+            r"\bar{g}\, \bar{g}^{\top}\right)",
+            out.CONT + r"\bar{g} = \mathbb{E}_x[g],\ g(\theta;\, x) = -P\, \nabla_{\theta}\, \ell(\theta;\, x)",
+            out.CONT + r"\text{exact: } g \text{ is polynomial in } x\text{; its moments: derivatives of}",
+            out.CONT + r"M(t) = \mathbb{E}\, e^{t \cdot x} \text{ (the moment generating function) at } t = 0"]
+    head = out.CONT + r"x = (" + ",".join(latex(x) for x in noise.samples) + ")"
+    rows += [head] if out._fits(out.CONT, head[len(out.CONT):]) else []
+    dist = noise.distribution
+    parts = dist.parts if isinstance(dist, N.Independent) else (dist,)
+    for part in parts:
+        mgf = part.mgf.xreplace({t: sp.Symbol(f"t_{{{latex(x)}}}") for t, x in zip(part.dummies, part.variables)}
+                                ) if isinstance(part, N.Moments) else None
+        if mgf is not None and len(latex(mgf)) <= SAMPLED_LOSS_MAX:
+            xs = ",".join(latex(x) for x in part.variables)
+            rows += out.lines(rf"M_{{{xs}}}(t)", "=", mgf)
     if len(latex(noise.per_sample_loss)) <= SAMPLED_LOSS_MAX:
         rows += out.lines(r"\ell(\theta;\, x)", "=", noise.per_sample_loss)
     return rows
@@ -411,13 +445,14 @@ def _noise_source(noise, printer, kind: str, suffix: str, unpack) -> list[str]:
     """The minibatch noise as source: ``SAMPLES``, ``NOISE`` (method, exactness, batch symbol, the
     law), ``per_sample_flow(y, p, x)`` (``g``, x in ``SAMPLES`` order) and, where it is exact,
     ``covariance(y, p)`` (``Cov_x[g]`` per sample, ``d x d``; ``Σ = covariance / B``): the closed-form
-    matrix, or the sum over a finite law's outcomes. A Monte-Carlo law names its sampler."""
+    matrix, or the sum over a finite law's outcomes (a closed-form law's implicit covariance is named in
+    a comment). A Monte-Carlo law names its sampler."""
     from . import noise as N
 
     xp = "numpy" if kind == "numpy" else "jax.numpy"
     dist = noise.distribution
     law = (f"sampler {dist.ref or _callable_ref(dist.sampler)}" if isinstance(dist, N.MonteCarlo)
-           else f"{dist.kind} law (closed form)")
+           else f"{dist.kind} law (closed form)" + (f", sampler {dist.ref}" if getattr(dist, "ref", "") else ""))
     meta = {"method": noise.method, "exact": bool(noise.exact), "batch_symbol": str(noise.batch_symbol), "law": law}
     out = [f"SAMPLES{suffix} = {[str(x) for x in noise.samples]!r}",
            f"NOISE{suffix} = {meta!r}  # Sigma = Cov_x[g] / B", ""]
@@ -452,6 +487,9 @@ def _noise_source(noise, printer, kind: str, suffix: str, unpack) -> list[str]:
                 f"    gs = {xp}.stack([per_sample_flow{suffix}(y, p, x) for x in outcomes])",
                 f"    w = {xp}.asarray(probs, dtype=float)", "    dev = gs - w @ gs",
                 "    return (dev * w[:, None]).T @ dev", ""]
+    elif noise.implicit_covariance:
+        out += [f"# covariance{suffix}: exact but not written out (E[g g^T] - E g E g^T from the law's closed-form",
+                "# moments; theory.noise.covariance_at evaluates it at a point)", ""]
     return out
 
 
@@ -558,9 +596,10 @@ def _distribution_to_json(dist) -> dict[str, Any]:
     if isinstance(dist, N.Moments):
         return {"kind": "moments", "variables": [str(v) for v in dist.variables],
                 "dummies": [str(t) for t in dist.dummies], "mgf": expr_to_str(dist.mgf),
-                "description": dist.description}
+                "description": dist.description, **({"sampler": dist.ref} if dist.ref else {})}
     if isinstance(dist, N.Independent):
-        return {"kind": "independent", "parts": [_distribution_to_json(p) for p in dist.parts]}
+        return {"kind": "independent", "parts": [_distribution_to_json(p) for p in dist.parts],
+                **({"sampler": dist.ref} if dist.ref else {})}
     if isinstance(dist, N.Mixture):
         return {"kind": "mixture", "weights": [expr_to_str(w) for w in dist.weights],
                 "components": [_distribution_to_json(c) for c in dist.components]}
@@ -605,9 +644,10 @@ def _distribution_from_json(doc, parse, syms):
                         tuple(parse(p) for p in doc["probabilities"]))
     if kind == "moments":
         return N.Moments(tuple(syms[v] for v in doc["variables"]), parse(doc["mgf"]),
-                         tuple(syms[t] for t in doc["dummies"]), doc.get("description", ""))
+                         tuple(syms[t] for t in doc["dummies"]), doc.get("description", ""), doc.get("sampler", ""))
     if kind == "independent":
-        return N.Independent(tuple(_distribution_from_json(p, parse, syms) for p in doc["parts"]))
+        return N.Independent(tuple(_distribution_from_json(p, parse, syms) for p in doc["parts"]),
+                             doc.get("sampler", ""))
     if kind == "mixture":
         return N.Mixture(tuple(parse(w) for w in doc["weights"]),
                          tuple(_distribution_from_json(c, parse, syms) for c in doc["components"]))

@@ -62,7 +62,8 @@ from .errors import ConfigError
 
 __all__ = [
     "Noise", "Finite", "Moments", "Independent", "Mixture", "MonteCarlo", "Distribution",
-    "derive_noise", "expectation", "check_drift", "DriftCheck", "step_time", "step_plan", "BATCH",
+    "derive_noise", "expectation", "check_drift", "DriftCheck", "step_time", "step_plan", "BATCH", "law_sampler",
+    "covariance_at",
 ]
 
 #: the default batch-size symbol (``Σ = Cov_x[g] / B``)
@@ -158,6 +159,8 @@ class Moments:
     mgf: sp.Expr
     dummies: tuple[sp.Symbol, ...]
     description: str = ""
+    ref: str = ""  # optional "module:function" sampler drawing this law (:func:`law_sampler`)
+    simplify: bool = True  # sp.simplify each moment (False: as differentiated, for long symbolic laws)
     kind = "moments"
     exact = True
 
@@ -198,14 +201,17 @@ class Moments:
         return self.variables
 
     def moment(self, alpha: tuple[int, ...]) -> sp.Expr:
-        """``E[Π x_i^{α_i}]`` (cached)."""
+        """``E[Π x_i^{α_i}]`` (cached; ``E[1] = 1``, whatever form the MGF's normalisation takes)."""
         cache = self._cache
+        if not any(alpha):
+            return sp.S.One
         if alpha not in cache:
             d = self.mgf
             for ti, k in zip(self.dummies, alpha):
                 if k:
                     d = sp.diff(d, ti, k)
-            cache[alpha] = sp.simplify(d.xreplace({ti: 0 for ti in self.dummies}))
+            d = d.xreplace({ti: 0 for ti in self.dummies})
+            cache[alpha] = sp.simplify(d) if self.simplify else d
         return cache[alpha]
 
     def mean(self) -> list[sp.Expr]:
@@ -217,16 +223,7 @@ class Moments:
         return sp.Matrix(n, n, lambda i, j: self.moment(tuple(int(i == k) + int(j == k) for k in range(n))) - m[i] * m[j])
 
     def expect(self, expr):
-        expr = sp.expand(sp.sympify(expr))
-        if not expr.free_symbols & set(self.variables):
-            return expr
-        try:
-            poly = sp.Poly(expr, *self.variables)
-        except sp.PolynomialError as exc:
-            raise ConfigError("distribution", f"Moments: {expr} is not polynomial in {self.variables}; use "
-                                              "derive_noise(..., linearize=True) (delta method) or a MonteCarlo "
-                                              "sampler") from exc
-        return sp.Add(*[c * self.moment(a) for a, c in poly.terms()])
+        return sp.Add(*[c * self.moment(a) for a, c in self.coefficients(expr).items()])
 
     def linearized(self, g: Sequence[sp.Expr]) -> list[sp.Expr]:
         """First-order Taylor polynomials of ``g`` in the variables about their mean."""
@@ -240,16 +237,29 @@ class Moments:
 
     def coefficients(self, expr) -> dict[tuple[int, ...], sp.Expr]:
         """``expr`` as a polynomial in the variables: exponent tuple -> coefficient (anything free
-        of the variables). :class:`ConfigError` when it is not polynomial in them."""
+        of the variables), from its expansion term by term (each coefficient summed once: linear in
+        the number of terms, where ``sp.Poly`` re-adds long coefficient sums). :class:`ConfigError`
+        when it is not polynomial in them."""
         expr = sp.sympify(expr)
-        if not expr.free_symbols & set(self.variables):
+        variables = set(self.variables)
+        if not expr.free_symbols & variables:
             return {(0,) * len(self.variables): expr}
-        try:
-            return dict(sp.Poly(expr, *self.variables).terms())
-        except sp.PolynomialError as exc:
-            raise ConfigError("distribution", f"Moments: {expr} is not polynomial in {self.variables}; use "
-                                              "derive_noise(..., linearize=True) (delta method) or a MonteCarlo "
-                                              "sampler") from exc
+        index = {v: i for i, v in enumerate(self.variables)}
+        groups: dict[tuple[int, ...], list] = {}
+        for term in sp.Add.make_args(sp.expand(expr)):
+            alpha, rest = [0] * len(index), []
+            for factor in sp.Mul.make_args(term):
+                base, exp = factor.as_base_exp()
+                if base in index and exp.is_Integer and exp >= 0:
+                    alpha[index[base]] += int(exp)
+                elif factor.free_symbols & variables:
+                    raise ConfigError("distribution", f"Moments: {expr} is not polynomial in {self.variables}; use "
+                                                      "derive_noise(..., linearize=True) (delta method) or a "
+                                                      "MonteCarlo sampler")
+                else:
+                    rest.append(factor)
+            groups.setdefault(tuple(alpha), []).append(sp.Mul(*rest))
+        return {a: sp.Add(*c) for a, c in groups.items()}
 
     def moments(self, g, linearize=False):
         """``(E[g_i], E[g_i g_j])`` from each ``g_i``'s polynomial coefficients (one decomposition
@@ -271,9 +281,11 @@ class Moments:
 @dataclass(frozen=True, eq=False)
 class Independent:
     """Independent parts with disjoint symbols: ``E = E_1 E_2 ... E_n`` (the last part innermost;
-    ``linearize`` applies to it alone)."""
+    ``linearize`` applies to it alone). ``ref``: an optional ``"module:function"`` sampler drawing
+    the whole law (:func:`law_sampler`)."""
 
     parts: tuple[Any, ...]
+    ref: str = ""
     kind = "independent"
 
     def __post_init__(self):
@@ -402,9 +414,11 @@ class Noise:
     gradient:        the per-sample flow ``g = -P ∇_θ ℓ`` (``d`` expressions).
     mean:            ``E_x[g]`` (``None`` for a sampler).
     covariance:      ``Cov_x[g]`` per sample, a ``d x d`` Matrix (``None`` for a sampler: the SDE
-                     estimates it per step from fresh samples; ``None`` for a :class:`Finite`
-                     noise derived with ``covariance=False``: implicit, ``Σ_k p_k (g_k - E g)
-                     (g_k - E g)ᵀ`` over the outcomes, exact — :attr:`implicit_covariance`).
+                     estimates it per step from fresh samples; ``None`` for an exact noise derived
+                     with ``covariance=False``: implicit and exact — ``Σ_k p_k (g_k - E g)
+                     (g_k - E g)ᵀ`` over a :class:`Finite` law's outcomes, or ``E[g gᵀ] - E g E gᵀ``
+                     from a closed-form law's moments; :attr:`implicit_covariance`,
+                     :func:`covariance_at`).
     exact:           whether ``mean``/``covariance`` are exact (finite or closed-form moments).
     method:          ``"finite"``, ``"moments"``, ``"delta"`` (first-order) or ``"monte_carlo"``.
     batch_symbol:    ``B`` in ``Σ(θ) = Cov_x[g]/B`` (:attr:`sigma`).
@@ -428,9 +442,11 @@ class Noise:
 
     @property
     def implicit_covariance(self) -> bool:
-        """Whether ``Cov_x[g]`` is exact but left implicit in the outcomes of a :class:`Finite`
-        distribution (``derive_noise(..., covariance=False)``)."""
-        return self.covariance is None and isinstance(self.distribution, Finite)
+        """Whether ``Cov_x[g]`` is exact but left implicit (``derive_noise(..., covariance=False)``):
+        in the outcomes of a :class:`Finite` law, or in the closed-form moments of any other exact
+        law (``E[g gᵀ] - E g E gᵀ`` with ``g`` polynomial in the samples); :func:`covariance_at`
+        evaluates it at a point."""
+        return self.covariance is None and bool(self.exact) and not isinstance(self.distribution, MonteCarlo)
 
     @property
     def sigma(self) -> sp.Matrix | None:
@@ -472,6 +488,54 @@ def _distribution_expressions(dist) -> list[sp.Expr]:
     return []
 
 
+def law_sampler(dist) -> Callable | None:
+    """The sampler that draws ``dist`` (``sampler(key, n, p) -> {name: (n,) array}``): a
+    :class:`MonteCarlo`'s own, an exact law's optional ``ref`` (a :class:`Moments` or
+    :class:`Independent` law that names one), else ``None``."""
+    if isinstance(dist, MonteCarlo):
+        return dist.draw()
+    ref = getattr(dist, "ref", "")
+    if not ref:
+        return None
+    from .refs import resolve_ref
+
+    return resolve_ref(ref, "sampler")
+
+
+def _numeric_law(dist, values: Mapping[sp.Symbol, Any]):
+    """``dist`` with the numbers ``values`` substituted for its parameters."""
+    if isinstance(dist, Finite):
+        return Finite(tuple({s: v.xreplace(values) for s, v in o.items()} for o in dist.outcomes),
+                      tuple(sp.sympify(p).xreplace(values) for p in dist.probabilities))
+    if isinstance(dist, Moments):
+        return Moments(dist.variables, dist.mgf.xreplace(values), dist.dummies, dist.description, simplify=False)
+    if isinstance(dist, Independent):
+        return Independent(tuple(_numeric_law(p, values) for p in dist.parts))
+    if isinstance(dist, Mixture):
+        return Mixture(tuple(w.xreplace(values) for w in dist.weights),
+                       tuple(_numeric_law(c, values) for c in dist.components))
+    raise ConfigError("distribution", f"a {dist.kind} law has no exact moments")
+
+
+def covariance_at(system, state: Mapping[str, float], parameters: Mapping[str, float]) -> np.ndarray:
+    """``Cov_x[g]`` per sample (``d x d``, float64) of ``system.noise`` at one point, exactly: the
+    numbers substituted into the law and into ``g`` first, then the law's exact moments (the
+    closed-form matrix where the noise has one; the implicit covariance of a finite or
+    closed-form-moments law otherwise). ``state``/``parameters``: values by name. A Monte-Carlo
+    noise has none (:class:`ConfigError`)."""
+    noise = system.noise
+    if noise is None or isinstance(noise.distribution, MonteCarlo):
+        raise ConfigError("noise", f"{system.paper}/{system.name}: no exact covariance (Monte-Carlo law)")
+    values = {s: sp.Float(float(state[str(s)])) for s in system.state}
+    values.update({s: sp.Float(float(parameters[str(s)])) for s in system.parameters})
+    if noise.covariance is not None:
+        return np.array(noise.covariance.xreplace(values).evalf(), dtype=float)
+    g = [sp.expand(e.xreplace(values)) for e in noise.gradient]
+    mean, S = _numeric_law(noise.distribution, values).moments(g)
+    m = np.array([float(e) for e in mean])
+    return np.array(S.evalf(), dtype=float) - np.outer(m, m)
+
+
 def _tidy(e: sp.Expr, simplify: bool) -> sp.Expr:
     e = sp.sympify(e)
     if simplify and sp.count_ops(e) <= SIMPLIFY_MAX_OPS:
@@ -511,9 +575,11 @@ def derive_noise(per_sample_loss, state: Sequence[sp.Symbol], samples: Sequence[
     (scalar, per-coordinate sequence or matrix: ``rhs = -P ∇ E ℓ``) and form ``E_x[g]`` and
     ``Cov_x[g]`` (module docstring). ``linearize``: the delta method for a :class:`Moments` part
     whose ``g`` is not polynomial (``exact=False``). ``simplify``: ``sp.simplify`` every entry
-    below :data:`SIMPLIFY_MAX_OPS` operations. ``covariance=False`` (a :class:`Finite` distribution
-    only): leave ``Cov_x[g]`` implicit in the outcomes (``Noise.covariance`` is ``None``; the SDE's
-    ``"outcomes"`` factor is exact) instead of forming its ``d x d`` entries — for large states."""
+    below :data:`SIMPLIFY_MAX_OPS` operations. ``covariance=False`` (an exact law): leave
+    ``Cov_x[g]`` implicit (``Noise.covariance`` is ``None``) instead of forming its ``d x d``
+    symbolic entries — for large states (a :class:`Finite` law: the SDE's ``"outcomes"`` factor is
+    exact) or a covariance too long to be of use as a formula (:func:`covariance_at` evaluates it
+    exactly at a point)."""
     state, samples = tuple(state), tuple(samples)
     loss = sp.sympify(per_sample_loss)
     if set(distribution.symbols) != set(samples):
@@ -527,11 +593,14 @@ def derive_noise(per_sample_loss, state: Sequence[sp.Symbol], samples: Sequence[
     if isinstance(distribution, MonteCarlo):
         return Noise(mean=None, covariance=None, exact=False, method="monte_carlo", **common)
     if not covariance:
-        if not isinstance(distribution, Finite):
-            raise ConfigError("covariance", f"only a Finite distribution's covariance can be left implicit, "
-                                            f"not a {distribution.kind} one")
-        mean = tuple(_tidy(distribution.expect(e), simplify) for e in g)
-        return Noise(mean=mean, covariance=None, exact=True, method="finite", **common)
+        if linearize or not distribution.exact:
+            raise ConfigError("covariance", "only an exact law's covariance can be left implicit")
+        # E g = -P grad E[l]: the law does not depend on theta, so one expectation (of the scalar
+        # loss) instead of d (of the flow's components)
+        expected = distribution.expect(loss)
+        mean = tuple(_tidy(e, simplify) for e in _apply_map(M, sp.Matrix([sp.diff(expected, s) for s in state])))
+        method = "finite" if isinstance(distribution, Finite) else "moments"
+        return Noise(mean=mean, covariance=None, exact=True, method=method, **common)
     mean, S = distribution.moments(g, linearize)
     mean = tuple(_tidy(e, simplify) for e in mean)
     cov = sp.Matrix(d, d, lambda i, j: S[i, j] - mean[i] * mean[j])
@@ -617,7 +686,7 @@ def check_drift(system, noise: Noise | None = None, *, points: int = 16, seed: i
     enable_x64()  # float64 draws
     f_g = compile_expressions((system.state, system.parameters, noise.samples), list(noise.gradient))
     f_rhs = compile_expressions((system.state, system.parameters), list(rhs))
-    draw = noise.distribution.draw()
+    draw = law_sampler(noise.distribution)
     worst_z = worst_abs = 0.0
     for k in range(points):
         y = _random_values(system.state, ranges, rng, (-1.0, 1.0))

@@ -24,13 +24,14 @@ The drift is the system's derived ``rhs``; the factor ``F`` (``factor=``):
   0). Caution: jax 0.10's CPU ``eigh`` deadlocked here when ``solve_sde`` ran two chunks of 10^4
   paths on threads (pass ``chunk=paths``); on the numba backend its eigenvector signs differ from
   jax's (same distribution, other numbers);
-* ``"samples"`` — Monte-Carlo distributions: ``F = (G - Ḡ)ᵀ/sqrt(M - 1)`` from ``M = mc_samples``
-  fresh per-sample flows per step (unbiased for ``Cov_x[g]``), drawn by the distribution's jax
-  sampler with the engine's per-step key.
+* ``"samples"`` — Monte-Carlo distributions, or an exact law whose covariance is left implicit and
+  that names a sampler (``ref``; :func:`theory.noise.law_sampler`): ``F = (G - Ḡ)ᵀ/sqrt(M - 1)``
+  from ``M = mc_samples`` fresh per-sample flows per step (unbiased for ``Cov_x[g]``), drawn by the
+  law's jax sampler with the engine's per-step key.
 
 ``"auto"``: outcomes when the distribution is :class:`~theory.noise.Finite` with at most
-``4 d`` outcomes, ldl (cholesky above :data:`LDL_UNROLL` states) when a covariance is stored,
-samples otherwise.
+``4 d`` outcomes (or any number, when its covariance is implicit and it names no sampler), ldl
+(cholesky above :data:`LDL_UNROLL` states) when a covariance is stored, samples otherwise.
 
 The preferred Euler–Maruyama step (``dt`` attribute, used by ``solve_sde`` when no ``dt`` is given)
 is ``Δτ``: one optimiser step. Deterministic factors also run on the ``"numba"`` backend
@@ -50,7 +51,7 @@ import sympy as sp
 
 from theory.core import TIME, ReducedSystem, compile_expressions
 from theory.errors import ConfigError
-from theory.noise import Finite, MonteCarlo, step_time
+from theory.noise import Finite, law_sampler, step_time
 
 __all__ = ["NoiseSDE", "SampledNoiseSDE", "noise_sde", "FACTORS"]
 
@@ -97,10 +98,15 @@ def _resolve_factor(system: ReducedSystem, factor: str) -> str:
         raise ConfigError("factor", f"must be one of {FACTORS}, got {factor!r}")
     d = len(system.state)
     if factor == "auto":
-        if isinstance(noise.distribution, Finite) and len(noise.distribution.outcomes) <= 4 * d:
+        sampled = law_sampler(noise.distribution) is not None
+        if isinstance(noise.distribution, Finite) and (len(noise.distribution.outcomes) <= 4 * d
+                                                       or (noise.covariance is None and not sampled)):
             return "outcomes"
-        if noise.covariance is None:
+        if noise.covariance is None and sampled:
             return "samples"
+        if noise.covariance is None:
+            raise ConfigError("factor", f"{system.paper}/{system.name}: the covariance is implicit in the law's "
+                                        "moments and the law names no sampler; give the law a sampler (ref)")
         return "ldl" if d <= LDL_UNROLL else "cholesky"
     if factor == "outcomes" and not isinstance(noise.distribution, Finite):
         raise ConfigError("factor", "'outcomes' needs a Finite distribution")
@@ -108,8 +114,9 @@ def _resolve_factor(system: ReducedSystem, factor: str) -> str:
         raise ConfigError("factor", f"'ldl' is unrolled up to {LDL_UNROLL} states; use 'cholesky' for {d}")
     if factor in ("ldl", "eigh", "cholesky") and noise.covariance is None:
         raise ConfigError("factor", f"{factor!r} needs a closed-form covariance; this noise is {noise.method}")
-    if factor == "samples" and not isinstance(noise.distribution, MonteCarlo):
-        raise ConfigError("factor", "'samples' needs a MonteCarlo distribution (the others are exact)")
+    if factor == "samples" and law_sampler(noise.distribution) is None:
+        raise ConfigError("factor", "'samples' needs a law that names a sampler (a MonteCarlo law, or an exact "
+                                    "one with ref)")
     return factor
 
 
@@ -279,7 +286,7 @@ class SampledNoiseSDE(NoiseSDE):
         import jax.numpy as jnp
 
         noise = _noise(self.system)
-        xs = noise.distribution.draw()(key, self.mc_samples, p)
+        xs = law_sampler(noise.distribution)(key, self.mc_samples, p)
         cols = [jnp.asarray(xs[str(s)], y.dtype) for s in noise.samples]
         g = _jax_callables(self.system, "samples")
 

@@ -52,15 +52,18 @@ def test_every_paper_exports_a_noise_and_says_how_exact_it_is(noisy):
     name, systems = noisy
     for s in systems:
         doc = json.loads(json.dumps(s.to_json()))["noise"]
-        exact_cov = doc["covariance"] is not None or doc["distribution"]["kind"] == "finite"
-        assert doc["exact"] == exact_cov, f"{name}/{s.name}: exact={doc['exact']} for {doc['method']}"
+        written = doc["covariance"] is not None or doc["distribution"]["kind"] == "finite"
+        implicit = doc["covariance"] is None and doc["method"] == "moments"  # from the closed-form law's moments
+        assert doc["exact"] == (written or implicit), f"{name}/{s.name}: exact={doc['exact']} for {doc['method']}"
+        assert (doc["mean"] is not None) == doc["exact"]
         ns = _source(s)
         meta = ns["NOISE"]  # the source of one system: names without a suffix
         assert meta["exact"] == doc["exact"] and meta["method"] == doc["method"]
-        assert ("covariance" in ns) == exact_cov
+        assert ("covariance" in ns) == written
         text = to_latex(s)
         assert r"\Sigma(\theta)" in text
         assert ("Monte Carlo" in text) == (doc["method"] == "monte_carlo")
+        assert ("moment generating" in text) == implicit
 
 
 def test_per_sample_flow_is_minus_P_times_the_gradient_of_the_per_sample_loss(noisy):

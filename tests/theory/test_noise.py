@@ -16,8 +16,8 @@ from tiny.theory import TinyConfig, systems
 from tiny.theory import derive as tiny_derive
 from helpers import linreg_toy as toy
 from theory import ConfigError, ParamsBase, ReducedSystem, load_system
-from theory.noise import (Finite, Independent, Mixture, Moments, MonteCarlo, check_drift, derive_noise, expectation,
-                          step_time)
+from theory.noise import (Finite, Independent, Mixture, Moments, MonteCarlo, check_drift, covariance_at, derive_noise,
+                          expectation, step_time)
 
 
 def _cov_z_scores(G: np.ndarray, C: np.ndarray) -> np.ndarray:
@@ -317,8 +317,19 @@ def test_finite_covariance_left_implicit_is_exact_and_consistent():
     model, _ = noise_sde(Problem(S, {"p": 0.3}, [0.4, -0.7], np.array([0.0, 1.0]), {}, Cfg()))
     C = np.array(full.covariance.subs({p: 0.3, th1: 0.4, th2: -0.7}), dtype=float)
     np.testing.assert_allclose(model.per_sample_covariance([0.4, -0.7]), C, rtol=1e-12, atol=1e-14)
-    with pytest.raises(ConfigError, match="Finite"):
-        derive_noise((th1 - y) ** 2, (th1,), (y,), Moments.gaussian((y,)), covariance=False)
+    # a closed-form law's covariance left implicit: the same mean, and covariance_at gives the matrix
+    g_law = Moments.gaussian((y,), (p,), (p**2,))
+    full_g = derive_noise(loss, (th1, th2), (y,), g_law)
+    lazy_g = derive_noise(loss, (th1, th2), (y,), g_law, covariance=False)
+    assert lazy_g.implicit_covariance and lazy_g.method == "moments" and lazy_g.exact
+    assert all(sp.simplify(a - b) == 0 for a, b in zip(lazy_g.mean, full_g.mean))
+    S_g = ReducedSystem(name="two", paper="toy", state=(th1, th2), parameters=(p,), rhs=tuple(full_g.mean),
+                        noise=lazy_g)
+    want = np.array(full_g.covariance.subs({p: 0.3, th1: 0.4, th2: -0.7}), dtype=float)
+    np.testing.assert_allclose(covariance_at(S_g, {"th1": 0.4, "th2": -0.7}, {"p": 0.3}), want,
+                               rtol=1e-12, atol=1e-14)
+    with pytest.raises(ConfigError, match="exact law"):
+        derive_noise((th1 - y) ** 2, (th1,), (y,), Moments.gaussian((y,)), covariance=False, linearize=True)
 
 
 def test_moments_from_coefficients_equal_the_expectations_of_the_products():

@@ -456,8 +456,42 @@ def _reduced_sample(N: int):
     return per_sample_loss(V, h, st["y"]), h, V
 
 
+def statistics_law(N: int):
+    """The exact law of one sequence's statistics ``(kappa, b, nu, y)`` (:func:`statistic_symbols`)
+    by its moment generating function, for uniform ``q`` on ``Q = 1/rho_1`` positions (Decision 3):
+    the query ``kappa = e_k``, ``k ~ mu``, independent of the rest; the chosen support token
+    ``x_s = j ~ mu``, the target ``y = e_i`` with ``i ~ P[:, j]``, the other ``Q - 1`` support
+    tokens' counts ``c ~ Multinomial(Q - 1, mu)`` and the ``T - Q`` off-support counts
+    ``o ~ Multinomial(T - Q, mu)``, so ``b = (e_j + c)/Q``, ``nu = e_j + c + o``:
+
+        E exp(t_y.y + t_b.b + t_nu.nu) = sum_j mu_j e^{t_b,j/Q + t_nu,j} (sum_i P_ij e^{t_y,i})
+            (sum_i mu_i e^{t_b,i/Q + t_nu,i})^(Q-1) (sum_i mu_i e^{t_nu,i})^(T-Q).
+
+    Names :func:`theory.scb.sde.draw_statistics` as its sampler (the same law, drawn)."""
+    from ..noise import Independent, Moments
+
+    st = statistic_symbols(N)
+    mus, Pm, rho = _mus(N), transition_matrix(N), _indexed("rho", N, positive=True)[0]
+    kappa = st["kappa"]
+    tk = Moments._dummies(kappa)
+    query = Moments(kappa, sp.Add(*[m * sp.exp(t) for m, t in zip(mus, tk)]), tk, "categorical query")
+    rest = (*st["y"], *st["b"], *st["nu"])
+    t = Moments._dummies(rest)
+    ty, tb, tn = t[:N], t[N:2 * N], t[2 * N:]
+    token = [sp.exp(rho * tb[i] + tn[i]) for i in range(N)]
+    support = sp.Add(*[mus[i] * token[i] for i in range(N)])
+    chosen = sp.Add(*[mus[j] * token[j] * sp.Add(*[Pm[i, j] * sp.exp(ty[i]) for i in range(N)]) for j in range(N)])
+    off = sp.Add(*[mus[i] * sp.exp(tn[i]) for i in range(N)])
+    mgf = chosen * support ** (1 / rho - 1) * off ** (T - 1 / rho)
+    # the query innermost: E over kappa first, on the polynomial g; the moments of the rest last (so
+    # no expression holding them is expanded)
+    rest_law = Moments(rest, mgf, t, "one sequence's target, support and counts", simplify=False)
+    return Independent((rest_law, query),
+                       ref="theory.scb.sde:draw_statistics")
+
+
 @lru_cache(maxsize=None)
-def noise_system(N: int) -> ReducedSystem:
+def noise_system(N: int, exact: bool = True) -> ReducedSystem:
     """:func:`general_system` (``N`` queries, on the invariant manifold) with its minibatch noise,
     derived from :func:`per_sample_loss` of one sequence (spec §3.6 option A): the per-sample flow
     ``g = -M grad_theta l`` with the flow's own map (:func:`_reduced_preconditioner`), so that
@@ -468,27 +502,37 @@ def noise_system(N: int) -> ReducedSystem:
     task's (``tr(P Sigma P^T)``, ``|mu|^2``, ``|q_k|^2``): :func:`theory.scb.sde.noise_parameters`.
 
     The law of the sample statistics (one query ``k ~ mu``; the Q support tokens iid ``mu``, the
-    target ``y ~ P[:, x_s]`` with ``s ~ q_k``, the ``T - Q`` other tokens as multinomial counts) has
-    ``N^(Q+2) C(T-Q+N-1, N-1)`` outcomes (9720 at N=3, T=16, Q=2): exact but too many to sum per
-    SDE step, so the noise is Monte Carlo (``noise.covariance is None``): the SDE draws fresh
-    samples each step from the exact outcome tables (:func:`theory.scb.sde.sample_tables`, alias
-    draws); :func:`theory.scb.sde.draw_statistics` (the sampler named in the export) draws the same
-    law from the parameters (uniform ``q``, Decision 3)."""
+    target ``y ~ P[:, x_s]`` with ``s ~ q_k``, the ``T - Q`` other tokens as multinomial counts) is
+    exact and in closed form (:func:`statistics_law`: its moment generating function, uniform ``q``,
+    Decision 3), so the mean flow ``E_x[g]`` is exact (it equals the drift at valid tasks) and so is
+    the covariance; ``g`` is polynomial in the statistics, but its ``Cov_x[g]`` written out is
+    millions of operations per entry, so it is left implicit (``noise.covariance is None``,
+    ``noise.exact``): :func:`theory.noise.covariance_at` evaluates it exactly at a point. The SDE
+    samples the same law (the exact outcome tables, alias draws: :func:`theory.scb.sde.sample_tables`;
+    :func:`theory.scb.sde.draw_statistics`, the sampler the law names, from the parameters).
+
+    ``exact=False``: the same system and per-sample flow with the law as its sampler only (a
+    :class:`~theory.noise.MonteCarlo` law: no moments derived, seconds less at N = 3 and growing
+    with N) — what the reduced SDE compiles (:mod:`theory.scb.sde`)."""
     from ..noise import MonteCarlo, derive_noise
 
     G = general_system(N)
     st = statistic_symbols(N)
     samples = tuple(s for name in ("kappa", "b", "nu", "y") for s in st[name])
     ell, _, _ = _reduced_sample(N)
-    law = MonteCarlo(samples, ref="theory.scb.sde:draw_statistics",
-                     description=(r"one sequence's statistics: query $\kappa \sim \mu$, $b = X q_\kappa$, counts "
-                                  r"$\nu = X \mathbf{1}$, target $y \sim P_{:, x_s}$, $s \sim q_\kappa$ (uniform $q$, "
-                                  "docs/papers/scb.md Decision 3)"))
-    noise = derive_noise(ell, G.state, samples, law, preconditioner=_reduced_preconditioner(N),
-                         description=("minibatch SGD (docs/papers/scb.md §3.6 option A): per-sample flow of the "
-                                      "squared loss of one sequence on the invariant manifold; time = optimiser "
-                                      "steps. The law is exact and finite, but its closed-form covariance is not "
-                                      "derived here: the SDE estimates it per step by Monte Carlo"))
+    where = ("minibatch SGD (docs/papers/scb.md §3.6 option A): per-sample flow of the squared loss of one sequence "
+             "on the invariant manifold; time = optimiser steps. ")
+    if exact:
+        law = statistics_law(N)
+        about = ("The law of the statistics is exact, in closed form (its moment generating function); so are the "
+                 "mean and the covariance, which is left implicit (millions of operations per entry written out; "
+                 "theory.noise.covariance_at evaluates it)")
+    else:
+        law = MonteCarlo(samples, ref="theory.scb.sde:draw_statistics",
+                         description=r"the statistics' exact law, drawn (theory.scb.derive.statistics_law)")
+        about = "The law as its sampler: the SDE draws it per step (the exact law: noise_system(N))"
+    noise = derive_noise(ell, G.state, samples, law, preconditioner=_reduced_preconditioner(N), simplify=False,
+                         covariance=False, description=where + about)
     noise = dataclasses.replace(noise, per_sample_loss=_canonical(noise.per_sample_loss),
                                 gradient=tuple(_canonical(e) for e in noise.gradient))
     P_entries = tuple(transition_matrix(N))
@@ -496,7 +540,8 @@ def noise_system(N: int) -> ReducedSystem:
         name="minibatch", paper=PAPER, state=G.state, parameters=(*G.parameters, *P_entries), rhs=G.rhs,
         definitions=G.definitions, observables=dict(G.observables), spec=f"{SPEC} §3.3, §3.6 (N={N})",
         description="The general reduced flow with the minibatch noise of SGD derived from the squared loss of "
-                    "one sequence (per-sample flow on the invariant manifold, Monte-Carlo covariance).",
+                    "one sequence (per-sample flow on the invariant manifold; "
+                    + ("exact law, mean and covariance)." if exact else "the law's sampler)."),
         noise=noise)
 
 
@@ -556,7 +601,7 @@ def off_manifold_norms(N: int) -> tuple[sp.Expr, ...]:
     ``g`` of :func:`noise_system` (orthogonal decompositions: ``tr(G Sigma G^T) = K g_zeta^2 +
     |G_R|^2_Sigma``, ``|G_V mu|^2 = m2 g_omega^2 + |G_r_v|^2``, ``|G_a|^2 = (g_xi, g_beta) G_k
     (g_xi, g_beta)^T + |G_delta|^2``). Their mean over samples is the energies' Itô rate."""
-    S = noise_system(N)
+    S = noise_system(N, exact=False)
     g = S.noise.gradient
     st = statistic_symbols(N)
     mus, rhos = _mus(N), _indexed("rho", N, positive=True)

@@ -381,7 +381,7 @@ def _reduced_terms(N: int, modules: str):
     """``f(theta, p, x) -> [g (2+2N), off (2+N)]``: the derived per-sample flow on the manifold and
     the squared norms of its off-manifold parts (:func:`~theory.scb.derive.noise_system`,
     :func:`~theory.scb.derive.off_manifold_norms`), lambdified once per N."""
-    S = D.noise_system(N)
+    S = D.noise_system(N, exact=False)
     exprs = [*S.noise.gradient, *D.off_manifold_norms(N)]
     return compile_expressions((S.state, S.parameters, S.noise.samples), exprs,
                                "jax" if modules == "jax" else "numpy", cse=True)
@@ -469,7 +469,7 @@ class ReducedMinibatchSDE:
         if self._tables is None and not np.allclose(self.task.rho, 1.0 / self.task.support.shape[1]):
             raise ConfigError("attention", "outcome tables too large and q not uniform: no sampler for this task")
         c = {"p": jnp.asarray(self.system.parameter_vector(closure_parameters(self.task, self.eta_V, self.eta_A))),
-             "pn": jnp.asarray(D.noise_system(self.N).parameter_vector(self.parameter_values())),
+             "pn": jnp.asarray(D.noise_system(self.N, exact=False).parameter_vector(self.parameter_values())),
              "batch": jnp.asarray(float(self.batch)), "dtau": jnp.asarray(float(self.step_time))}
         if self._tables is not None:
             c["tables"] = [(jnp.asarray(pr), jnp.asarray(al), jnp.asarray(F))
@@ -529,7 +529,7 @@ class ReducedMinibatchSDE:
             p = np.outer(p, p2).ravel()
             F = (F[:, None, :] + F2[None, :, :]).reshape(-1, F.shape[1])
         N, d = self.N, 2 + 2 * self.N
-        pn = D.noise_system(N).parameter_vector(self.parameter_values())
+        pn = D.noise_system(N, exact=False).parameter_vector(self.parameter_values())
         vals = _reduced_terms(N, "numpy")(tuple(np.asarray(y, float)[:d]), pn, [F[:, j] for j in range(4 * N)])
         V = np.stack([np.broadcast_to(np.asarray(v, float), p.shape) for v in vals], axis=1)
         G, off = V[:, :d], V[:, d:]

@@ -7,6 +7,7 @@ gradients, the samplers draw the tables' law, and the noise is exported.
 Parameters of a valid task are tied (P column-stochastic, mu its stationary law, K = tr(P Sigma
 P^T)): every check draws whole tasks (``_valid_parameters``), never independent values."""
 
+import dataclasses
 import json
 
 import jax
@@ -18,7 +19,7 @@ import torch
 import simulate
 from helpers import scb_sde_reference as ref
 from theory import load_system, scb
-from theory.noise import check_drift, derive_noise
+from theory.noise import check_drift, derive_noise, law_sampler
 from theory.scb import derive as D
 from theory.scb import sde as R
 
@@ -97,12 +98,39 @@ def test_mean_per_sample_flow_is_the_drift_and_a_wrong_map_fails(task):
         g, _ = _terms(task, y, F)
         np.testing.assert_allclose(p @ g, f(0.0, y, pn), rtol=1e-11, atol=1e-13)
     valid = _valid_parameters(3, 16, 2)
-    check = check_drift(S, points=3, mc_samples=20000, parameters=valid)
-    assert check.passed and check.max_z < 5, check
+    check = check_drift(S, points=3, parameters=valid)
+    assert check.passed and check.max_rel_error <= 1e-10, check  # the law's closed-form mean, not Monte Carlo
     ell, _, _ = D._reduced_sample(N)
     wrong = D._reduced_preconditioner(N).subs({s: 1 for s in D._mus(N)})
-    bad = derive_noise(ell, S.state, S.noise.samples, S.noise.distribution, preconditioner=wrong, simplify=False)
-    assert not check_drift(S, bad, points=2, mc_samples=20000, parameters=valid).passed
+    bad = derive_noise(ell, S.state, S.noise.samples, S.noise.distribution, preconditioner=wrong, simplify=False,
+                       covariance=False)
+    assert not check_drift(S, bad, points=2, parameters=valid).passed
+
+
+def test_closed_form_law_gives_the_exact_covariance_of_the_outcome_tables():
+    """The noise's law is exact and in closed form (its moment generating function): its mean is
+    the drift and ``theory.noise.covariance_at`` (the covariance from the law's moments) equals
+    ``Cov_x[g]`` summed over the exact outcome tables of the task (every query, support, target
+    and count vector: an independent enumeration), to 1e-12 relative. A law with one off-support
+    token too many (``T - Q + 1`` counts) misses it."""
+    from theory.noise import Independent, Moments, covariance_at
+
+    task = scb.make_task(scb.SCBConfig(N=2, T=8, Q=2))
+    S = D.noise_system(2)
+    assert S.noise.exact and S.noise.method == "moments" and S.noise.implicit_covariance
+    model = R.ReducedMinibatchSDE(task, 0.2, 0.3, 32)
+    pv = R.noise_parameters(task, 0.2, 0.3)
+    y = np.array([0.6, 1.2, 0.1, 0.2, 0.7, -0.3, 0.0, 0.0, 0.0, 0.0])
+    mean, cov, _ = model.exact_moments(y)
+    state = dict(zip(S.state_names, y))
+    got = covariance_at(S, state, pv)
+    assert np.abs(got - cov).max() <= 1e-12 * np.abs(cov).max()
+    np.testing.assert_allclose(S.to_numpy()(0.0, y[:6], S.parameter_vector(pv)), mean, rtol=1e-12, atol=1e-14)
+    rest, query = S.noise.distribution.parts
+    wrong = Moments(rest.variables, rest.mgf * sp.Add(*[m * sp.exp(t) for m, t in
+                                                          zip(D._mus(2), rest.dummies[4:])]), rest.dummies)
+    bad = dataclasses.replace(S, noise=dataclasses.replace(S.noise, distribution=Independent((wrong, query))))
+    assert np.abs(covariance_at(bad, state, pv) - cov).max() > 1e-3 * np.abs(cov).max()
 
 
 def test_derived_flow_equals_the_hand_written_projection(task):
@@ -200,11 +228,12 @@ def test_noise_is_exported_and_read_back():
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     S = load_system(doc, "minibatch")
-    assert S.noise is not None and S.noise.method == "monte_carlo" and not S.noise.exact
+    assert S.noise is not None and S.noise.method == "moments" and S.noise.exact and S.noise.implicit_covariance
     assert S.equivalent(D.noise_system(3))
+    assert doc["systems"][3]["noise"]["distribution"]["sampler"] == "theory.scb.sde:draw_statistics"
     simulate.enable_x64()
     pn = jax.numpy.asarray(S.parameter_vector(R.noise_parameters(scb.make_task(scb.SCBConfig()), 0.1, 0.1)))
-    xs = S.noise.distribution.draw()(jax.random.key(0), 5, pn)
+    xs = law_sampler(S.noise.distribution)(jax.random.key(0), 5, pn)
     assert set(xs) == {str(s) for s in S.noise.samples}
     draw = resolve_ref(D.full_system(3, 4).noise.distribution.ref)
     assert draw.keywords == {"N": 3, "T": 4}
